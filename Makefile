@@ -1,0 +1,65 @@
+# utxo-cache: `make` or `make help` lists the targets.
+#
+# Settings (override on the command line: make fuzz FUZZTIME=2m):
+GO           ?= go
+BIN          ?= bin/utxo-cache
+TEST_TIMEOUT ?= 30m
+FUZZTIME     ?= 30s
+RUN_ARGS     ?=
+# make run's store. The demo keeps spent records long enough to show block
+# 170's historic spend at tip 14131.
+DATA_DIR     ?= ./data
+DEMO_PRUNE_DEPTH ?= 20000
+
+.DEFAULT_GOAL := help
+.PHONY: help build test bench fuzz lint verify run clean
+
+help: ## list the targets (the default)
+	@echo "Targets:"
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@echo "Settings: GO=$(GO) BIN=$(BIN) TEST_TIMEOUT=$(TEST_TIMEOUT) FUZZTIME=$(FUZZTIME) RUN_ARGS=$(RUN_ARGS)"
+
+build: ## build the binary (BIN, default bin/utxo-cache)
+	$(GO) build -o $(BIN) ./cmd/utxo-cache
+
+test: ## run every test with the race detector (tests that need redis-server use the one on PATH)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+bench: ## run every benchmark; note: the apply benchmark first builds a 1M-UTXO store (minutes, GBs of disk)
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+fuzz: ## run each Fuzz* target of every package for FUZZTIME (default 30s)
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		list=$$($(GO) test -list '^Fuzz' $$pkg) || { echo "$$list"; exit 1; }; \
+		for fn in $$(echo "$$list" | grep '^Fuzz'); do \
+			echo "== $$pkg $$fn ($(FUZZTIME))"; \
+			$(GO) test -run='^$$' -fuzz="^$${fn}\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+lint: ## go vet, gofmt, and the import-confinement test (internal/lint)
+	$(GO) vet ./...
+	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*' -not -path './.git/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) test -count=1 ./internal/lint
+
+verify: lint ## lint, then check that go mod tidy would change nothing and that everything builds
+	$(GO) mod tidy -diff
+	$(GO) build ./...
+
+run: build ## serve DATA_DIR on 127.0.0.1:8080; an empty store is first loaded with real Bitcoin blocks 0..14131
+	@if [ ! -e "$(DATA_DIR)" ]; then \
+		echo "loading real mainnet blocks 0..14131 into $(DATA_DIR) (testdata/bitcoin; about 15 s)"; \
+		$(BIN) import-bitcoin --data-dir "$(DATA_DIR)" --prune-depth $(DEMO_PRUNE_DEPTH) testdata/bitcoin/blk_0_to_14131.dat.bz2 || { rm -rf "$(DATA_DIR)"; exit 1; }; \
+	fi
+	$(BIN) serve --data-dir "$(DATA_DIR)" --prune-depth $(DEMO_PRUNE_DEPTH) $(RUN_ARGS)
+
+clean: ## remove build output (bin/); never touches a store
+	rm -rf bin
+
+# loadtest is owned by the load harness (loadtest/); LOADTEST_ARGS go to
+# `utxo-cache loadtest` (e.g. LOADTEST_ARGS='--scenario big', see its --help).
+LOADTEST_ARGS ?=
+.PHONY: loadtest
+loadtest: build ## standard load test (<3 min): each tier vs the bare ceiling, PASS/MISS, reports in results/
+	$(BIN) loadtest --cpu-profile $(LOADTEST_ARGS)

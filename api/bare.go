@@ -1,0 +1,66 @@
+package api
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// bareETag is the one entity tag of every bare answer.
+const bareETag = `W/"bare"`
+
+// NewBareHandler returns the load harness's ceiling (package loadtest): a Gin
+// handler that answers each route with prepared bytes and does nothing else
+// (no store, no cache tiers, no metrics). It runs on the same router and HTTP
+// server as the service and sends bodies of the sizes the service sends, so
+// the requests/s the service reaches can be read as a fraction of what the
+// machine's HTTP stack and the load generator can do at all. It lives here
+// because Gin may be imported only in package api (STYLE 1); it is not part
+// of the service.
+//
+// Each key of bodies is a method and a route pattern in Gin's syntax, e.g.
+// "GET /v1/addresses/:address/utxos"; its value is the JSON body answered
+// with 200. GET answers carry the ETag W/"bare", and an If-None-Match with it
+// answers 304 with no body, so revalidations cost what they cost in the
+// service. Request bodies are read and discarded. Other paths answer 404
+// with an empty body. A key that is not "METHOD /pattern" panics: the
+// caller's bug. The handler is safe for concurrent use; it keeps the body
+// slices, which the caller must not modify afterwards.
+func NewBareHandler(bodies map[string][]byte) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.UseRawPath = true
+	e.UnescapePathValues = true
+	e.RemoveExtraSlash = false
+	for key, body := range bodies {
+		method, pattern, ok := strings.Cut(key, " ")
+		if !ok || method == "" || !strings.HasPrefix(pattern, "/") {
+			panic(fmt.Sprintf("api: bare route %q: want \"METHOD /pattern\"", key))
+		}
+		length := strconv.Itoa(len(body))
+		get := method == http.MethodGet
+		e.Handle(method, pattern, func(c *gin.Context) {
+			if c.Request.Body != nil {
+				_, _ = io.Copy(io.Discard, c.Request.Body)
+			}
+			h := c.Writer.Header()
+			if get {
+				h["Etag"] = []string{bareETag}
+				if inm := c.GetHeader("If-None-Match"); inm != "" && etagMatches(inm, bareETag) {
+					c.Status(http.StatusNotModified)
+					c.Writer.WriteHeaderNow()
+					return
+				}
+			}
+			h["Content-Type"] = []string{"application/json"}
+			h["Content-Length"] = []string{length}
+			c.Status(http.StatusOK)
+			_, _ = c.Writer.Write(body)
+		})
+	}
+	return e
+}

@@ -1,0 +1,178 @@
+package api_test
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/internal/testredis"
+	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/tiers/redis"
+)
+
+// The read benchmarks serve GETs in-process (httptest.NewRecorder, no
+// network) through the whole handler, answered by one tier at a time:
+//
+//	tier=memory  a memory-tier hit
+//	tier=redis   a Redis hit (memory tier off; a real redis-server)
+//	tier=disk    computed from a Pebble snapshot (no tier)
+//
+// BenchmarkBareGin returns the same bytes from a bare Gin handler: the
+// ceiling of the framework and the recorder. Compare with
+//
+//	go test ./api -run '^$' -bench 'Read|BareGin' -count 6 | benchstat -col /tier -
+
+// benchReads are the answers read: a balance, and a 100-item page of an
+// address with 1000 live outputs.
+var benchReads = []struct{ name, target string }{
+	{"balance", "/v1/addresses/hot/balance"},
+	{"page100", "/v1/addresses/hot/utxos?limit=100"},
+}
+
+// benchChain fills s: "hot" holds 1000 outputs with an asset each, over ten
+// transactions.
+func benchChain(s *stack) {
+	var txs []chain.Tx
+	for i := range 10 {
+		var outs []chain.Output
+		for j := range 100 {
+			outs = append(outs, out("hot", uint64(1000*i+j+1), chain.Asset{Policy: []byte{byte(j % 3)}, Name: []byte("tok"), Quantity: 5}))
+		}
+		txs = append(txs, tx(fmt.Sprintf("bench-%d", i), nil, outs...))
+	}
+	s.apply(txs...)
+}
+
+// serveBench serves req b.N times; every answer must be 200 of the warm-up's
+// length.
+func serveBench(b *testing.B, h http.Handler, req *http.Request) {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		b.Fatalf("warm-up: %d %s", rec.Code, rec.Body)
+	}
+	n := rec.Body.Len()
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || rec.Body.Len() != n {
+			b.Fatalf("%d, %d bytes", rec.Code, rec.Body.Len())
+		}
+	}
+}
+
+func BenchmarkRead(b *testing.B) {
+	b.Run("tier=memory", func(b *testing.B) {
+		s := newStack(b, stackConfig{noSpec: true, hot: -1})
+		benchChain(s)
+		for _, r := range benchReads {
+			b.Run(r.name, func(b *testing.B) {
+				req := httptest.NewRequest(http.MethodGet, r.target, nil)
+				s.h.ServeHTTP(httptest.NewRecorder(), req) // fill
+				s.mem.Wait()
+				before := s.mem.Stats().Hits
+				serveBench(b, s.h, req)
+				if hits := s.mem.Stats().Hits - before; hits < uint64(b.N) {
+					b.Fatalf("%d memory hits for %d reads", hits, b.N)
+				}
+			})
+		}
+	})
+	b.Run("tier=redis", func(b *testing.B) {
+		rs := testredis.Start(b)
+		rt, err := redis.New(redis.Options{URL: rs.URL(), Namespace: "bench", Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = rt.Close() })
+		if !rt.Healthy() {
+			b.Fatal("redis tier not healthy")
+		}
+		s := newStack(b, stackConfig{noSpec: true, hot: -1, noMemory: true, tiers: []query.Tier{rt}})
+		benchChain(s)
+		for _, r := range benchReads {
+			b.Run(r.name, func(b *testing.B) {
+				req := httptest.NewRequest(http.MethodGet, r.target, nil)
+				s.h.ServeHTTP(httptest.NewRecorder(), req) // fill
+				before := rt.Stats().Hits
+				serveBench(b, s.h, req)
+				if hits := rt.Stats().Hits - before; hits < uint64(b.N) {
+					b.Fatalf("%d Redis hits for %d reads", hits, b.N)
+				}
+			})
+		}
+	})
+	b.Run("tier=disk", func(b *testing.B) {
+		s := newStack(b, stackConfig{noSpec: true, hot: -1, noMemory: true})
+		benchChain(s)
+		for _, r := range benchReads {
+			b.Run(r.name, func(b *testing.B) {
+				serveBench(b, s.h, httptest.NewRequest(http.MethodGet, r.target, nil))
+			})
+		}
+	})
+}
+
+// BenchmarkBareGin is the ceiling: a bare Gin handler that writes the bytes
+// (and the headers) the real API answers, with no read path behind it.
+func BenchmarkBareGin(b *testing.B) {
+	s := newStack(b, stackConfig{noSpec: true, hot: -1})
+	benchChain(s)
+	gin.SetMode(gin.ReleaseMode)
+	for _, r := range benchReads {
+		b.Run(r.name, func(b *testing.B) {
+			req := httptest.NewRequest(http.MethodGet, r.target, nil)
+			rec := httptest.NewRecorder()
+			s.h.ServeHTTP(rec, req)
+			body, hdr := rec.Body.Bytes(), rec.Result().Header
+			e := gin.New()
+			handler := func(c *gin.Context) {
+				h := c.Writer.Header()
+				h["X-Tip-Height"] = hdr["X-Tip-Height"]
+				h["X-Tip-Hash"] = hdr["X-Tip-Hash"]
+				h["Etag"] = hdr["Etag"]
+				c.Data(http.StatusOK, "application/json", body)
+			}
+			e.GET("/v1/addresses/:address/balance", handler)
+			e.GET("/v1/addresses/:address/utxos", handler)
+			serveBench(b, e, req)
+		})
+	}
+}
+
+// TestAnswerBufferReused: a cached answer is written without allocating a
+// copy of its body per request (the handler keeps a pool of answer buffers
+// for this). The recorder's own copy is the only body-sized allocation.
+//
+// Not parallel: testing.Benchmark counts every goroutine's allocations.
+func TestAnswerBufferReused(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation figures are meaningless under -race")
+	}
+	s := newStack(t, stackConfig{noSpec: true, hot: -1})
+	benchChain(s)
+	req := httptest.NewRequest(http.MethodGet, "/v1/addresses/hot/utxos?limit=1000", nil)
+	s.h.ServeHTTP(httptest.NewRecorder(), req) // fill
+	s.mem.Wait()
+	rec := httptest.NewRecorder()
+	s.h.ServeHTTP(rec, req)
+	size := rec.Body.Len()
+	var perRequest float64
+	res := testing.Benchmark(func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.h.ServeHTTP(httptest.NewRecorder(), req)
+		}
+	})
+	perRequest = float64(res.AllocedBytesPerOp())
+	if perRequest > 1.5*float64(size) {
+		t.Errorf("a memory-tier hit of a %d-byte answer allocates %.0f bytes: the body is copied into a fresh buffer on every request", size, perRequest)
+	}
+}

@@ -1,0 +1,52 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/writer"
+)
+
+// Errors of the API itself (not of the domain).
+var (
+	errUnauthorized   = errors.New("api: missing or wrong bearer token")
+	errWritesDisabled = errors.New("api: writes are disabled: no admin token is configured")
+	errReadOnly       = errors.New("api: this server is a read-only replica")
+)
+
+// errorClass is one row of the contract's error table.
+type errorClass struct {
+	err    error
+	status int
+	code   string
+}
+
+// errorTable maps every error the API answers to its status and code
+// (CONTRACT §1-§3). Anything unmapped is a 500 "internal" whose message
+// says nothing of the internals.
+var errorTable = []errorClass{
+	{chain.ErrInvalidBlock, http.StatusBadRequest, "invalid_block"},
+	{chain.ErrInvalidArgument, http.StatusBadRequest, "invalid_argument"},
+	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
+	{errWritesDisabled, http.StatusForbidden, "writes_disabled"},
+	{errReadOnly, http.StatusForbidden, "read_only"},
+	{chain.ErrNotFound, http.StatusNotFound, "not_found"},
+	{chain.ErrNotNextBlock, http.StatusConflict, "not_next_block"},
+	{chain.ErrRollbackTooDeep, http.StatusConflict, "rollback_too_deep"},
+	{chain.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
+	{chain.ErrUnknownInput, http.StatusUnprocessableEntity, "unknown_input"},
+	{chain.ErrDoubleSpend, http.StatusUnprocessableEntity, "double_spend"},
+	{chain.ErrDuplicateOutpoint, http.StatusUnprocessableEntity, "duplicate_outpoint"},
+	{writer.ErrClosed, http.StatusServiceUnavailable, "unavailable"},
+}
+
+// classify returns the status, code and client-safe message of err.
+func classify(err error) (status int, code, message string) {
+	for _, c := range errorTable {
+		if errors.Is(err, c.err) {
+			return c.status, c.code, err.Error()
+		}
+	}
+	return http.StatusInternalServerError, "internal", "internal error"
+}

@@ -1,0 +1,334 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+)
+
+// The OpenAPI document is checked against real exchanges: every exchange of
+// the handler tests (stack.do calls checkSpec), and a table below that covers
+// every operation and every status the document declares, plus the statuses
+// the server produces that it does not.
+
+func init() {
+	// CBOR blocks are opaque binary to the document.
+	openapi3filter.RegisterBodyDecoder("application/cbor", openapi3filter.FileBodyDecoder)
+}
+
+var spec struct {
+	once   sync.Once
+	doc    *openapi3.T
+	router routers.Router
+	err    error
+}
+
+// loadSpec loads and validates api/openapi.yaml once.
+func loadSpec(t testing.TB) (*openapi3.T, routers.Router) {
+	t.Helper()
+	spec.once.Do(func() {
+		loader := openapi3.NewLoader()
+		doc, err := loader.LoadFromFile("openapi.yaml")
+		if err != nil {
+			spec.err = fmt.Errorf("load openapi.yaml: %w", err)
+			return
+		}
+		if err := doc.Validate(loader.Context); err != nil {
+			spec.err = fmt.Errorf("openapi.yaml is not a valid OpenAPI document: %w", err)
+			return
+		}
+		r, err := legacy.NewRouter(doc)
+		if err != nil {
+			spec.err = fmt.Errorf("router of openapi.yaml: %w", err)
+			return
+		}
+		spec.doc, spec.router = doc, r
+	})
+	if spec.err != nil {
+		t.Fatal(spec.err)
+	}
+	return spec.doc, spec.router
+}
+
+// checkSpec fails t unless the exchange agrees with the document.
+func checkSpec(t testing.TB, req *http.Request, body []byte, res *response) {
+	t.Helper()
+	_, errs := specCheck(t, req, body, res)
+	for _, err := range errs {
+		t.Errorf("%s %s: %v", req.Method, req.URL.RequestURI(), err)
+	}
+}
+
+// specCheck validates one exchange against the document: the response
+// always (its status must be declared for the operation, its body must match
+// the schema), the request too, and a request the document rejects must not
+// succeed. It returns "operationId status" of the exchange ("" when the
+// document has no such route, which is fine for a 404 or 405 answer).
+func specCheck(t testing.TB, req *http.Request, body []byte, res *response) (string, []error) {
+	_, router := loadSpec(t)
+	ctx := context.Background()
+	vreq := req.Clone(ctx)
+	vreq.Body = io.NopCloser(bytes.NewReader(body))
+	if req.URL.RawPath != "" {
+		// The legacy router matches the decoded path; an escaped "/" inside
+		// an address must stay inside its segment.
+		u := *req.URL
+		u.Path, u.RawPath = req.URL.RawPath, ""
+		vreq.URL = &u
+	}
+	route, params, err := router.FindRoute(vreq)
+	if err != nil {
+		if res.code == http.StatusNotFound || res.code == http.StatusMethodNotAllowed {
+			return "", nil
+		}
+		return "", []error{fmt.Errorf("answered %d but the document has no such route: %v", res.code, err)}
+	}
+	key := route.Operation.OperationID + " " + strconv.Itoa(res.code)
+	var errs []error
+	in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	if err := openapi3filter.ValidateRequest(ctx, in); err != nil && res.code < 400 {
+		errs = append(errs, fmt.Errorf("answered %d to a request the document rejects: %v", res.code, err))
+	}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: res.code, Header: res.hdr,
+		Body: io.NopCloser(bytes.NewReader(res.body)), Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+		errs = append(errs, fmt.Errorf("%s: the answer does not match the document: %v\nbody: %.300s", key, err, res.body))
+	}
+	return key, errs
+}
+
+func TestOpenAPIDocument(t *testing.T) {
+	doc, _ := loadSpec(t)
+	ops := 0
+	for _, item := range doc.Paths.Map() {
+		ops += len(item.Operations())
+	}
+	if ops != 11 {
+		t.Fatalf("the document describes %d operations, the API has 11", ops)
+	}
+}
+
+// TestOpenAPIEveryEndpointAndStatus runs one table of exchanges that covers
+// every operation and every status the document declares, validates each
+// request and real response, and then checks that no declared status went
+// unexercised. The last rows are statuses the server answers and the
+// document does not declare.
+func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
+	doc, _ := loadSpec(t)
+	reg := prometheus.NewRegistry()
+	var notReady atomic.Bool
+	var pr *panicReader
+	m := newStack(t, stackConfig{
+		noSpec: true,
+		disk:   disk.Options{PruneDepth: 1, RollbackWindow: 3},
+		api: api.Options{Registry: reg, Gatherer: reg, MaxRequestBytes: 4096, MaxBlockBytes: 8192, Ready: func() error {
+			if notReady.Load() {
+				return fmt.Errorf("draining")
+			}
+			return nil
+		}},
+		wrap: func(r api.Reader) api.Reader { pr = &panicReader{Reader: r}; return pr },
+	})
+	dh := hx("dh")
+	m.apply(chain.Tx{Hash: txh("a"), Coinbase: true, Outputs: []chain.Output{
+		out("alice", 1, chain.Asset{Policy: []byte{1}, Name: []byte("n"), Quantity: 1 << 60}),
+		{Address: "alice", Value: 2, DatumHash: &dh, Datum: []byte{0xd0}, ScriptRef: []byte{0x5c}},
+		out("bob", 3), out("a/b", 4)}})
+	m.apply(tx("b", spends(op("a", 2)), out("carol", 3))) // a:2 spent at 2
+	// a:1 spent at 3, as the collateral of an invalid tx.
+	m.apply(chain.Tx{Hash: txh("c"), Invalid: true, CollateralInputs: spends(op("a", 1)),
+		CollateralReturn: &chain.Output{Address: "alice", Value: 1}})
+	m.apply()
+	noToken := newStack(t, stackConfig{noSpec: true, noToken: true})
+	replica := newStack(t, stackConfig{noSpec: true, api: api.Options{ReadOnly: true}})
+	closed := newStack(t, stackConfig{noSpec: true})
+	_ = closed.w.Close()
+
+	h := txh("a").String()
+	etagOf := func(s *stack, target string) string {
+		r := s.do(call{method: "GET", target: target})
+		return r.hdr.Get("ETag")
+	}
+	big := make([]chain.Output, 400)
+	for i := range big {
+		big[i] = out(fmt.Sprintf("big-%d", i), 1)
+	}
+	var lookupItems []string
+	for i := range 100 {
+		lookupItems = append(lookupItems, fmt.Sprintf(`{"tx_hash":"%s","index":%d}`, h, i))
+	}
+	var b5 *chain.Block
+
+	type row struct {
+		name  string
+		s     *stack
+		mk    func() call
+		want  int
+		arm   func() // before the call
+		after func() // after the call
+	}
+	get := func(target string, header ...string) func() call {
+		return func() call { return call{method: "GET", target: target, header: header} }
+	}
+	post := func(target, ctype string, body []byte) func() call {
+		return func() call { return call{method: "POST", target: target, body: body, ctype: ctype, auth: true} }
+	}
+	postFn := func(target, ctype string, body func() []byte) func() call {
+		return func() call { return call{method: "POST", target: target, body: body(), ctype: ctype, auth: true} }
+	}
+	rows := []row{
+		{name: "tip", s: m, mk: get("/v1/tip"), want: 200},
+		{name: "utxos", s: m, mk: get("/v1/addresses/alice/utxos"), want: 200},
+		{name: "utxos page", s: m, mk: get("/v1/addresses/alice/utxos?limit=1&order=desc"), want: 200},
+		{name: "utxos escaped", s: m, mk: get("/v1/addresses/a%2Fb/utxos"), want: 200},
+		{name: "utxos empty", s: m, mk: get("/v1/addresses/nobody/utxos"), want: 200},
+		{name: "utxos 304", s: m, mk: func() call {
+			return call{method: "GET", target: "/v1/addresses/alice/utxos", header: []string{"If-None-Match", etagOf(m, "/v1/addresses/alice/utxos")}}
+		}, want: 304},
+		{name: "utxos limit 0", s: m, mk: get("/v1/addresses/alice/utxos?limit=0"), want: 400},
+		{name: "utxos limit x", s: m, mk: get("/v1/addresses/alice/utxos?limit=x"), want: 400},
+		{name: "utxos order", s: m, mk: get("/v1/addresses/alice/utxos?order=sideways"), want: 400},
+		{name: "utxos cursor", s: m, mk: get("/v1/addresses/alice/utxos?cursor=nope"), want: 400},
+		{name: "utxos long address", s: m, mk: get("/v1/addresses/" + strings.Repeat("x", 1025) + "/utxos"), want: 400},
+		{name: "balance", s: m, mk: get("/v1/addresses/alice/balance"), want: 200},
+		{name: "balance empty", s: m, mk: get("/v1/addresses/nobody/balance"), want: 200},
+		{name: "balance 304", s: m, mk: func() call {
+			return call{method: "GET", target: "/v1/addresses/alice/balance", header: []string{"If-None-Match", etagOf(m, "/v1/addresses/alice/balance")}}
+		}, want: 304},
+		{name: "balance long address", s: m, mk: get("/v1/addresses/" + strings.Repeat("x", 1025) + "/balance"), want: 400},
+		{name: "utxo live", s: m, mk: get("/v1/utxos/" + h + "/0"), want: 200},
+		{name: "utxo datum", s: m, mk: get("/v1/utxos/" + h + "/1"), want: 200},
+		{name: "utxo collateral return", s: m, mk: get("/v1/utxos/" + txh("c").String() + "/0"), want: 200},
+		{name: "utxo 304", s: m, mk: func() call {
+			return call{method: "GET", target: "/v1/utxos/" + h + "/0", header: []string{"If-None-Match", etagOf(m, "/v1/utxos/"+h+"/0")}}
+		}, want: 304},
+		{name: "utxo bad hash", s: m, mk: get("/v1/utxos/xyz/0"), want: 400},
+		{name: "utxo bad index", s: m, mk: get("/v1/utxos/" + h + "/-1"), want: 400},
+		{name: "utxo index over uint32", s: m, mk: get("/v1/utxos/" + h + "/4294967296"), want: 400},
+		{name: "utxo never existed", s: m, mk: get("/v1/utxos/" + txh("zz").String() + "/0"), want: 404},
+		{name: "utxo pruned", s: m, mk: get("/v1/utxos/" + h + "/2"), want: 404},
+		{name: "lookup", s: m, mk: post("/v1/utxos/lookup", "application/json", []byte(
+			`{"outpoints":[{"tx_hash":"`+h+`","index":0},{"tx_hash":"`+h+`","index":1},{"tx_hash":"`+h+`","index":9}]}`)), want: 200},
+		{name: "lookup empty", s: m, mk: post("/v1/utxos/lookup", "application/json", []byte(`{"outpoints":[]}`)), want: 400},
+		{name: "lookup bad", s: m, mk: post("/v1/utxos/lookup", "application/json", []byte(`{"outpoints":[{"tx_hash":"x","index":0}]}`)), want: 400},
+		{name: "lookup too large", s: m, mk: post("/v1/utxos/lookup", "application/json", []byte(`{"outpoints":[`+strings.Join(lookupItems, ",")+`]}`)), want: 413},
+		{name: "block unauthorized", s: m, mk: func() call {
+			return call{method: "POST", target: "/v1/blocks", ctype: "application/json", body: chain.AppendBlockJSON(nil, m.next())}
+		}, want: 401},
+		{name: "block bad JSON", s: m, mk: post("/v1/blocks", "application/json", []byte(`{"height":`)), want: 400},
+		{name: "block CBOR garbage", s: m, mk: post("/v1/blocks", "application/cbor", []byte{0xff, 0x01}), want: 400},
+		{name: "block not next", s: m, mk: postFn("/v1/blocks", "application/json", func() []byte {
+			b := m.next()
+			b.Height++
+			return chain.AppendBlockJSON(nil, b)
+		}), want: 409},
+		{name: "block unknown input", s: m, mk: postFn("/v1/blocks", "application/json", func() []byte {
+			return chain.AppendBlockJSON(nil, m.next(tx("u", spends(op("nope", 0)))))
+		}), want: 422},
+		{name: "block double spend", s: m, mk: postFn("/v1/blocks", "application/json", func() []byte {
+			return chain.AppendBlockJSON(nil, m.next(tx("d", spends(op("a", 0), op("a", 0)))))
+		}), want: 422},
+		{name: "block duplicate outpoint", s: m, mk: postFn("/v1/blocks", "application/json", func() []byte {
+			return chain.AppendBlockJSON(nil, m.next(tx("a", nil, out("x", 1))))
+		}), want: 422},
+		{name: "block too large", s: m, mk: postFn("/v1/blocks", "application/json", func() []byte {
+			return chain.AppendBlockJSON(nil, m.next(tx("big", nil, big...)))
+		}), want: 413},
+		{name: "block", s: m, mk: postFn("/v1/blocks", "application/json", func() []byte {
+			b5 = m.next(tx("e", spends(op("a", 0)), out("alice", 1)))
+			return chain.AppendBlockJSON(nil, b5)
+		}), want: 200},
+		{name: "block again", s: m, mk: postFn("/v1/blocks", "application/json", func() []byte { return chain.AppendBlockJSON(nil, b5) }), want: 200},
+		{name: "block CBOR", s: m, mk: postFn("/v1/blocks", "application/cbor", func() []byte {
+			return chain.AppendBlockCBOR(nil, m.next(tx("f", nil, out("dave", 1))))
+		}), want: 200},
+		{name: "block writes disabled", s: noToken, mk: post("/v1/blocks", "application/json", chain.AppendBlockJSON(nil, noToken.next())), want: 403},
+		{name: "block read only", s: replica, mk: post("/v1/blocks", "application/json", chain.AppendBlockJSON(nil, replica.next())), want: 403},
+		{name: "rollback unauthorized", s: m, mk: func() call {
+			return call{method: "POST", target: "/v1/rollback", ctype: "application/json", body: []byte(`{"height":5}`)}
+		}, want: 401},
+		{name: "rollback above tip", s: m, mk: post("/v1/rollback", "application/json", []byte(`{"height":99}`)), want: 400},
+		{name: "rollback unknown hash", s: m, mk: post("/v1/rollback", "application/json", []byte(`{"hash":"`+hx("x").String()+`"}`)), want: 400},
+		{name: "rollback too deep", s: m, mk: post("/v1/rollback", "application/json", []byte(`{"height":1}`)), want: 409},
+		{name: "rollback", s: m, mk: post("/v1/rollback", "application/json", []byte(`{"height":5}`)), want: 200},
+		{name: "rollback by hash", s: m, mk: postFn("/v1/rollback", "application/json", func() []byte {
+			return []byte(`{"hash":"` + b5.Hash.String() + `"}`)
+		}), want: 200},
+		{name: "rollback writes disabled", s: noToken, mk: post("/v1/rollback", "application/json", []byte(`{"height":0}`)), want: 403},
+		{name: "rollback read only", s: replica, mk: post("/v1/rollback", "application/json", []byte(`{"height":0}`)), want: 403},
+		{name: "healthz", s: m, mk: get("/healthz"), want: 200},
+		{name: "readyz", s: m, mk: get("/readyz"), want: 200},
+		{name: "readyz draining", s: m, mk: get("/readyz"), want: 503, arm: func() { notReady.Store(true) }, after: func() { notReady.Store(false) }},
+		{name: "metrics", s: m, mk: get("/metrics"), want: 200},
+		{name: "openapi", s: m, mk: get("/openapi.yaml"), want: 200},
+
+		// Statuses the server answers that the document does not declare.
+		{name: "rollback too large", s: m, mk: post("/v1/rollback", "application/json", []byte(`{"height":5`+strings.Repeat(" ", 5000)+`}`)), want: 413},
+		{name: "panic", s: m, mk: get("/v1/addresses/alice/balance"), want: 500, arm: func() { pr.armed.Store(true) }},
+		{name: "utxo uppercase hash", s: m, mk: get("/v1/utxos/" + strings.ToUpper(h) + "/0"), want: 200},
+		{name: "rollback by uppercase hash", s: m, mk: postFn("/v1/rollback", "application/json", func() []byte {
+			return []byte(`{"hash":"` + strings.ToUpper(b5.Hash.String()) + `"}`)
+		}), want: 200},
+		{name: "block writer closed", s: closed, mk: post("/v1/blocks", "application/json", chain.AppendBlockJSON(nil, closed.next())), want: 503},
+		{name: "rollback writer closed", s: closed, mk: post("/v1/rollback", "application/json", []byte(`{"height":0}`)), want: 503},
+	}
+	covered := map[string]bool{}
+	for _, r := range rows {
+		if r.arm != nil {
+			r.arm()
+		}
+		c := r.mk()
+		c.allow5xx = true
+		res := r.s.do(c)
+		if r.after != nil {
+			r.after()
+		}
+		if res.code != r.want {
+			t.Errorf("%s: %s %s answered %s, the table wants %d", r.name, c.method, c.target, res, r.want)
+			continue
+		}
+		key, errs := specCheck(t, c.request(), c.body, res)
+		for _, err := range errs {
+			t.Errorf("%s: %s %s: %v", r.name, c.method, c.target, err)
+		}
+		covered[key] = true
+	}
+	var missing []string
+	for _, item := range doc.Paths.Map() {
+		for _, o := range item.Operations() {
+			for status := range o.Responses.Map() {
+				// "default" answers every undeclared status (500, 503): rows
+				// such as "panic" and "writer closed" validate against it.
+				if status == "default" {
+					continue
+				}
+				if !covered[o.OperationID+" "+status] {
+					missing = append(missing, o.OperationID+" "+status)
+				}
+			}
+		}
+	}
+	slices.Sort(missing)
+	if len(missing) > 0 {
+		t.Errorf("declared responses no row exercises: %v", missing)
+	}
+}

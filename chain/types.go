@@ -1,0 +1,164 @@
+package chain
+
+import (
+	"encoding/hex"
+	"fmt"
+)
+
+// HashSize is the size of block and transaction hashes.
+const HashSize = 32
+
+// Hash is a 32-byte block or transaction hash, in the byte order the block
+// producer gave it (the contract treats hashes as opaque bytes; hex renders
+// them in that order).
+type Hash [HashSize]byte
+
+// String renders the hash as 64 lowercase hex characters.
+func (h Hash) String() string { return hex.EncodeToString(h[:]) }
+
+// IsZero reports whether every byte is zero.
+func (h Hash) IsZero() bool { return h == Hash{} }
+
+// ParseHash parses 64 hex characters (either case).
+func ParseHash(s string) (Hash, error) {
+	var h Hash
+	if len(s) != 2*HashSize {
+		return h, fmt.Errorf("hash must be %d hex characters, got %d", 2*HashSize, len(s))
+	}
+	if _, err := hex.Decode(h[:], []byte(s)); err != nil {
+		return h, fmt.Errorf("hash is not hex: %w", err)
+	}
+	return h, nil
+}
+
+// OutPoint names one output of one transaction.
+type OutPoint struct {
+	TxHash Hash
+	Index  uint32
+}
+
+// String renders the outpoint as "txhash:index".
+func (o OutPoint) String() string { return fmt.Sprintf("%s:%d", o.TxHash, o.Index) }
+
+// Asset is a quantity of one native asset carried by an output, identified by
+// its policy and name (both opaque bytes, 0..64 long).
+type Asset struct {
+	Policy   []byte
+	Name     []byte
+	Quantity uint64
+}
+
+// Output is a transaction output as the block producer describes it.
+// DatumHash is nil when absent; Datum and ScriptRef are nil when absent.
+type Output struct {
+	Address   string
+	Value     uint64
+	Assets    []Asset
+	DatumHash *Hash
+	Datum     []byte
+	ScriptRef []byte
+
+	// Unspendable is set by in-process producers (the Bitcoin adapter) for a
+	// provably unspendable output: it keeps its index but is never created,
+	// indexed or counted (Tx.Creates skips it). It is not part of the
+	// JSON/CBOR block format: the encoders drop it, so such a block does not
+	// survive an encode/decode round trip (the adapter leaves its Address
+	// empty, which ValidateBlock and the stream writers refuse).
+	Unspendable bool
+}
+
+// Tx is one transaction of a block.
+//
+// A valid transaction (Invalid == false) spends Inputs and creates Outputs at
+// indexes 0..len(Outputs)-1. A phase-2-invalid transaction (Invalid == true)
+// spends only CollateralInputs and creates only CollateralReturn, at index
+// len(Outputs). The zero value of Invalid is the contract's default valid: true.
+type Tx struct {
+	Hash             Hash
+	Inputs           []OutPoint
+	Outputs          []Output
+	CollateralInputs []OutPoint
+	CollateralReturn *Output
+	Invalid          bool
+	Coinbase         bool
+}
+
+// Spends returns the outpoints the transaction consumes when applied.
+func (tx *Tx) Spends() []OutPoint {
+	if tx.Invalid {
+		return tx.CollateralInputs
+	}
+	return tx.Inputs
+}
+
+// Creates calls fn for every output the transaction creates when applied,
+// with its output index and whether it is a collateral return. Outputs with
+// Unspendable set are skipped; the others keep their index.
+func (tx *Tx) Creates(fn func(index uint32, out *Output, collateralReturn bool)) {
+	if tx.Invalid {
+		if cr := tx.CollateralReturn; cr != nil && !cr.Unspendable {
+			fn(uint32(len(tx.Outputs)), cr, true)
+		}
+		return
+	}
+	for i := range tx.Outputs {
+		if !tx.Outputs[i].Unspendable {
+			fn(uint32(i), &tx.Outputs[i], false)
+		}
+	}
+}
+
+// Block is one block in chain order. PrevHash is the zero hash when the
+// producer omitted it (allowed only for the first block of an empty store).
+type Block struct {
+	Height   uint64
+	Hash     Hash
+	PrevHash Hash
+	Time     int64
+	Txs      []Tx
+}
+
+// Tip identifies the newest applied block. The zero Tip with Empty set is the
+// tip of a store that has applied nothing.
+type Tip struct {
+	Height uint64
+	Hash   Hash
+	Empty  bool
+}
+
+// String renders the tip as "height/hash", or "empty".
+func (t Tip) String() string {
+	if t.Empty {
+		return "empty"
+	}
+	return fmt.Sprintf("%d/%s", t.Height, t.Hash)
+}
+
+// Flags of a stored UTXO. The values are persisted and part of the digest
+// (CONTRACT §5): never renumber them.
+const (
+	FlagCoinbase         uint8 = 1 << 0
+	FlagCollateralReturn uint8 = 1 << 1
+)
+
+// Utxo is an output as the store knows it: the output, where it lives, and
+// where in chain order it was created.
+type Utxo struct {
+	OutPoint
+	Output
+	Height uint64 // height of the creating block
+	TxPos  uint32 // position of the creating transaction in its block
+	Flags  uint8  // FlagCoinbase | FlagCollateralReturn
+}
+
+// Coinbase reports whether a coinbase transaction created the output.
+func (u *Utxo) Coinbase() bool { return u.Flags&FlagCoinbase != 0 }
+
+// CollateralReturn reports whether the output is a collateral return.
+func (u *Utxo) CollateralReturn() bool { return u.Flags&FlagCollateralReturn != 0 }
+
+// Spent says which transaction spent an output and at what height.
+type Spent struct {
+	TxHash Hash
+	Height uint64
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/utxo-cache/utxo-cache/bitcoin"
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/writer"
+)
+
+const importBitcoinAbout = `
+Apply the Bitcoin blocks of each FILE to the store in --data-dir (created
+when missing). A FILE is a Bitcoin Core blk*.dat file (records of network
+magic, length, block) or one raw serialized block, either possibly
+bzip2-compressed (.bz2). Bitcoin Core 28+ obfuscates its block files: copy
+them with the node stopped and -blocksxor=0, or de-obfuscate them first.
+
+The blocks of all FILEs, in any order, are arranged into one chain by their
+parent links (blk*.dat files are not in height order); blocks of side
+branches are skipped and counted. The chain's first block is at
+--start-height when given, else at height 0 if it is the genesis block, else
+right above its parent in the store (so the next batch of files continues a
+store). Each block is converted (display-order hashes, addresses as the
+bitcoin package documents, unspendable outputs left out) and applied alone
+through the single writer.
+
+Every applied block is durable when the next one starts, so the import is
+resumable: run it again on the same files and the blocks already applied are
+skipped. All blocks of the FILEs are held in memory (about twice their
+uncompressed size): import a node's files a few at a time.
+
+A block the writer rejects stops the import with exit status 1 and a message
+naming its height, hash and the reason; nothing of it is applied, the blocks
+before it stay applied. SIGINT or SIGTERM stops after the block in flight
+(exit status 130 or 143). On a terminal a progress line goes to stderr; a
+summary line always goes to stdout.`
+
+func runImportBitcoin(e *env, args []string) error {
+	cl := newCommandLine("import-bitcoin", "import-bitcoin [flags] FILE...", importBitcoinAbout)
+	dataDir := dataDirFlag(cl.fs)
+	networkName := cl.fs.String("network", "mainnet", "Bitcoin `NETWORK` of the blocks: mainnet, testnet, signet or regtest")
+	startHeight := cl.fs.String("start-height", "",
+		"`HEIGHT` of the chain's first block; when unset: 0 for the genesis block,\n"+
+			"else one above its parent's height in the store")
+	skipUnknown := cl.fs.Bool("skip-unknown-inputs", false,
+		"skip (and count) inputs that are not live unspent outputs instead of rejecting\n"+
+			"the block, for a store that starts mid-chain")
+	pruneDepth := pruneDepthFlag(cl.fs)
+	window := rollbackWindowFlag(cl.fs)
+	if err := cl.parse(e, args); err != nil {
+		return err
+	}
+	network, err := bitcoin.ParseNetwork(*networkName)
+	if err != nil {
+		return usagef("--network %q: want mainnet, testnet, signet or regtest", *networkName)
+	}
+	if err := checkBlocks("prune-depth", *pruneDepth); err != nil {
+		return err
+	}
+	if err := checkBlocks("rollback-window", *window); err != nil {
+		return err
+	}
+	var firstHeight *uint64
+	if *startHeight != "" {
+		h, err := strconv.ParseUint(*startHeight, 10, 64)
+		if err != nil {
+			return usagef("--start-height %q: not a block height", *startHeight)
+		}
+		firstHeight = &h
+	}
+	files := cl.fs.Args()
+	if len(files) == 0 {
+		return usagef("no FILE to import")
+	}
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			return err // before the store is touched
+		}
+	}
+	adapter, err := bitcoin.NewAdapter(bitcoin.Options{Network: network})
+	if err != nil {
+		return err
+	}
+
+	start := time.Now()
+	ord, err := readBitcoinFiles(files, network)
+	if err != nil {
+		return err
+	}
+
+	store, err := openStore(e, *dataDir, disk.Options{PruneDepth: *pruneDepth, RollbackWindow: *window}, false)
+	if err != nil {
+		return err
+	}
+	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown})
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	im := &bitcoinImporter{
+		w:        w,
+		store:    store,
+		adapter:  adapter,
+		sigs:     sigs,
+		progress: newProgress(e.stderr, e.stderrIsTerminal),
+	}
+	runErr := im.placeChain(ord, firstHeight)
+	if runErr == nil {
+		runErr = im.importChain(ord)
+	}
+
+	w.Close()
+	final := store.State()
+	closeErr := store.Close()
+	im.progress.clear()
+	fmt.Fprintf(e.stdout, "import-bitcoin: applied %d blocks, skipped %d already applied, %d stale (off the main chain), "+
+		"%d UTXO changes in %s; tip %s; %d UTXOs\n",
+		im.counts.applied, im.counts.skipped, len(ord.Stale), im.counts.changes,
+		time.Since(start).Round(time.Millisecond), final.Tip, final.UtxoCount)
+
+	var sig *interrupted
+	if errors.As(runErr, &sig) {
+		fmt.Fprintf(e.stderr, "utxo-cache import-bitcoin: stopped by %v after the block in flight; the store was closed cleanly\n", sig.sig)
+		if closeErr != nil {
+			fmt.Fprintf(e.stderr, "utxo-cache import-bitcoin: %v\n", closeErr)
+		}
+		return &exitError{code: sig.exitCode()}
+	}
+	return errors.Join(runErr, closeErr)
+}
+
+// readBitcoinFiles reads every block of files and orders them into one
+// chain (its StartHeight is set later, by placeChain).
+func readBitcoinFiles(files []string, network bitcoin.Network) (*bitcoin.Ordered, error) {
+	blocks, err := bitcoin.LoadBlockFile(files[0], network)
+	if err != nil {
+		return nil, err // names the file
+	}
+	for _, f := range files[1:] {
+		more, err := bitcoin.LoadBlockFile(f, network)
+		if err != nil {
+			return nil, err
+		}
+		blocks = append(blocks, more...)
+	}
+	if len(blocks) == 0 {
+		return nil, fmt.Errorf("no blocks in %v", files)
+	}
+	ord, err := bitcoin.OrderByParent(blocks, bitcoin.OrderOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("order the blocks of %v: %w", files, err)
+	}
+	return ord, nil
+}
+
+// bitcoinImporter applies an ordered chain of Bitcoin blocks. It runs on the
+// command's goroutine.
+type bitcoinImporter struct {
+	w        *writer.Writer
+	store    *disk.Store
+	adapter  *bitcoin.Adapter
+	sigs     <-chan os.Signal
+	progress *progress
+	counts   ingestCounts
+}
+
+// placeChain sets the height of the chain's first block: given, 0 for a
+// genesis block, else one above its parent in the store.
+func (im *bitcoinImporter) placeChain(ord *bitcoin.Ordered, start *uint64) error {
+	if start != nil {
+		ord.StartHeight = *start
+		return nil
+	}
+	first, parent := bitcoin.BlockHashes(ord.Blocks[0])
+	if parent.IsZero() {
+		ord.StartHeight = 0
+		return nil
+	}
+	h, found, err := im.store.HeightOfHash(parent)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return usagef("the first block %s has parent %s, which is not in the store: "+
+			"give --start-height (and --skip-unknown-inputs for a store that starts mid-chain)", first, parent)
+	}
+	ord.StartHeight = h + 1
+	return nil
+}
+
+func (im *bitcoinImporter) importChain(ord *bitcoin.Ordered) error {
+	for i, blk := range ord.Blocks {
+		select {
+		case sig := <-im.sigs:
+			return &interrupted{sig: sig}
+		default:
+		}
+		height := ord.Height(i)
+		b, err := im.adapter.Convert(blk, height)
+		if err != nil {
+			hash, _ := bitcoin.BlockHashes(blk)
+			return fmt.Errorf("height %d block %s: %w (nothing of it applied; the tip stays %s)",
+				height, hash, err, im.store.State().Tip)
+		}
+		res, err := im.w.Apply(context.Background(), b)
+		if err != nil {
+			return im.rejected(b, err)
+		}
+		if res.Applied {
+			im.counts.applied++
+			if cs := res.Changes; cs != nil {
+				im.counts.changes += uint64(cs.Created + cs.Spent)
+			}
+		} else {
+			im.counts.skipped++
+		}
+		im.progress.update(time.Now(), im.counts, res.Tip)
+	}
+	return nil
+}
+
+// rejected reports a block the writer refused: nothing of it changed.
+func (im *bitcoinImporter) rejected(b *chain.Block, err error) error {
+	tip := im.store.State().Tip
+	if errors.Is(err, chain.ErrNotNextBlock) && !tip.Empty && b.Height <= tip.Height {
+		if have, found, herr := im.store.HashAt(b.Height); herr == nil && found {
+			err = fmt.Errorf("the store has block %s at height %d (below its tip %s), another chain or "+
+				"branch; roll the store back first, or check --start-height: %w", have, b.Height, tip, err)
+		}
+	}
+	return fmt.Errorf("height %d block %s: %w (nothing of it applied; the tip stays %s)", b.Height, b.Hash, err, tip)
+}

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/writer"
+)
+
+const ingestAbout = `
+Apply the blocks of each FILE, in order, to the store in --data-dir (created
+when missing), one block at a time through the single writer. A FILE is JSON
+lines (.jsonl, .json) or an RFC 8742 CBOR sequence (.cbor) of CONTRACT §1
+blocks; - reads standard input and needs --format.
+
+Every applied block is durable when the next one starts (CONTRACT §4), so
+ingest is resumable: run it again on the same files after an interruption
+and the blocks already applied (same height and hash) are skipped. A block
+below the store's tip that is not on the store's chain is an error.
+
+A block that is rejected (undecodable, not the next block, an unknown input,
+a double spend, a duplicate outpoint) stops ingest with exit status 1 and a
+message naming the file, the record number, the block height and the
+reason; nothing of that block is applied, the blocks before it stay applied.
+SIGINT or SIGTERM stops after the block in flight and closes the store
+cleanly (exit status 130 or 143). On a terminal a progress line goes to
+stderr; a summary line always goes to stdout.`
+
+// source is one FILE argument with the format to read it in.
+type source struct {
+	path   string // as given; "-" is standard input
+	format chain.Format
+}
+
+func (s source) name() string {
+	if s.path == "-" {
+		return "stdin"
+	}
+	return s.path
+}
+
+func runIngest(e *env, args []string) error {
+	cl := newCommandLine("ingest", "ingest [flags] FILE...", ingestAbout)
+	dataDir := dataDirFlag(cl.fs)
+	formatName := cl.fs.String("format", "",
+		"block `FORMAT` of every FILE: json (JSON lines) or cbor (CBOR sequence);\n"+
+			"when unset, each FILE's extension decides (.jsonl, .json: json; .cbor: cbor);\n"+
+			"required to read - (standard input)")
+	skipUnknown := cl.fs.Bool("skip-unknown-inputs", false,
+		"skip (and count) inputs that are not live unspent outputs instead of rejecting\n"+
+			"the block, for a store that starts mid-chain")
+	pruneDepth := pruneDepthFlag(cl.fs)
+	window := rollbackWindowFlag(cl.fs)
+	if err := cl.parse(e, args); err != nil {
+		return err
+	}
+	if err := checkBlocks("prune-depth", *pruneDepth); err != nil {
+		return err
+	}
+	if err := checkBlocks("rollback-window", *window); err != nil {
+		return err
+	}
+	sources, err := ingestSources(cl.fs.Args(), *formatName)
+	if err != nil {
+		return err
+	}
+	for _, s := range sources {
+		if s.path != "-" {
+			if _, err := os.Stat(s.path); err != nil {
+				return err // before the store is touched
+			}
+		}
+	}
+
+	store, err := openStore(e, *dataDir, disk.Options{PruneDepth: *pruneDepth, RollbackWindow: *window}, false)
+	if err != nil {
+		return err
+	}
+	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown})
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	g := &ingester{
+		e:        e,
+		w:        w,
+		store:    store,
+		sigs:     sigs,
+		progress: newProgress(e.stderr, e.stderrIsTerminal),
+	}
+	start := time.Now()
+	runErr := g.ingest(sources)
+
+	// Stop the writer, then close the store: every acknowledged block is
+	// already synced, this only makes the next open cheap.
+	w.Close()
+	final := store.State()
+	closeErr := store.Close()
+	g.progress.clear()
+	fmt.Fprintf(e.stdout, "ingest: applied %d blocks, skipped %d already applied, %d UTXO changes in %s; tip %s; %d UTXOs\n",
+		g.counts.applied, g.counts.skipped, g.counts.changes, time.Since(start).Round(time.Millisecond),
+		final.Tip, final.UtxoCount)
+
+	var sig *interrupted
+	if errors.As(runErr, &sig) {
+		fmt.Fprintf(e.stderr, "utxo-cache ingest: stopped by %s after the block in flight; the store was closed cleanly\n", sig.name())
+		if closeErr != nil {
+			fmt.Fprintf(e.stderr, "utxo-cache ingest: %v\n", closeErr)
+		}
+		return &exitError{code: sig.exitCode()}
+	}
+	return errors.Join(runErr, closeErr)
+}
+
+// ingestSources pairs each FILE with its format.
+func ingestSources(args []string, formatName string) ([]source, error) {
+	if len(args) == 0 {
+		return nil, usagef("no FILE to ingest (use - for standard input)")
+	}
+	var forced chain.Format
+	if formatName != "" {
+		f, err := chain.ParseFormat(formatName)
+		if err != nil {
+			return nil, usagef("--format %q: want json or cbor", formatName)
+		}
+		forced = f
+	}
+	sources := make([]source, 0, len(args))
+	stdin := 0
+	for _, p := range args {
+		s := source{path: p, format: forced}
+		switch {
+		case p == "-":
+			stdin++
+			if forced == 0 {
+				return nil, usagef("reading - (standard input) needs --format json or --format cbor")
+			}
+		case forced == 0:
+			f, err := chain.FormatFromPath(p)
+			if err != nil {
+				return nil, usagef("cannot tell the block format of %s from its extension (want .jsonl, .json or .cbor): set --format", p)
+			}
+			s.format = f
+		}
+		sources = append(sources, s)
+	}
+	if stdin > 1 {
+		return nil, usagef("- (standard input) given %d times", stdin)
+	}
+	return sources, nil
+}
+
+// interrupted is the error of an ingest stopped by a signal.
+type interrupted struct{ sig os.Signal }
+
+func (i *interrupted) Error() string { return "interrupted by " + i.name() }
+
+func (i *interrupted) name() string {
+	switch i.sig {
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return i.sig.String()
+}
+
+// exitCode is the shell's convention, 128 + the signal number.
+func (i *interrupted) exitCode() int {
+	if s, ok := i.sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 1
+}
+
+// ingester applies the blocks of a list of sources. It runs on the command's
+// goroutine; only the block readers run beside it (readRecords).
+type ingester struct {
+	e        *env
+	w        *writer.Writer
+	store    *disk.Store
+	sigs     <-chan os.Signal
+	progress *progress
+	counts   ingestCounts
+	tip      chain.Tip
+}
+
+// ingestCounts are the figures of the progress and summary lines.
+type ingestCounts struct {
+	applied uint64 // blocks applied
+	skipped uint64 // blocks already applied (same height and hash)
+	changes uint64 // live outputs created plus spent
+}
+
+func (g *ingester) ingest(sources []source) error {
+	g.tip = g.store.State().Tip
+	for _, s := range sources {
+		if err := g.ingestSource(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// blockReader is what ingest needs of chain's stream readers.
+type blockReader interface {
+	Next() (*chain.Block, error)
+}
+
+// record is one block read from a source, or the error that ends it.
+type record struct {
+	n     int // 1-based position in the source
+	block *chain.Block
+	err   error
+}
+
+// readRecords decodes blocks on its own goroutine, so that decoding the next
+// block overlaps applying this one and a signal is seen even while a pipe
+// has nothing to read. It stops at the end of the source, after sending an
+// error, or when stop is closed.
+func readRecords(r blockReader, out chan<- record, stop <-chan struct{}) {
+	defer close(out)
+	for n := 1; ; n++ {
+		b, err := r.Next()
+		if err == io.EOF {
+			return
+		}
+		select {
+		case out <- record{n: n, block: b, err: err}:
+		case <-stop:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (g *ingester) ingestSource(s source) error {
+	var in io.Reader = g.e.stdin
+	if s.path != "-" {
+		f, err := os.Open(s.path)
+		if err != nil {
+			return err
+		}
+		// Closing also unblocks the reader goroutine if it is mid-read.
+		defer f.Close()
+		in = f
+	}
+	var r blockReader
+	switch s.format {
+	case chain.FormatCBOR:
+		r = chain.NewCBORSeqReader(in, chain.Limits{})
+	default:
+		r = chain.NewJSONLReader(in, chain.Limits{})
+	}
+	records := make(chan record, 8)
+	stop := make(chan struct{})
+	defer close(stop)
+	go readRecords(r, records, stop)
+
+	for {
+		// A pending signal wins over a decoded block: stop between blocks.
+		select {
+		case sig := <-g.sigs:
+			return &interrupted{sig: sig}
+		default:
+		}
+		var rec record
+		var ok bool
+		select {
+		case sig := <-g.sigs:
+			return &interrupted{sig: sig}
+		case rec, ok = <-records:
+		}
+		if !ok {
+			return nil
+		}
+		if rec.err != nil {
+			return g.undecodable(s, rec)
+		}
+		if err := g.apply(s, rec); err != nil {
+			return err
+		}
+	}
+}
+
+func (g *ingester) apply(s source, rec record) error {
+	res, err := g.w.Apply(context.Background(), rec.block)
+	if err != nil {
+		return g.rejected(s, rec, err)
+	}
+	g.tip = res.Tip
+	if res.Applied {
+		g.counts.applied++
+		if cs := res.Changes; cs != nil {
+			g.counts.changes += uint64(cs.Created + cs.Spent)
+		}
+	} else {
+		g.counts.skipped++
+	}
+	g.progress.update(time.Now(), g.counts, g.tip)
+	return nil
+}
+
+// undecodable reports a record the reader could not decode. The JSON lines
+// reader's error names the line; the CBOR reader's names the record and its
+// offset already.
+func (g *ingester) undecodable(s source, rec record) error {
+	if s.format == chain.FormatCBOR {
+		return fmt.Errorf("%s: %w (nothing of it applied; the tip stays %s)", s.name(), rec.err, g.tip)
+	}
+	return fmt.Errorf("%s: record %d: %w (nothing of it applied; the tip stays %s)", s.name(), rec.n, rec.err, g.tip)
+}
+
+// rejected reports a block the writer refused. The writer applies a block
+// all or nothing, so nothing of it changed the store.
+func (g *ingester) rejected(s source, rec record, err error) error {
+	b := rec.block
+	tip := g.store.State().Tip
+	if errors.Is(err, chain.ErrNotNextBlock) && !tip.Empty && b.Height <= tip.Height {
+		// The writer's message ("does not extend the tip") is right but
+		// unhelpful here: say why a resumed ingest cannot skip it.
+		if have, found, herr := g.store.HashAt(b.Height); herr == nil && found {
+			err = fmt.Errorf("block %s is not on the store's chain, which has %s at height %d "+
+				"(below its tip %s): a different chain or fork; roll the store back first: %w",
+				b.Hash, have, b.Height, tip, chain.ErrNotNextBlock)
+		}
+	}
+	return fmt.Errorf("%s: record %d (height %d): %w (nothing of it applied; the tip stays %s)",
+		s.name(), rec.n, b.Height, err, tip)
+}

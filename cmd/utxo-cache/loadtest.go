@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/utxo-cache/utxo-cache/internal/workload"
+	"github.com/utxo-cache/utxo-cache/loadtest"
+)
+
+const loadtestAbout = `
+Measure the service under load and print the headline table: requests/s and
+p99 per tier configuration, and their ratio to a bare Gin handler that
+answers prepared bytes of the same sizes (the machine's ceiling).
+
+A managed run (the default) generates a seeded chain (Bitcoin- or
+Cardano-like, Zipf-popular addresses and a few exchange addresses piling up
+outputs), streams it into a fresh store with 'utxo-cache ingest', starts a
+redis-server on a free loopback port, then runs 'utxo-cache serve' once per
+configuration on that store:
+  memory  --memory-cache-bytes 256MiB, no Redis
+  redis   --memory-cache-bytes 0 --redis-url …
+  disk    --memory-cache-bytes 0, no Redis
+  full    --memory-cache-bytes 256MiB --redis-url …
+  bare    the ceiling: api.NewBareHandler in a subprocess (runs last)
+Each runs a warmup, a max phase (closed loop, --workers in flight), a rate
+phase (open loop at --rate-fraction of the max, latency measured from each
+request's intended send time) with a writer feed of --block-rate blocks/s and
+a rollback every --rollback-every blocks; memory and bare then run a hot
+phase (a cache-friendly mix over 1000 addresses and 4096 outpoints: the
+memory tier's target compares hot reads). --cpu-profile records the service's
+CPU profile during its max and rate phases. The children get no UTXO_CACHE_* variables: only the flags
+the harness gives them. A sample of the answers (--check-fraction) is compared with a reference
+model of the chain; any mismatch, 5xx or feed error fails the run (exit 1).
+Performance targets are printed as PASS/MISS and fail the run only with
+--strict.
+
+Scenarios: standard (200k UTXOs, under 3 minutes), big (1.2M UTXOs with
+exchange addresses of 100k+ UTXOs each, for the disk-tier target; several
+minutes, mostly the preload), smoke (5k UTXOs, memory and bare, seconds).
+
+An external run (--target URL, repeatable) loads running services instead:
+reads go round-robin to the targets, the feed posts to --writer (default the
+first target) with --admin-token, whose store must be empty (the harness
+preloads it over HTTP, to know every answer). Targets must be loopback
+addresses (localhost, 127.0.0.0/8, ::1) unless --allow-remote: the harness
+sends tens of thousands of requests a second and writes blocks, which is an
+attack on any service you did not mean to load.
+
+Reports go to --results (default ./results/<time>/): report.json,
+report.md, report.html (inline SVG charts), the processes' logs and CPU
+profiles. --write-chain FILE.jsonl|.cbor only writes the scenario's preload
+chain for 'utxo-cache ingest' and exits.`
+
+// stringList is a repeatable flag; from the environment it is
+// comma-separated.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+func runLoadtest(e *env, args []string) error {
+	cl := newCommandLine("loadtest", "loadtest [flags]", loadtestAbout)
+	fs := cl.fs
+	var o loadtest.Options
+	var targets stringList
+	var profile, configs, mix, writeChain, bareServe, bareBodies string
+	fs.StringVar(&o.Scenario, "scenario", loadtest.ScenarioStandard, "`NAME`: standard, big or smoke (sets the defaults of the flags below marked 0)")
+	fs.StringVar(&profile, "chain-profile", "bitcoin", "shape of the generated chain: bitcoin or cardano")
+	fs.Int64Var(&o.Seed, "seed", 1, "`SEED` of the chain and of the request stream")
+	fs.IntVar(&o.UTXOs, "utxos", 0, "live `UTXOS` of the preloaded store (0: the scenario's)")
+	fs.IntVar(&o.TxsPerBlock, "txs-per-block", 0, "transactions per ordinary and feed block (0: the scenario's: 300, smoke 50)")
+	fs.StringVar(&configs, "configs", "", "comma-separated configurations to run, from memory,redis,disk,full,bare (empty: the scenario's)")
+	fs.DurationVar(&o.Warmup, "warmup", 0, "warmup `DURATION` per configuration (0: the scenario's)")
+	fs.DurationVar(&o.MaxDuration, "max-duration", 0, "max phase `DURATION` (0: the scenario's; standard 8s)")
+	fs.DurationVar(&o.RateDuration, "rate-duration", 0, "rate phase `DURATION` (0: the scenario's; standard 8s)")
+	fs.DurationVar(&o.HotDuration, "hot-duration", 0, "hot phase `DURATION` of memory and bare (0: 5/8 of the max phase's; -1s: none)")
+	fs.Int64Var(&o.MaxRequests, "max-requests", 0, "at most `N` requests per phase, besides the duration (0: no bound)")
+	fs.IntVar(&o.Workers, "workers", 16, "closed-loop concurrency of the max phase")
+	fs.Float64Var(&o.Rate, "rate", 0, "offered `REQ/S` of the rate phase (0: --rate-fraction of the max phase's)")
+	fs.Float64Var(&o.RateFraction, "rate-fraction", 0.5, "rate phase load as a `FRACTION` of the max phase's requests/s")
+	fs.IntVar(&o.InFlight, "in-flight", 128, "open-loop bound on requests in flight")
+	fs.StringVar(&mix, "mix", loadtest.DefaultMix.String(), "request `MIX` as kind=weight,... (kinds: tip, page, deep, balance, outpoint, lookup, revalidate)")
+	fs.IntVar(&o.PageLimit, "page-limit", 100, "`LIMIT` of address pages")
+	fs.IntVar(&o.LookupBatch, "lookup-batch", 20, "outpoints per POST /v1/utxos/lookup")
+	fs.IntVar(&o.MaxDepth, "max-depth", 50, "pages a deep walk follows through next_cursor")
+	fs.DurationVar(&o.RequestTimeout, "request-timeout", 5*time.Second, "timeout of one request")
+	fs.Float64Var(&o.BlockRate, "block-rate", 10, "writer feed `BLOCKS/S` during the rate phase (0: no feed)")
+	fs.IntVar(&o.RollbackEvery, "rollback-every", 0, "`BLOCKS` between rollbacks of the feed (0: the scenario's, 50; -1: none)")
+	fs.IntVar(&o.RollbackDepth, "rollback-depth", 3, "`BLOCKS` each rollback undoes before a new branch is applied")
+	fs.Float64Var(&o.CheckFraction, "check-fraction", 0.01, "`FRACTION` of answers checked against the model (0: none)")
+	fs.Float64Var(&o.CheckBudget, "check-budget", 0.25, "share of one core the checker may use")
+	fs.Var(&targets, "target", "base `URL` of a running service to load instead of starting one (repeatable)")
+	fs.StringVar(&o.Writer, "writer", "", "base `URL` the feed posts blocks to in an external run (default: the first --target)")
+	fs.StringVar(&o.AdminToken, "admin-token", "", "the writer's bearer `TOKEN` in an external run")
+	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow targets that are not loopback addresses (see above)")
+	fs.StringVar(&o.Bin, "bin", "", "utxo-cache `BINARY` to start (default: this executable)")
+	fs.StringVar(&o.RedisServer, "redis-server", "", "redis-server `BINARY` (default: from PATH)")
+	fs.StringVar(&o.ResultsDir, "results", "", "results `DIR` (default ./results/<time>)")
+	fs.BoolVar(&o.KeepData, "keep-data", false, "keep the preloaded store in the results directory")
+	fs.BoolVar(&o.CPUProfile, "cpu-profile", false, "record the service's CPU profile in each max and rate phase (pprof via serve's --admin-listen) and summarize it")
+	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when a performance target is missed")
+	fs.StringVar(&writeChain, "write-chain", "", "write the scenario's preload chain to `FILE` (.jsonl or .cbor) and exit")
+	fs.StringVar(&bareServe, "bare-serve", "", "internal: serve the bare handler on `ADDRESS` (the harness starts this)")
+	fs.StringVar(&bareBodies, "bare-bodies", "", "internal: the bare handler's bodies `FILE`")
+	if err := cl.parse(e, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("loadtest takes no arguments, got %q", fs.Args())
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if bareServe != "" {
+		if bareBodies == "" {
+			return usagef("--bare-serve needs --bare-bodies")
+		}
+		return loadtest.ServeBare(ctx, bareServe, bareBodies)
+	}
+
+	switch strings.ToLower(profile) {
+	case "bitcoin":
+		o.Profile = workload.Bitcoin
+	case "cardano":
+		o.Profile = workload.Cardano
+	default:
+		return usagef("--chain-profile %q: want bitcoin or cardano", profile)
+	}
+	var err error
+	if o.Mix, err = loadtest.ParseMix(mix); err != nil {
+		return usagef("--mix: %v", err)
+	}
+	if configs != "" {
+		for _, c := range strings.Split(configs, ",") {
+			o.Configs = append(o.Configs, strings.TrimSpace(c))
+		}
+	}
+	o.Targets = targets
+	// The library reads 0 as "default" and a negative value as "off".
+	if o.BlockRate == 0 {
+		o.BlockRate = -1
+	}
+	if o.CheckFraction == 0 {
+		o.CheckFraction = -1
+	}
+
+	if writeChain != "" {
+		blocks, utxos, err := loadtest.WriteChain(o, writeChain)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "loadtest: wrote %d blocks (%d live UTXOs) to %s; apply them with: utxo-cache ingest --data-dir DIR %s\n",
+			blocks, utxos, writeChain, writeChain)
+		return nil
+	}
+	if o.Bin == "" && len(o.Targets) == 0 {
+		if o.Bin, err = os.Executable(); err != nil {
+			return fmt.Errorf("find this executable (give --bin): %w", err)
+		}
+	}
+	// The harness holds the reference model (hundreds of MB for a big
+	// store): fewer GC cycles leave more CPU to the load it generates.
+	debug.SetGCPercent(400)
+	o.Log = e.stderr
+	o.Command = append([]string{"utxo-cache", "loadtest"}, args...)
+	if err := validate(o); err != nil {
+		return err
+	}
+	rep, err := loadtest.Run(ctx, o)
+	if rep != nil && len(rep.Configs) > 0 {
+		fmt.Fprintf(e.stdout, "\n%s\nreports: %s\n", rep.Headline(),
+			strings.Join([]string{filepath.Join(rep.ResultsDir, "report.md"), filepath.Join(rep.ResultsDir, "report.html"),
+				filepath.Join(rep.ResultsDir, "report.json")}, ", "))
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(e.stderr, "utxo-cache loadtest: interrupted; the processes it started were stopped\n")
+		return &exitError{code: 130}
+	}
+	if err != nil {
+		return err
+	}
+	if rep.Failed {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// validate reports bad option values (a remote target without
+// --allow-remote among them) as usage errors: exit status 2.
+func validate(o loadtest.Options) error {
+	o, err := o.EnsureDefaults()
+	if err == nil {
+		err = o.Validate()
+	}
+	if err != nil {
+		return usagef("%v", err)
+	}
+	return nil
+}

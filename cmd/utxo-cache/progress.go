@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+)
+
+// progressInterval bounds how often the progress line is redrawn.
+const progressInterval = 250 * time.Millisecond
+
+// progress draws ingest's one-line status on a terminal, rewriting it in
+// place with '\r'. Disabled (not a terminal) it prints nothing, so logs and
+// pipes get only the summary. Rates are measured over the time since the
+// previous redraw. Not safe for concurrent use.
+type progress struct {
+	w       io.Writer
+	enabled bool
+
+	lastAt    time.Time
+	last      ingestCounts
+	lineWidth int // of the line on screen, to blank it
+}
+
+func newProgress(w io.Writer, enabled bool) *progress {
+	return &progress{w: w, enabled: enabled, lastAt: time.Now()}
+}
+
+// update redraws the line if progressInterval has passed since the last one.
+func (p *progress) update(now time.Time, c ingestCounts, tip chain.Tip) {
+	if !p.enabled {
+		return
+	}
+	dt := now.Sub(p.lastAt)
+	if dt < progressInterval {
+		return
+	}
+	secs := dt.Seconds()
+	line := fmt.Sprintf("%.0f blocks/s, %.0f UTXO changes/s, tip %d (applied %d, skipped %d)",
+		float64(c.applied-p.last.applied)/secs, float64(c.changes-p.last.changes)/secs,
+		tip.Height, c.applied, c.skipped)
+	p.draw(line)
+	p.lastAt, p.last = now, c
+}
+
+// clear blanks the line so that what follows starts on a clean one.
+func (p *progress) clear() {
+	if p.enabled && p.lineWidth > 0 {
+		p.draw("")
+		fmt.Fprint(p.w, "\r")
+	}
+}
+
+func (p *progress) draw(line string) {
+	pad := max(0, p.lineWidth-len(line))
+	fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
+	p.lineWidth = len(line)
+}

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"gopkg.in/yaml.v3"
+
+	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/bitcoin"
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/follow"
+	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/tiers/memory"
+	"github.com/utxo-cache/utxo-cache/tiers/redis"
+	"github.com/utxo-cache/utxo-cache/writer"
+)
+
+const serveAbout = `
+Runs the single writer and the HTTP API (CONTRACT §3) over one store: reads go
+through the memory tier, then Redis (when --redis-url is set), then the store.
+Settings come from flags, then UTXO_CACHE_* environment variables, then the
+optional YAML file of --config (keys are flag names: "listen: 127.0.0.1:8080"),
+then the defaults below. SIGINT or SIGTERM stop it cleanly: no new requests,
+in-flight requests and the block being applied finish, the store is closed.`
+
+// serveSettings are serve's resolved settings.
+type serveSettings struct {
+	dataDir, listen, adminToken, redisURL, memoryBytes string
+	adminListen, logLevel, logFormat, config           string
+	pruneDepth, rollbackWindow                         uint64
+	skipUnknown                                        bool
+	maxBlockBytes                                      int64
+	redisTTL, redisTimeout, shutdownTimeout            time.Duration
+	followURL, bitcoinNetwork                          string
+}
+
+func runServe(e *env, args []string) error {
+	cl := newCommandLine("serve", "serve [flags]", serveAbout)
+	fs := cl.fs
+	var s serveSettings
+	fs.StringVar(&s.config, "config", "", "optional YAML `FILE` of settings (keys are flag names)")
+	fs.StringVar(&s.dataDir, "data-dir", "./data", "`DIR` holding the Pebble store (created if missing)")
+	fs.StringVar(&s.listen, "listen", "127.0.0.1:8080", "HTTP `ADDRESS` of the API")
+	fs.StringVar(&s.adminToken, "admin-token", "", "bearer `TOKEN` that enables POST /v1/blocks and /v1/rollback (none: writes answer 403)")
+	fs.Uint64Var(&s.pruneDepth, "prune-depth", storeDefaults.PruneDepth, "`BLOCKS` a spent record stays visible")
+	fs.Uint64Var(&s.rollbackWindow, "rollback-window", storeDefaults.RollbackWindow, "deepest exact rollback, in `BLOCKS`")
+	fs.StringVar(&s.redisURL, "redis-url", "", "shared Redis tier `URL` (redis://host:port/db); none: tier off")
+	fs.StringVar(&s.memoryBytes, "memory-cache-bytes", "256MiB", "in-process cache budget (`SIZE`: bytes, or with KiB/MiB/GiB; 0 turns the tier off)")
+	fs.BoolVar(&s.skipUnknown, "skip-unknown-inputs", false, "skip and count inputs that are not live outputs (stores that start mid-chain)")
+	fs.Int64Var(&s.maxBlockBytes, "max-block-bytes", int64(chain.Limits{}.WithDefaults().MaxBlockBytes), "largest accepted POST /v1/blocks body, in `BYTES`")
+	fs.DurationVar(&s.redisTTL, "redis-ttl", 10*time.Minute, "lifetime of a Redis cache entry")
+	fs.DurationVar(&s.redisTimeout, "redis-timeout", 50*time.Millisecond, "timeout of every Redis call; slower means the tier is skipped")
+	fs.StringVar(&s.adminListen, "admin-listen", "", "`ADDRESS` for pprof (/debug/pprof/); none: off")
+	fs.StringVar(&s.logLevel, "log-level", "info", "`LEVEL`: debug, info, warn or error")
+	fs.StringVar(&s.logFormat, "log-format", "text", "`FORMAT`: text or json")
+	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long to drain requests on shutdown")
+	fs.StringVar(&s.followURL, "follow-bitcoin-rest", "", "follow a Bitcoin Core node's REST interface at `URL` (e.g. http://127.0.0.1:8332; the node runs with -rest); none: off")
+	fs.StringVar(&s.bitcoinNetwork, "bitcoin-network", "mainnet", "`NETWORK` of the followed node: mainnet, testnet, signet or regtest")
+	if err := cl.parse(e, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("serve takes no arguments, got %q", fs.Args())
+	}
+	if err := applyConfigFile(cl, s.config); err != nil {
+		return err
+	}
+	if err := checkBlocks("prune-depth", s.pruneDepth); err != nil {
+		return err
+	}
+	if err := checkBlocks("rollback-window", s.rollbackWindow); err != nil {
+		return err
+	}
+	memBytes, err := parseSize(s.memoryBytes)
+	if err != nil {
+		return usagef("--memory-cache-bytes: %v", err)
+	}
+	if _, err := bitcoin.ParseNetwork(s.bitcoinNetwork); err != nil {
+		return usagef("--bitcoin-network: %v", err)
+	}
+	logger, err := newLogger(e, s.logLevel, s.logFormat)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx, e, s, memBytes, logger)
+}
+
+// serve runs until ctx is cancelled, then shuts down in order: stop taking
+// requests and drain them (a POST /v1/blocks in flight completes), stop the
+// writer (the block in flight finishes, queued ones are refused), close the
+// tiers and the store.
+func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *slog.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	store, err := openStore(e, s.dataDir, disk.Options{
+		PruneDepth: s.pruneDepth, RollbackWindow: s.rollbackWindow, Logger: log,
+	}, false)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	var tiers []query.Tier
+	if memBytes > 0 {
+		mem, err := memory.New(memory.Options{MaxBytes: memBytes, Metrics: reg})
+		if err != nil {
+			return fmt.Errorf("memory tier: %w", err)
+		}
+		defer mem.Close()
+		tiers = append(tiers, mem)
+	}
+	if s.redisURL != "" {
+		rt, err := redis.New(redis.Options{URL: s.redisURL, TTL: s.redisTTL, CallTimeout: s.redisTimeout, Logger: log, Metrics: reg})
+		if err != nil {
+			return fmt.Errorf("redis tier: %w", err)
+		}
+		defer rt.Close()
+		tiers = append(tiers, rt)
+	}
+
+	reads := query.New(store, query.Options{Tiers: tiers, Metrics: query.NewMetrics(reg), Logger: log})
+	defer reads.Close()
+	w := writer.New(store, writer.Options{
+		SkipUnknownInputs: s.skipUnknown, Metrics: writer.NewMetrics(reg), Logger: log,
+	})
+	w.Subscribe(reads)
+
+	var draining atomic.Bool
+	handler := api.New(reads, w, api.Options{
+		AdminToken:    s.adminToken,
+		MaxBlockBytes: s.maxBlockBytes,
+		Registry:      reg,
+		Gatherer:      reg,
+		Logger:        log,
+		Ready: func() error {
+			if draining.Load() {
+				return errors.New("shutting down")
+			}
+			return nil
+		},
+	})
+	ln, err := net.Listen("tcp", s.listen)
+	if err != nil {
+		w.Close()
+		return fmt.Errorf("listen on %s: %w", s.listen, err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	var admin *http.Server
+	if s.adminListen != "" {
+		admin, err = startAdmin(s.adminListen, errc)
+		if err != nil {
+			srv.Close()
+			w.Close()
+			return err
+		}
+	}
+	followCtx, stopFollow := context.WithCancel(ctx)
+	defer stopFollow()
+	followDone := make(chan struct{})
+	if s.followURL != "" {
+		network, _ := bitcoin.ParseNetwork(s.bitcoinNetwork)
+		f := follow.New(follow.Options{
+			URL: s.followURL, Network: network, MaxReorgDepth: s.rollbackWindow,
+			Writer: w, Hashes: store, Metrics: reg, Logger: log,
+		})
+		go func() {
+			defer close(followDone)
+			if err := f.Run(followCtx); err != nil {
+				errc <- fmt.Errorf("bitcoin follower: %w", err)
+			}
+		}()
+	} else {
+		close(followDone)
+	}
+	st := store.State()
+	log.Info("serving", "listen", ln.Addr().String(), "data_dir", s.dataDir, "tip", st.Tip.String(),
+		"utxos", st.UtxoCount, "memory_tier_bytes", memBytes, "redis", s.redisURL != "", "writes", s.adminToken != "")
+	fmt.Fprintf(e.stderr, "utxo-cache: serving on http://%s (tip %s)\n", ln.Addr(), st.Tip)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case runErr = <-errc:
+		log.Error("server failed", "err", runErr)
+	}
+	draining.Store(true)
+	stopFollow() // the follower finishes its block in flight before the writer stops
+	<-followDone
+	sctx, cancel := context.WithTimeout(context.Background(), s.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("drain incomplete", "err", err)
+	}
+	if admin != nil {
+		_ = admin.Shutdown(sctx)
+	}
+	w.Close()
+	log.Info("stopped", "tip", store.State().Tip.String())
+	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
+		return runErr
+	}
+	return nil
+}
+
+func startAdmin(addr string, errc chan<- error) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { errc <- srv.Serve(ln) }()
+	return srv, nil
+}
+
+// applyConfigFile sets, from the YAML file at path, every flag that neither
+// the command line nor the environment gave. Unknown keys are an error, so a
+// typo does not silently fall back to a default.
+func applyConfigFile(cl *commandLine, path string) error {
+	if path == "" {
+		return nil
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(raw, &m); err != nil {
+		return usagef("config file %s: %v", path, err)
+	}
+	for k, v := range m {
+		f := cl.fs.Lookup(k)
+		if f == nil || k == "config" {
+			return usagef("config file %s: unknown setting %q", path, k)
+		}
+		if cl.given(k) {
+			continue
+		}
+		if err := f.Value.Set(fmt.Sprint(v)); err != nil {
+			return usagef("config file %s: %s: %v", path, k, err)
+		}
+	}
+	return nil
+}
+
+// parseSize parses a byte count with an optional binary unit suffix.
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size (e.g. 268435456, 256MiB, 1GiB)", s)
+	}
+	return n * mult, nil
+}
+
+func newLogger(e *env, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usagef("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(e.stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(e.stderr, opts)), nil
+	}
+	return nil, usagef("--log-format %q: want text or json", format)
+}

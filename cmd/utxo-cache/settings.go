@@ -1,0 +1,133 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// envPrefix starts the environment variable of every flag (CONTRACT §6).
+const envPrefix = "UTXO_CACHE_"
+
+// envName returns the environment variable that sets flag name:
+// UTXO_CACHE_ + name in upper case with '-' as '_' ("data-dir" →
+// UTXO_CACHE_DATA_DIR).
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// commandLine is one subcommand's flags and help text. The command defines
+// its flags on fs, then calls parse, which resolves every setting in one
+// order for all commands:
+//
+//  1. a flag on the command line;
+//  2. else the environment variable envName(flag), when set and not empty;
+//  3. else the flag's default.
+type commandLine struct {
+	fs       *flag.FlagSet
+	synopsis string // after "Usage: utxo-cache "
+	about    string // paragraphs printed under the synopsis
+
+	// fromEnv holds the flags that parse took from the environment.
+	fromEnv map[string]bool
+}
+
+func newCommandLine(name, synopsis, about string) *commandLine {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	// parse reports errors and prints help itself, to the right stream.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &commandLine{fs: fs, synopsis: synopsis, about: about}
+}
+
+// parse parses args and then the environment (see commandLine). It returns
+// flag.ErrHelp after printing the help to e.stdout for -h/--help, and a
+// *usageError for a bad flag or a bad environment value.
+func (c *commandLine) parse(e *env, args []string) error {
+	if err := c.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			c.usage(e.stdout)
+			return flag.ErrHelp
+		}
+		return &usageError{msg: err.Error()}
+	}
+	onCommandLine := make(map[string]bool)
+	c.fs.Visit(func(f *flag.Flag) { onCommandLine[f.Name] = true })
+	c.fromEnv = make(map[string]bool)
+	var err error
+	c.fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || onCommandLine[f.Name] {
+			return
+		}
+		name := envName(f.Name)
+		v, ok := lookupEnv(e, name)
+		if !ok {
+			return
+		}
+		if setErr := f.Value.Set(v); setErr != nil {
+			err = usagef("environment %s=%q: %v", name, v, setErr)
+			return
+		}
+		c.fromEnv[f.Name] = true
+	})
+	return err
+}
+
+// lookupEnv reads an environment variable through e. env.getenv cannot tell
+// unset from empty; an empty value counts as unset, which is also what an
+// operator who clears a variable with NAME= means.
+func lookupEnv(e *env, name string) (string, bool) {
+	v := e.getenv(name)
+	return v, v != ""
+}
+
+// usage prints the command's help: synopsis, description, and every flag
+// with its default and environment variable.
+func (c *commandLine) usage(w io.Writer) {
+	fmt.Fprintf(w, "Usage: utxo-cache %s\n\n", c.synopsis)
+	if c.about != "" {
+		fmt.Fprintf(w, "%s\n\n", strings.TrimSpace(c.about))
+	}
+	fmt.Fprintf(w, "Flags (each also read from the environment variable shown; the flag wins):\n")
+	c.fs.VisitAll(func(f *flag.Flag) {
+		valueName, help := flag.UnquoteUsage(f)
+		if valueName != "" {
+			fmt.Fprintf(w, "  --%s %s\n", f.Name, valueName)
+		} else {
+			fmt.Fprintf(w, "  --%s\n", f.Name)
+		}
+		for _, line := range strings.Split(help, "\n") {
+			fmt.Fprintf(w, "        %s\n", line)
+		}
+		if f.DefValue != "" {
+			fmt.Fprintf(w, "        default: %s\n", f.DefValue)
+		}
+		fmt.Fprintf(w, "        env: %s\n", envName(f.Name))
+	})
+}
+
+// given reports whether flag name has a value from the command line or the
+// environment (after parse).
+func (c *commandLine) given(name string) bool {
+	found := c.fromEnv[name]
+	c.fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			found = true
+		}
+	})
+	return found
+}
+
+// onCommandLine reports whether flag name was given on the command line
+// (after parse).
+func (c *commandLine) onCommandLine(name string) bool {
+	found := false
+	c.fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			found = true
+		}
+	})
+	return found
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+)
+
+// Flags shared by the commands that open a store (CONTRACT §6). Their
+// defaults are the store's own, so the help never disagrees with disk.Options.
+var storeDefaults = disk.Options{}.EnsureDefaults()
+
+func dataDirFlag(fs *flag.FlagSet) *string {
+	return fs.String("data-dir", "./data", "`DIR` holding the Pebble store")
+}
+
+func pruneDepthFlag(fs *flag.FlagSet) *uint64 {
+	return fs.Uint64("prune-depth", storeDefaults.PruneDepth,
+		"`BLOCKS` a spent record stays visible to outpoint lookups (at least 1)")
+}
+
+func rollbackWindowFlag(fs *flag.FlagSet) *uint64 {
+	return fs.Uint64("rollback-window", storeDefaults.RollbackWindow,
+		"deepest exact rollback, in `BLOCKS` (at least 1); the store keeps undo data for this many blocks")
+}
+
+// checkBlocks rejects 0 for a depth in blocks: disk.Options reads 0 as "the
+// default", so passing it through would silently mean 2160 or 4320.
+func checkBlocks(name string, v uint64) error {
+	if v == 0 {
+		return usagef("--%s must be at least 1", name)
+	}
+	return nil
+}
+
+// openStore opens the store in dir with opts. With mustExist, a directory
+// that does not exist is an error rather than a new, empty store: stats and
+// rollback pointed at a mistyped path must not create one.
+func openStore(e *env, dir string, opts disk.Options, mustExist bool) (*disk.Store, error) {
+	if mustExist {
+		fi, err := os.Stat(dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("no store at %s (the directory does not exist; set --data-dir)", dir)
+		case err != nil:
+			return nil, err
+		case !fi.IsDir():
+			return nil, fmt.Errorf("%s is not a directory", dir)
+		}
+	}
+	if opts.Logger == nil {
+		// Pebble's errors (and the store's warnings) reach the operator.
+		opts.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return disk.Open(dir, opts)
+}

@@ -1,0 +1,61 @@
+package follow
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the follower's Prometheus figures, registered on
+// Options.Metrics (or on a private registry when that is nil).
+type metrics struct {
+	nodeHeight  prometheus.Gauge
+	tipHeight   prometheus.Gauge
+	lag         prometheus.Gauge
+	applied     prometheus.Counter
+	reorgs      prometheus.Counter
+	rolledBack  prometheus.Counter
+	errors      *prometheus.CounterVec
+	lastSuccess prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m := &metrics{
+		nodeHeight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "utxo_cache_follow_node_height",
+			Help: "Height of the node's best block at the last poll.",
+		}),
+		tipHeight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "utxo_cache_follow_tip_height",
+			Help: "Height of the store's tip as the follower last saw it.",
+		}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "utxo_cache_follow_lag_blocks",
+			Help: "Blocks the store is behind the node (0 when caught up or ahead).",
+		}),
+		applied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "utxo_cache_follow_blocks_applied_total",
+			Help: "Blocks the follower applied (not counting ones the store already had).",
+		}),
+		reorgs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "utxo_cache_follow_reorgs_total",
+			Help: "Chain reorganisations followed (rollbacks to a fork point).",
+		}),
+		rolledBack: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "utxo_cache_follow_rolled_back_blocks_total",
+			Help: "Blocks removed by the rollbacks of reorganisations.",
+		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "utxo_cache_follow_errors_total",
+			Help: "Failed polls by kind: network, http, decode, config, rejected, fork_too_deep, writer.",
+		}, []string{"kind"}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "utxo_cache_follow_last_success_timestamp_seconds",
+			Help: "Unix time of the last poll that left the store at the node's tip, or of the last applied block.",
+		}),
+	}
+	for _, k := range []string{KindNetwork, KindHTTP, KindDecode, KindConfig, KindRejected, KindForkTooDeep, KindWriter} {
+		m.errors.WithLabelValues(k) // export every kind from the start, at 0
+	}
+	reg.MustRegister(m.nodeHeight, m.tipHeight, m.lag, m.applied, m.reorgs, m.rolledBack, m.errors, m.lastSuccess)
+	return m
+}

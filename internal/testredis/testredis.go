@@ -1,0 +1,185 @@
+// Package testredis runs a real redis-server for tests: a subprocess on a
+// free loopback port, without persistence, owned by one test and killed by
+// its cleanup. It is the helper of tiers/redis's tests, copied here so that
+// tests of other packages (api, cmd/utxo-cache) can use it; test files cannot
+// be imported across packages.
+//
+// It speaks to Redis over raw RESP only, so it does not import go-redis,
+// which stays confined to tiers/redis (STYLE 1).
+package testredis
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Server is a redis-server subprocess on a loopback port, owned by one test.
+// Kill, Restart, Pause and Resume act on the same port; the test's cleanup
+// kills it. Safe for concurrent use.
+type Server struct {
+	t    testing.TB
+	bin  string
+	port int
+	dir  string
+	args []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	exit chan error // receives the process's exit
+}
+
+// Start starts a redis-server for t and waits until it answers PING. It
+// fails t when redis-server is not installed.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal("redis-server not found: install it with `apt-get install redis-server`")
+	}
+	s := &Server{t: t, bin: bin, port: FreePort(t), dir: t.TempDir()}
+	s.args = []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")}
+	if s.Major() >= 7 { // DEBUG (SLEEP: a slow server) is off by default since Redis 7
+		s.args = append(s.args, "--enable-debug-command", "local")
+	}
+	s.start()
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	return port
+}
+
+var versionRE = regexp.MustCompile(`v=(\d+)\.`)
+
+// Major returns the major version of redis-server, 0 when unknown.
+func (s *Server) Major() int {
+	out, err := exec.Command(s.bin, "--version").Output()
+	if err != nil {
+		return 0
+	}
+	m := versionRE.FindSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	cmd := exec.Command(s.bin, s.args...)
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start redis-server: %v", err)
+	}
+	exit := make(chan error, 1)
+	go func() { exit <- cmd.Wait() }()
+	s.mu.Lock()
+	s.cmd, s.exit = cmd, exit
+	s.mu.Unlock()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if s.Ping(100*time.Millisecond) == nil {
+			return
+		}
+		select {
+		case err := <-exit:
+			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			s.t.Fatalf("redis-server on port %d exited: %v\n%s", s.port, err, log)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("redis-server on port %d: no PONG within 10s", s.port)
+		}
+	}
+}
+
+// Ping sends PING on a fresh connection and expects +PONG within d.
+func (s *Server) Ping(d time.Duration) error {
+	c, err := net.DialTimeout("tcp", s.Addr(), d)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(d))
+	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+// Addr is host:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// URL is the redis:// URL of database 0.
+func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+
+// Kill sends SIGKILL and waits for the process; a no-op if it is not running.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, exit := s.cmd, s.exit
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process dies too, but be explicit
+	_ = cmd.Process.Kill()
+	<-exit
+}
+
+// Restart starts the server again on the same port, empty (no persistence).
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Kill()
+	s.start()
+}
+
+// Pause stops the process (SIGSTOP): connections are accepted by the kernel,
+// nothing is answered, and nothing is lost.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused process (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig syscall.Signal) {
+	s.t.Helper()
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		s.t.Fatalf("redis-server is not running")
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		s.t.Fatalf("signal %v: %v", sig, err)
+	}
+}

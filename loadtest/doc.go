@@ -1,0 +1,68 @@
+// Package loadtest is the load-test harness behind `utxo-cache loadtest` and
+// `make loadtest`: it generates a chain (internal/workload), preloads a
+// store, starts the service once per tier configuration (and a bare Gin
+// handler as the machine's ceiling), drives a mix of the contract's reads at
+// it while a writer feed applies blocks and rollbacks, checks a sample of the
+// answers against the reference model (internal/model), and writes a JSON,
+// Markdown and HTML report. It owns no persistent state: everything it
+// creates lives in the run's work and results directories.
+//
+// # Phases of one configuration
+//
+//	warmup  closed loop, not recorded: fills the caches
+//	max     closed loop, Workers requests in flight, no pacing: requests/s
+//	        at saturation (compared with the bare ceiling's)
+//	rate    open loop at RateFraction of the max phase's requests/s, with
+//	        the writer feed (BlockRate blocks/s, a rollback every
+//	        RollbackEvery blocks) and the correctness sample: p99 at a
+//	        sustainable load, block-apply latency, commit-to-visible delay
+//	hot     memory and bare only: closed loop on HotMix (no lookups, no
+//	        cursors, 1000 addresses, 4096 outpoints) after its own warmup:
+//	        cache hits against the ceiling, the memory tier's target
+//
+// With CPUProfile, the service's pprof endpoint records a CPU profile during
+// the max and the rate phase (a 100 Hz sampler: about 1% of a core), so a
+// missed target comes with where the time went under that very load.
+//
+// Every configuration runs on the same store, one after another: the feed
+// of one configuration's rate phase extends the chain the next one starts
+// from, and the model follows. Redis is flushed between configurations; the
+// bare handler runs last, serving bodies of the median size the first
+// service answered per route.
+//
+// # Coordinated omission
+//
+// The open-loop driver sends request i at start + i/rate whatever happened to
+// earlier requests (see Schedule), from a bounded pool of workers, and
+// measures each latency from the intended send time, not from when a worker
+// got around to sending it. A stalled service therefore shows up as latency
+// (the queue behind the stall) instead of as fewer, faster samples. vegeta's
+// attacker measures from the actual send, which is why the harness has its
+// own pacer; it also keeps vegeta's dependency tree (Prometheus' server
+// module, a DNS library) out of go.mod.
+//
+// # Correctness sampling rule
+//
+// A fraction (CheckFraction, default 1%) of the 200/404 read answers is
+// queued for checking; the queue is bounded and a full queue drops samples
+// (counted). The checker compares an answer with the model only when the tip
+// the answer reports (height and hash) is the model's current tip: the feed
+// applies each block to the model right after the service acknowledges it,
+// under the model's lock, so an answer at the model's tip must equal the
+// model's answer. Answers at other tips are counted as skipped, and so are
+// the tip's UTXO count and digest while a feed moves the tip (computing them
+// needs the whole model). The checker spends at most CheckBudget of one core
+// (it sleeps in proportion to the time its checks take) and skips what is
+// still queued when a phase ends; listings and balances are the model's
+// answers for each outpoint the address ever received, in the model's chain
+// order (model.List and model.Balance scan every row). Any mismatch fails
+// the run.
+//
+// # Rollbacks without a rewindable generator
+//
+// The workload generator only moves forward. The feed rolls the service and
+// the model back a few blocks and re-applies the same transactions in blocks
+// with new hashes: a different branch as far as the service, its cursors,
+// ETags and caches can tell, and still consistent with the generator's
+// live set, so the chain can go on from the new branch's tip.
+package loadtest

@@ -1,0 +1,285 @@
+package loadtest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/utxo-cache/utxo-cache/internal/workload"
+)
+
+// Configurations the harness can start, in the order of a full run. Each is
+// `utxo-cache serve` with one tier layout, except bare (the ceiling).
+const (
+	ConfigMemory = "memory" // --memory-cache-bytes 256MiB, no Redis
+	ConfigRedis  = "redis"  // --memory-cache-bytes 0 --redis-url …
+	ConfigDisk   = "disk"   // --memory-cache-bytes 0, no Redis
+	ConfigFull   = "full"   // --memory-cache-bytes 256MiB --redis-url …
+	ConfigBare   = "bare"   // api.NewBareHandler in a subprocess
+)
+
+// AllConfigs is the default: every tier alone, the full stack, the ceiling.
+var AllConfigs = []string{ConfigMemory, ConfigRedis, ConfigDisk, ConfigFull, ConfigBare}
+
+// Scenarios.
+const (
+	ScenarioStandard = "standard" // 200k UTXOs, every configuration, under 3 minutes
+	ScenarioBig      = "big"      // 1.2M UTXOs, exchanges with 100k+ each: the disk-tier target
+	ScenarioSmoke    = "smoke"    // a tiny store, two configurations, a few seconds
+)
+
+// Options configure a run. The zero value of a field means the default of
+// the Scenario (see EnsureDefaults); durations are wall time per phase.
+type Options struct {
+	// Scenario picks the defaults: standard (default), big or smoke.
+	Scenario string
+	// Profile is the chain's shape. Default workload.Bitcoin.
+	Profile workload.Profile
+	// Seed makes the chain and the request stream reproducible.
+	Seed int64
+	// UTXOs is the live set the preload builds. Scenario default: 200k
+	// (standard), 1.2M (big), 5k (smoke).
+	UTXOs int
+	// TxsPerBlock is the size of the preload's ordinary blocks and of the
+	// feed's blocks. Default 300 (50 for smoke).
+	TxsPerBlock int
+
+	// Configs are the configurations a managed run starts, in order (bare
+	// always runs last: it serves bodies captured from the first service).
+	Configs []string
+
+	Warmup, MaxDuration, RateDuration time.Duration
+	// HotDuration is the hot phase's (HotMix, closed loop, after a warmup
+	// of two fifths of it), run for the memory and bare configurations: the
+	// memory tier's target compares hot reads. Default 5/8 of MaxDuration;
+	// negative: no hot phase.
+	HotDuration time.Duration
+	// MaxRequests bounds each phase's requests as well as its duration
+	// (whichever comes first). 0: no bound.
+	MaxRequests int64
+	// Workers is the closed loop's concurrency. Default 16.
+	Workers int
+	// Rate is the open loop's offered rate in requests/s. 0: RateFraction of
+	// the configuration's max-phase requests/s.
+	Rate float64
+	// RateFraction: default 0.5.
+	RateFraction float64
+	// InFlight bounds the open loop's requests in flight. Default 128.
+	InFlight int
+	// Mix of request kinds. Default DefaultMix.
+	Mix Mix
+	// PageLimit (default 100), LookupBatch (default 20) and MaxDepth (pages
+	// of a deep walk, default 50) shape the requests.
+	PageLimit, LookupBatch, MaxDepth int
+	// RequestTimeout bounds one request. Default 5s.
+	RequestTimeout time.Duration
+
+	// BlockRate is the writer feed's blocks/s during the rate phase. Default
+	// 10; negative: no feed.
+	BlockRate float64
+	// RollbackEvery is how many blocks go between rollbacks of RollbackDepth
+	// blocks. Defaults 50 and 3; RollbackEvery < 0: no rollbacks.
+	RollbackEvery, RollbackDepth int
+
+	// CheckFraction of the answers is checked against the model. Default
+	// 0.01; negative: none.
+	CheckFraction float64
+	// CheckBudget is the share of one core the checker may use. Default 0.25.
+	CheckBudget float64
+
+	// Targets switch to an external run: base URLs of running services
+	// (reads go round-robin), whose writer (Writer, default Targets[0]) must
+	// hold an empty store, which the harness preloads over HTTP.
+	Targets []string
+	Writer  string
+	// AdminToken authorizes the feed's writes (managed runs make one up).
+	AdminToken string
+	// AllowRemote permits targets that are not loopback addresses.
+	AllowRemote bool
+
+	// Bin is the utxo-cache binary a managed run starts. Required for
+	// managed runs.
+	Bin string
+	// RedisServer is the redis-server binary. Default: found on PATH.
+	RedisServer string
+	// ResultsDir receives the reports, logs and profiles. Default
+	// ./results/<start time>.
+	ResultsDir string
+	// KeepData keeps the preloaded store (ResultsDir/data) after the run.
+	KeepData bool
+	// CPUProfile records the service's CPU profile during each max and rate
+	// phase (pprof on serve's --admin-listen) and summarizes it with `go
+	// tool pprof` when go is on PATH.
+	CPUProfile bool
+	// Strict makes a missed performance target fail the run, like a
+	// correctness failure always does.
+	Strict bool
+
+	// Command is the command line that started the run, for the report.
+	Command []string
+	// Log receives progress lines. Default: discard.
+	Log io.Writer
+	// Now is the clock of the results directory's name. Default time.Now.
+	Now func() time.Time
+}
+
+// scenarioDefaults are the per-scenario values EnsureDefaults applies.
+type scenarioDefaults struct {
+	utxos, txs        int
+	warmup, max, rate time.Duration
+	configs           []string
+	rollbackEvery     int
+	plan              func(utxos int) preloadPlan
+	hotAddresses      int
+	hotFraction       float64
+}
+
+func defaultsOf(scenario string) (scenarioDefaults, error) {
+	switch scenario {
+	case ScenarioStandard:
+		return scenarioDefaults{
+			utxos: 200_000, txs: 300, warmup: 2 * time.Second, max: 8 * time.Second, rate: 8 * time.Second,
+			configs: AllConfigs, rollbackEvery: 50,
+			plan: func(n int) preloadPlan {
+				return preloadPlan{utxos: n, seedUTXOs: n * 9 / 10, seedBlockOutputs: 20_000, minBlocks: 60}
+			},
+		}, nil
+	case ScenarioBig:
+		return scenarioDefaults{
+			utxos: 1_200_000, txs: 300, warmup: 5 * time.Second, max: 20 * time.Second, rate: 20 * time.Second,
+			configs: AllConfigs, rollbackEvery: 50,
+			plan: func(n int) preloadPlan {
+				return preloadPlan{utxos: n, seedUTXOs: n * 19 / 20, seedBlockOutputs: 25_000, minBlocks: 100}
+			},
+			// Three exchanges take 30% of the outputs: 120k+ UTXOs each.
+			hotAddresses: 3, hotFraction: 0.3,
+		}, nil
+	case ScenarioSmoke:
+		return scenarioDefaults{
+			utxos: 5_000, txs: 50, warmup: 500 * time.Millisecond, max: 1500 * time.Millisecond,
+			rate: 2 * time.Second, configs: []string{ConfigMemory, ConfigBare}, rollbackEvery: 5,
+			plan: func(n int) preloadPlan {
+				return preloadPlan{utxos: n, seedUTXOs: n / 2, seedBlockOutputs: 1_000, minBlocks: 10}
+			},
+		}, nil
+	}
+	return scenarioDefaults{}, fmt.Errorf("loadtest: unknown scenario %q (want standard, big or smoke)", scenario)
+}
+
+// EnsureDefaults returns o with every zero field set to its default.
+func (o Options) EnsureDefaults() (Options, error) {
+	if o.Scenario == "" {
+		o.Scenario = ScenarioStandard
+	}
+	d, err := defaultsOf(o.Scenario)
+	if err != nil {
+		return o, err
+	}
+	setInt := func(v *int, def int) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	setDur := func(v *time.Duration, def time.Duration) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	setFloat := func(v *float64, def float64) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	if o.Profile == 0 {
+		o.Profile = workload.Bitcoin
+	}
+	setInt(&o.UTXOs, d.utxos)
+	setInt(&o.TxsPerBlock, d.txs)
+	if len(o.Configs) == 0 {
+		o.Configs = slices.Clone(d.configs)
+	}
+	setDur(&o.Warmup, d.warmup)
+	setDur(&o.MaxDuration, d.max)
+	setDur(&o.RateDuration, d.rate)
+	setDur(&o.HotDuration, o.MaxDuration*5/8)
+	setInt(&o.Workers, 16)
+	setFloat(&o.RateFraction, 0.5)
+	setInt(&o.InFlight, 128)
+	if o.Mix == (Mix{}) {
+		o.Mix = DefaultMix
+	}
+	setInt(&o.PageLimit, 100)
+	setInt(&o.LookupBatch, 20)
+	setInt(&o.MaxDepth, 50)
+	setDur(&o.RequestTimeout, 5*time.Second)
+	setFloat(&o.BlockRate, 10)
+	setInt(&o.RollbackEvery, d.rollbackEvery)
+	setInt(&o.RollbackDepth, 3)
+	setFloat(&o.CheckFraction, 0.01)
+	setFloat(&o.CheckBudget, 0.25)
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o, nil
+}
+
+// Validate reports settings that cannot work; run it after EnsureDefaults.
+func (o Options) Validate() error {
+	var errs []error
+	for _, c := range o.Configs {
+		if !slices.Contains(AllConfigs, c) {
+			errs = append(errs, fmt.Errorf("unknown configuration %q (want %v)", c, AllConfigs))
+		}
+	}
+	if o.UTXOs < 100 {
+		errs = append(errs, fmt.Errorf("utxos %d: at least 100", o.UTXOs))
+	}
+	if o.Workers < 1 || o.InFlight < 1 {
+		errs = append(errs, errors.New("workers and in-flight must be positive"))
+	}
+	if o.RateFraction <= 0 || o.RateFraction > 1 {
+		errs = append(errs, fmt.Errorf("rate fraction %v outside (0, 1]", o.RateFraction))
+	}
+	if o.PageLimit < 1 || o.PageLimit > 1000 || o.LookupBatch < 1 || o.LookupBatch > 1000 {
+		errs = append(errs, errors.New("page limit and lookup batch must be in 1..1000"))
+	}
+	if o.RollbackDepth < 1 || o.RollbackDepth > 32 {
+		errs = append(errs, fmt.Errorf("rollback depth %d outside 1..32", o.RollbackDepth))
+	}
+	if o.MaxDuration <= 0 || o.RateDuration <= 0 {
+		errs = append(errs, errors.New("phase durations must be positive"))
+	}
+	if len(o.Targets) == 0 && o.Bin == "" {
+		errs = append(errs, errors.New("a managed run needs the utxo-cache binary (Bin)"))
+	}
+	if len(o.Targets) > 0 && o.AdminToken == "" {
+		errs = append(errs, errors.New("an external run needs the writer's admin token (it preloads the store over HTTP)"))
+	}
+	for _, t := range append(slices.Clone(o.Targets), o.Writer) {
+		if t == "" {
+			continue
+		}
+		if _, err := CheckTarget(t, o.AllowRemote); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (o Options) workloadOptions() workload.Options {
+	d, _ := defaultsOf(o.Scenario)
+	return workload.Options{
+		Seed: o.Seed, Profile: o.Profile, TxsPerBlock: o.TxsPerBlock,
+		HotAddresses: d.hotAddresses, HotOutputFraction: d.hotFraction,
+	}
+}
+
+func (o Options) plan() preloadPlan {
+	d, _ := defaultsOf(o.Scenario)
+	return d.plan(o.UTXOs)
+}

@@ -1,0 +1,457 @@
+package loadtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// ReportVersion is the version of the JSON report's shape: a change that
+// renames or removes a field bumps it.
+const ReportVersion = 1
+
+// Report is everything a run measured. It is written as report.json
+// (machines), report.md (people) and report.html (charts).
+type Report struct {
+	Version     int            `json:"version"`
+	Started     time.Time      `json:"started"`
+	Seconds     float64        `json:"seconds"`
+	Command     []string       `json:"command,omitempty"` // set by the caller, for the record
+	ResultsDir  string         `json:"results_dir"`
+	Scenario    string         `json:"scenario"`
+	Settings    Settings       `json:"settings"`
+	Machine     Machine        `json:"machine"`
+	Preload     PreloadResult  `json:"preload"`
+	Configs     []ConfigResult `json:"configs"`
+	Targets     []Verdict      `json:"targets"`
+	Failed      bool           `json:"failed"`
+	FailReasons []string       `json:"fail_reasons,omitempty"`
+	Error       string         `json:"error,omitempty"`
+}
+
+// Settings are the options that shaped the numbers.
+type Settings struct {
+	Profile        string  `json:"profile"`
+	Seed           int64   `json:"seed"`
+	UTXOs          int     `json:"utxos"`
+	TxsPerBlock    int     `json:"txs_per_block"`
+	Mix            string  `json:"mix"`
+	Workers        int     `json:"workers"`
+	InFlight       int     `json:"in_flight"`
+	Rate           float64 `json:"rate,omitempty"`
+	RateFraction   float64 `json:"rate_fraction"`
+	Warmup         string  `json:"warmup"`
+	MaxDuration    string  `json:"max_duration"`
+	RateDuration   string  `json:"rate_duration"`
+	MaxRequests    int64   `json:"max_requests,omitempty"`
+	PageLimit      int     `json:"page_limit"`
+	LookupBatch    int     `json:"lookup_batch"`
+	MaxDepth       int     `json:"max_depth"`
+	BlockRate      float64 `json:"block_rate"`
+	RollbackEvery  int     `json:"rollback_every"`
+	RollbackDepth  int     `json:"rollback_depth"`
+	CheckFraction  float64 `json:"check_fraction"`
+	RequestTimeout string  `json:"request_timeout"`
+}
+
+// Machine describes where the run happened. The load average matters: the
+// harness and the service share the machine's cores with anything else
+// running.
+type Machine struct {
+	CPUs         int    `json:"cpus"`
+	GOOS         string `json:"goos"`
+	GOARCH       string `json:"goarch"`
+	GoVersion    string `json:"go_version"`
+	Kernel       string `json:"kernel,omitempty"`
+	LoadAvgStart string `json:"loadavg_start,omitempty"`
+	LoadAvgEnd   string `json:"loadavg_end,omitempty"`
+}
+
+// PreloadResult describes the store the configurations ran on.
+type PreloadResult struct {
+	Blocks    int               `json:"blocks"`
+	UTXOs     int               `json:"utxos"`
+	Height    uint64            `json:"height"`
+	Addresses int               `json:"addresses"`
+	Exchanges map[string]uint64 `json:"exchange_utxos"`
+	Seconds   float64           `json:"seconds"`
+	Via       string            `json:"via"` // ingest or http
+}
+
+// ConfigResult is one configuration's phases.
+type ConfigResult struct {
+	Name         string         `json:"name"`
+	Kind         string         `json:"kind"` // service, bare or external
+	Args         []string       `json:"args,omitempty"`
+	BodySizes    map[string]int `json:"body_sizes,omitempty"` // bare: bytes per route
+	Max          PhaseResult    `json:"max"`
+	Rate         PhaseResult    `json:"rate"`
+	Hot          *PhaseResult   `json:"hot,omitempty"`           // memory and bare only
+	CeilingRatio float64        `json:"ceiling_ratio,omitempty"` // Max requests/s over the bare handler's
+	// HotCeilingRatio is Hot requests/s over the bare handler's Hot.
+	HotCeilingRatio float64 `json:"hot_ceiling_ratio,omitempty"`
+
+	Error string `json:"error,omitempty"`
+}
+
+// PhaseResult is one phase's measurements.
+type PhaseResult struct {
+	Name         string                    `json:"name"`
+	Mode         string                    `json:"mode"` // closed or open
+	Workers      int                       `json:"workers"`
+	Seconds      float64                   `json:"seconds"`
+	OfferedRate  float64                   `json:"offered_rps,omitempty"`
+	AchievedRate float64                   `json:"achieved_rps"`
+	Sent         int64                     `json:"sent"`
+	Requests     int64                     `json:"requests"` // answered or failed (not cut off by the phase's end)
+	OK           int64                     `json:"ok"`       // 2xx and 304
+	Latency      LatencySummary            `json:"latency"`
+	SendLag      *LatencySummary           `json:"send_lag,omitempty"` // open loop: how late requests left
+	Endpoints    map[string]EndpointResult `json:"endpoints"`
+	Errors       map[string]int64          `json:"errors"`
+	Timeline     []TimePoint               `json:"timeline"`
+	Cache        *TierStats                `json:"cache,omitempty"`
+	Profile      *ProfileResult            `json:"profile,omitempty"` // the service's CPU during the phase
+	Service      *ProcStats                `json:"service,omitempty"`
+	Harness      *ProcStats                `json:"harness,omitempty"`
+	Feed         *FeedResult               `json:"feed,omitempty"`
+	Checks       *CheckResult              `json:"checks,omitempty"`
+}
+
+// ProfileResult is a CPU profile of the service, with `go tool pprof -top`.
+type ProfileResult struct {
+	Path  string `json:"path"`
+	Top   string `json:"top,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// Verdict is one target's outcome.
+type Verdict struct {
+	Target    string `json:"target"`
+	Config    string `json:"config,omitempty"`
+	Value     string `json:"value"`
+	Threshold string `json:"threshold"`
+	Status    string `json:"status"` // PASS, MISS or SKIP
+	Detail    string `json:"detail,omitempty"`
+}
+
+func newReport(o Options, dir string) *Report {
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return &Report{
+		Version: ReportVersion, Started: time.Now().UTC(), Command: o.Command, ResultsDir: dir, Scenario: o.Scenario,
+		Settings: Settings{
+			Profile: o.Profile.String(), Seed: o.Seed, UTXOs: o.UTXOs, TxsPerBlock: o.TxsPerBlock, Mix: o.Mix.String(),
+			Workers: o.Workers, InFlight: o.InFlight, Rate: o.Rate, RateFraction: o.RateFraction,
+			Warmup: o.Warmup.String(), MaxDuration: o.MaxDuration.String(), RateDuration: o.RateDuration.String(),
+			MaxRequests: o.MaxRequests, PageLimit: o.PageLimit, LookupBatch: o.LookupBatch, MaxDepth: o.MaxDepth,
+			BlockRate: o.BlockRate, RollbackEvery: o.RollbackEvery, RollbackDepth: o.RollbackDepth,
+			CheckFraction: o.CheckFraction, RequestTimeout: o.RequestTimeout.String(),
+		},
+		Machine: Machine{
+			CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version(),
+			Kernel: strings.TrimSpace(string(kernel)), LoadAvgStart: loadAvg(),
+		},
+	}
+}
+
+// Thresholds of the targets (issue 5).
+const (
+	memoryCeilingShare = 0.85
+	redisCeilingShare  = 0.5
+	diskCeilingShare   = 0.3
+	memoryRateP99Ms    = 5.0
+	visibleP99Ms       = 5.0
+	diskTargetUTXOs    = 1_000_000
+	feedRateShare      = 0.95 // of BlockRate, for the feed to count as sustained
+)
+
+func (r *Report) config(name string) *ConfigResult {
+	for i := range r.Configs {
+		if r.Configs[i].Name == name {
+			return &r.Configs[i]
+		}
+	}
+	return nil
+}
+
+// evaluate computes the ceiling ratios, the target verdicts and whether the
+// run failed.
+func (r *Report) evaluate(o Options) {
+	bare := r.config(ConfigBare)
+	ceiling, hotCeiling := 0.0, 0.0
+	if bare != nil {
+		ceiling = bare.Max.AchievedRate
+		if bare.Hot != nil {
+			hotCeiling = bare.Hot.AchievedRate
+		}
+	}
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		if ceiling > 0 {
+			c.CeilingRatio = c.Max.AchievedRate / ceiling
+		}
+		if c.Hot != nil && hotCeiling > 0 {
+			c.HotCeilingRatio = c.Hot.AchievedRate / hotCeiling
+		}
+	}
+	r.Targets = nil
+	share := func(name string, want float64, needUTXOs int) {
+		v := Verdict{Target: fmt.Sprintf("%s tier requests/s ≥ %.2f × bare ceiling", name, want), Config: name,
+			Threshold: fmt.Sprintf("≥ %.2f", want)}
+		c := r.config(name)
+		switch {
+		case c == nil || c.Max.AchievedRate == 0:
+			v.Status, v.Detail = "SKIP", "configuration not run"
+		case ceiling == 0:
+			v.Status, v.Detail = "SKIP", "no bare ceiling in this run"
+		default:
+			v.Value = fmt.Sprintf("%.2f (%.0f / %.0f req/s)", c.CeilingRatio, c.Max.AchievedRate, ceiling)
+			v.Status = passMiss(c.CeilingRatio >= want)
+			if needUTXOs > 0 && r.Preload.UTXOs < needUTXOs {
+				v.Status = "SKIP"
+				v.Detail = fmt.Sprintf("measured on %d UTXOs; the target needs ≥ %d (--scenario big)", r.Preload.UTXOs, needUTXOs)
+			}
+		}
+		r.Targets = append(r.Targets, v)
+	}
+	{
+		v := Verdict{Target: fmt.Sprintf("memory tier hot reads ≥ %.2f × bare ceiling (hot mix)", memoryCeilingShare),
+			Config: ConfigMemory, Threshold: fmt.Sprintf("≥ %.2f", memoryCeilingShare)}
+		c := r.config(ConfigMemory)
+		switch {
+		case c == nil || c.Hot == nil || c.Hot.AchievedRate == 0:
+			// Without a hot phase, the standard mix stands in.
+			share(ConfigMemory, memoryCeilingShare, 0)
+			v.Status = ""
+		case hotCeiling == 0:
+			v.Status, v.Detail = "SKIP", "no bare ceiling with a hot phase in this run"
+		default:
+			v.Value = fmt.Sprintf("%.2f (%.0f / %.0f req/s)", c.HotCeilingRatio, c.Hot.AchievedRate, hotCeiling)
+			v.Status = passMiss(c.HotCeilingRatio >= memoryCeilingShare)
+			v.Detail = fmt.Sprintf("hit ratio %s; standard mix: %.2f × ceiling", hitRatios(c.Hot.Cache), c.CeilingRatio)
+		}
+		if v.Status != "" {
+			r.Targets = append(r.Targets, v)
+		}
+	}
+	{
+		v := Verdict{Target: fmt.Sprintf("memory tier p99 < %.0f ms at %.0f%% of its max rate", memoryRateP99Ms, 100*o.RateFraction),
+			Config: ConfigMemory, Threshold: fmt.Sprintf("< %.0f ms", memoryRateP99Ms)}
+		if c := r.config(ConfigMemory); c == nil || c.Rate.Requests == 0 {
+			v.Status, v.Detail = "SKIP", "configuration not run"
+		} else {
+			v.Value = fmt.Sprintf("%.2f ms at %.0f req/s", c.Rate.Latency.P99, c.Rate.OfferedRate)
+			v.Status = passMiss(c.Rate.Latency.P99 < memoryRateP99Ms)
+			if bare != nil && bare.Rate.Requests > 0 {
+				// What the machine manages with no service work at all: a
+				// stalling machine shows here first.
+				v.Detail = fmt.Sprintf("the bare handler at half its max: p99 %.2f ms", bare.Rate.Latency.P99)
+			}
+		}
+		r.Targets = append(r.Targets, v)
+	}
+	share(ConfigRedis, redisCeilingShare, 0)
+	share(ConfigDisk, diskCeilingShare, diskTargetUTXOs)
+
+	// Feed-dependent targets, over every configuration with a writer.
+	var worstVisible float64
+	worstAt := ""
+	var mismatches, fiveXX, checked, feedErrs, notVisible, visible, firstPoll int64
+	minFeed := -1.0
+	fed := false
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		for _, p := range []*PhaseResult{&c.Max, &c.Rate} {
+			if c.Kind != "bare" {
+				fiveXX += count5xx(p.Errors)
+			}
+			if p.Checks != nil {
+				mismatches += p.Checks.Mismatches
+				checked += p.Checks.Checked
+			}
+			if f := p.Feed; f != nil {
+				fed = true
+				feedErrs += int64(len(f.Errors))
+				notVisible += f.NotVisible
+				if minFeed < 0 || f.AchievedRate < minFeed {
+					minFeed = f.AchievedRate
+				}
+				for t, v := range f.Visible {
+					visible += v.Count
+					firstPoll += f.FirstPoll[t]
+					if v.P99 > worstVisible || worstAt == "" {
+						worstVisible, worstAt = v.P99, c.Name+" "+t
+					}
+				}
+			}
+		}
+	}
+	{
+		v := Verdict{Target: fmt.Sprintf("commit-to-visible p99 < %.0f ms", visibleP99Ms), Threshold: fmt.Sprintf("< %.0f ms", visibleP99Ms)}
+		if !fed {
+			v.Status, v.Detail = "SKIP", "no writer feed in this run"
+		} else {
+			v.Config = strings.Fields(worstAt)[0]
+			v.Value = fmt.Sprintf("%.2f ms (worst: %s)", worstVisible, worstAt)
+			v.Status = passMiss(worstVisible < visibleP99Ms && notVisible == 0)
+			v.Detail = fmt.Sprintf("%d of %d blocks shown by the first GET /v1/tip after the acknowledgement (their delay is that poll's round trip)",
+				firstPoll, visible)
+			if notVisible > 0 {
+				v.Detail += fmt.Sprintf("; %d blocks not visible within %s", notVisible, visibleTimeout)
+			}
+		}
+		r.Targets = append(r.Targets, v)
+	}
+	{
+		v := Verdict{Target: fmt.Sprintf("zero mismatches and zero 5xx under a %.0f blocks/s feed", o.BlockRate), Threshold: "0 and 0"}
+		v.Value = fmt.Sprintf("%d mismatches in %d checked answers, %d 5xx", mismatches, checked, fiveXX)
+		switch {
+		case !fed:
+			v.Status, v.Detail = "SKIP", "no writer feed in this run"
+		default:
+			ok := mismatches == 0 && fiveXX == 0 && feedErrs == 0 && minFeed >= feedRateShare*o.BlockRate
+			v.Status = passMiss(ok)
+			v.Detail = fmt.Sprintf("feed sustained ≥ %.1f blocks/s (target %.0f), %d feed errors", minFeed, o.BlockRate, feedErrs)
+		}
+		r.Targets = append(r.Targets, v)
+	}
+
+	r.Failed, r.FailReasons = false, nil
+	fail := func(format string, args ...any) {
+		r.Failed = true
+		r.FailReasons = append(r.FailReasons, fmt.Sprintf(format, args...))
+	}
+	if r.Error != "" {
+		fail("run error: %s", r.Error)
+	}
+	if mismatches > 0 {
+		fail("%d answers differ from the model", mismatches)
+	}
+	if fiveXX > 0 {
+		fail("%d answers were 5xx", fiveXX)
+	}
+	if feedErrs > 0 {
+		fail("the writer feed reported %d errors", feedErrs)
+	}
+	if o.Strict {
+		for _, v := range r.Targets {
+			if v.Status == "MISS" {
+				fail("target missed: %s", v.Target)
+			}
+		}
+	}
+}
+
+func passMiss(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+// Headline is the table the command prints: requests/s and p99 per
+// configuration, the ratio to the bare ceiling, then the targets.
+func (r *Report) Headline() string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "config\tmax req/s\t× ceiling\tp99 @max\trate req/s\tp99 @rate\thot req/s (×)\thit ratio\tsvc CPU\tsvc RSS\t5xx\tmismatch\t")
+	for _, c := range r.Configs {
+		ratio := "-"
+		if c.CeilingRatio > 0 {
+			ratio = fmt.Sprintf("%.2f", c.CeilingRatio)
+		}
+		cpu, rss := "-", "-"
+		if s := c.Max.Service; s != nil {
+			cpu = fmt.Sprintf("%.2f", s.CPUCores)
+			rss = fmt.Sprintf("%d MiB", max(s.RSSPeak, maxRSS(c.Rate.Service))>>20)
+		}
+		var mism int64
+		if c.Rate.Checks != nil {
+			mism += c.Rate.Checks.Mismatches
+		}
+		if c.Max.Checks != nil {
+			mism += c.Max.Checks.Mismatches
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.2f ms\t%.0f/%.0f\t%.2f ms\t%s\t%s\t%s\t%s\t%d\t%d\t\n",
+			c.Name, c.Max.AchievedRate, ratio, c.Max.Latency.P99, c.Rate.AchievedRate, c.Rate.OfferedRate,
+			c.Rate.Latency.P99, c.hotCell(), hitRatios(c.Max.Cache), cpu, rss, count5xx(c.Max.Errors)+count5xx(c.Rate.Errors), mism)
+	}
+	tw.Flush()
+	b.WriteString("\n")
+	for _, v := range r.Targets {
+		fmt.Fprintf(&b, "%-4s  %s: %s", v.Status, v.Target, v.Value)
+		if v.Detail != "" {
+			fmt.Fprintf(&b, " (%s)", v.Detail)
+		}
+		b.WriteString("\n")
+	}
+	if w := r.busyWarning(); w != "" {
+		fmt.Fprintf(&b, "WARNING: %s\n", w)
+	}
+	if r.Failed {
+		fmt.Fprintf(&b, "FAILED: %s\n", strings.Join(r.FailReasons, "; "))
+	}
+	return b.String()
+}
+
+// busyWarning says when the machine was busy with other work as the run
+// started (the load at the end is mostly the run's own): the harness and the
+// service then compete for the cores with it, and absolute figures say
+// little.
+func (r *Report) busyWarning() string {
+	f := strings.Fields(r.Machine.LoadAvgStart)
+	if len(f) == 0 {
+		return ""
+	}
+	var one float64
+	if _, err := fmt.Sscan(f[0], &one); err != nil || one <= float64(r.Machine.CPUs)/2 {
+		return ""
+	}
+	return fmt.Sprintf("load average %s on %d CPUs when the run started: other work competed with it; compare configurations within this run only",
+		r.Machine.LoadAvgStart, r.Machine.CPUs)
+}
+
+func maxRSS(s *ProcStats) int64 {
+	if s == nil {
+		return 0
+	}
+	return s.RSSPeak
+}
+
+// hitRatios renders a phase's hit ratio per tier ("memory 0.97 redis 0.50").
+func hitRatios(ts *TierStats) string {
+	if ts == nil {
+		return "-"
+	}
+	var parts []string
+	for _, name := range sortedKeys(ts.Tiers) {
+		t := ts.Tiers[name]
+		if t.Hits+t.Misses > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", name, t.HitRatio))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
+
+// write writes report.json, report.md and report.html into dir.
+func (r *Report) write(dir string) error {
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(r.Markdown()), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "report.html"), []byte(r.HTML()), 0o644)
+}

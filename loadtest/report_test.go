@@ -1,0 +1,266 @@
+package loadtest
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/report_shape.golden")
+
+func TestRecorderSummaries(t *testing.T) {
+	start := epoch
+	r := newRecorder(start)
+	// 1000 page requests of 1..1000 µs spread over workers and two seconds,
+	// plus failures of each class.
+	for i := 1; i <= 1000; i++ {
+		at := start.Add(time.Duration(i) * 2 * time.Millisecond)
+		r.record(i, outcome{kind: kindPage, status: 200, intended: at, sent: at.Add(time.Duration(i) * time.Microsecond),
+			latency: time.Duration(i) * time.Microsecond})
+	}
+	r.record(1, outcome{kind: kindBalance, status: 503, errClass: classify(nil, 503), intended: start, sent: start, latency: time.Millisecond})
+	r.record(2, outcome{kind: kindBalance, status: 404, errClass: classify(nil, 404), intended: start, sent: start, latency: time.Millisecond})
+	r.record(3, outcome{kind: kindRevalidate, status: 304, errClass: classify(nil, 304), intended: start, sent: start, latency: time.Millisecond})
+	m := r.merge()
+	page := m.endpoints["page"].Latency
+	if page.Count != 1000 {
+		t.Fatalf("page count %d", page.Count)
+	}
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{{"p50", page.P50, 0.5}, {"p90", page.P90, 0.9}, {"p99", page.P99, 0.99}, {"p99.9", page.P999, 0.999}, {"max", page.Max, 1.0}} {
+		if c.got < c.want*0.999 || c.got > c.want*1.001 {
+			t.Errorf("%s = %v ms, want %v ms within 0.1%%", c.name, c.got, c.want)
+		}
+	}
+	if m.errors["5xx:503"] != 1 || m.errors["4xx:404"] != 1 || len(m.errors) != 2 {
+		t.Errorf("errors %v", m.errors)
+	}
+	if m.ok != 1001 {
+		t.Errorf("ok %d, want 1000 pages and one 304", m.ok)
+	}
+	if len(m.timeline) != 3 || m.timeline[0].Requests+m.timeline[1].Requests+m.timeline[2].Requests != 1003 {
+		t.Errorf("timeline %+v", m.timeline)
+	}
+	if lag := summarize(m.lag); lag.Max < 0.999 || lag.Max > 1.001 {
+		t.Errorf("send lag max %v ms, want 1", lag.Max)
+	}
+	if got := classify(fmt.Errorf("dial: %w", os.ErrDeadlineExceeded), 0); got != "timeout" {
+		t.Errorf("deadline classified %q", got)
+	}
+}
+
+// sampleReport is a report as a standard run would produce, with made-up
+// numbers.
+func sampleReport() (*Report, Options) {
+	o, _ := Options{Bin: "x"}.EnsureDefaults()
+	r := newReport(o, "results/x")
+	r.Started = epoch
+	r.Machine = Machine{CPUs: 2, GOOS: "linux", GOARCH: "amd64", GoVersion: "go1.26", Kernel: "6", LoadAvgStart: "0.1 0.1 0.1"}
+	r.Preload = PreloadResult{Blocks: 70, UTXOs: 200_000, Height: 70, Addresses: 50_000, Exchanges: map[string]uint64{"bc1x": 2500}, Seconds: 9, Via: "ingest"}
+	phase := func(name string, rps, p99 float64, feed bool) PhaseResult {
+		lat := LatencySummary{Count: int64(rps * 8), Mean: p99 / 4, P50: p99 / 5, P90: p99 / 2, P99: p99, P999: p99 * 2, Max: p99 * 3}
+		p := PhaseResult{Name: name, Mode: "closed", Workers: 16, Seconds: 8, AchievedRate: rps, Sent: lat.Count, Requests: lat.Count,
+			OK: lat.Count, Latency: lat, Endpoints: map[string]EndpointResult{"page": {Latency: lat, Status: map[string]int64{"200": lat.Count}}},
+			Errors: map[string]int64{}, Timeline: []TimePoint{{0, 100, 1, 2, 3}, {1, 120, 1, 2, 4}},
+			Cache:   &TierStats{Tiers: map[string]TierLookups{"memory": {Hits: 90, Misses: 10, HitRatio: 0.9}}, DiskReads: 10},
+			Service: &ProcStats{PID: 1, CPUSeconds: 8, CPUCores: 1, RSSPeak: 100 << 20, RSSEnd: 90 << 20},
+			Harness: &ProcStats{PID: 2, CPUSeconds: 4, CPUCores: 0.5, RSSPeak: 50 << 20, RSSEnd: 50 << 20},
+			Checks:  &CheckResult{Sampled: 10, Checked: 9, SkippedTip: 1}}
+		if feed {
+			p.Mode, p.OfferedRate = "open", rps
+			p.SendLag = &LatencySummary{Count: 1, P99: 0.1}
+			p.Feed = &FeedResult{TargetRate: 10, AchievedRate: 10, Blocks: 80, Rollbacks: 1, Apply: lat, Rollback: lat,
+				Visible: map[string]LatencySummary{"http://127.0.0.1:1": lat}, FirstPoll: map[string]int64{"http://127.0.0.1:1": 80}}
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name       string
+		rps, p99ms float64
+	}{{ConfigMemory, 9000, 2}, {ConfigRedis, 6000, 3}, {ConfigDisk, 3000, 6}, {ConfigFull, 8800, 2}, {ConfigBare, 10000, 1}} {
+		cr := ConfigResult{Name: c.name, Kind: "service", Args: []string{"serve"},
+			Max: phase("max", c.rps, c.p99ms, false), Rate: phase("rate", c.rps/2, c.p99ms/2, true)}
+		cr.Max.Profile = &ProfileResult{Path: "cpu-" + c.name + "-max.pprof", Top: "flat  flat%\n"}
+		if c.name == ConfigMemory || c.name == ConfigBare {
+			hot := phase("hot", c.rps*1.5, c.p99ms/2, false)
+			cr.Hot = &hot
+		}
+		if c.name == ConfigBare {
+			cr.Kind, cr.Max.Profile, cr.BodySizes = "bare", nil, map[string]int{"GET /v1/tip": 190}
+			cr.Max.Cache, cr.Rate.Cache, cr.Rate.Feed, cr.Max.Checks, cr.Rate.Checks = nil, nil, nil, nil, nil
+		}
+		r.Configs = append(r.Configs, cr)
+	}
+	return r, o
+}
+
+func TestEvaluate(t *testing.T) {
+	r, o := sampleReport()
+	r.evaluate(o)
+	got := map[string]string{}
+	for _, v := range r.Targets {
+		got[v.Target] = v.Status
+	}
+	want := map[string]string{
+		"memory tier hot reads ≥ 0.85 × bare ceiling (hot mix)": "PASS", // 0.90
+		"memory tier p99 < 5 ms at 50% of its max rate":         "PASS", // 1 ms
+		"redis tier requests/s ≥ 0.50 × bare ceiling":           "PASS", // 0.60
+		"disk tier requests/s ≥ 0.30 × bare ceiling":            "SKIP", // 200k UTXOs, not 1M
+		"commit-to-visible p99 < 5 ms":                          "PASS", // worst: disk's 3 ms
+		"zero mismatches and zero 5xx under a 10 blocks/s feed": "PASS",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("targets %v", got)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %s, want %s", k, got[k], w)
+		}
+	}
+	if r.Failed {
+		t.Errorf("failed: %v", r.FailReasons)
+	}
+	if c := r.config(ConfigRedis); c.CeilingRatio != 0.6 {
+		t.Errorf("redis ratio %v", c.CeilingRatio)
+	}
+
+	// A mismatch or a 5xx fails the run; a missed target only with Strict.
+	r.Configs[1].Rate.Checks.Mismatches = 1
+	r.Configs[2].Max.Errors["5xx:500"] = 3
+	r.Configs[0].Hot.AchievedRate = 5000
+	r.evaluate(o)
+	if !r.Failed || len(r.FailReasons) != 2 {
+		t.Errorf("failed %v: %v", r.Failed, r.FailReasons)
+	}
+	o.Strict = true
+	r.evaluate(o)
+	if len(r.FailReasons) != 4 { // + memory share and the mismatch target
+		t.Errorf("strict: %v", r.FailReasons)
+	}
+	head := r.Headline()
+	for _, s := range []string{"config", "memory", "bare", "MISS  memory tier hot reads", "FAILED:"} {
+		if !strings.Contains(head, s) {
+			t.Errorf("headline lacks %q:\n%s", s, head)
+		}
+	}
+}
+
+// TestReportShape pins the JSON report's shape (paths and value types, not
+// values) to testdata/report_shape.golden: a change there is a change of
+// ReportVersion's format. Run with -update to accept a deliberate change.
+func TestReportShape(t *testing.T) {
+	r, o := sampleReport()
+	r.evaluate(o)
+	dir := t.TempDir()
+	if err := r.write(dir); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]bool{}
+	shape(v, "", paths)
+	var lines []string
+	for p := range paths {
+		lines = append(lines, p)
+	}
+	sort.Strings(lines)
+	got := strings.Join(lines, "\n") + "\n"
+	golden := filepath.Join("testdata", "report_shape.golden")
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -run ReportShape -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("report.json shape changed (bump ReportVersion if deliberate, then -update):\n%s", diffLines(string(want), got))
+	}
+
+	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	for _, s := range []string{"## Headline", "| config | max req/s |", "## Targets", "### rate phase", "commit-to-visible on"} {
+		if !strings.Contains(string(md), s) {
+			t.Errorf("report.md lacks %q", s)
+		}
+	}
+	page, _ := os.ReadFile(filepath.Join(dir, "report.html"))
+	h := string(page)
+	if !strings.HasPrefix(h, "<!DOCTYPE html>") || !strings.HasSuffix(h, "</html>\n") {
+		t.Error("report.html is not a complete page")
+	}
+	if n, m := strings.Count(h, "<svg "), strings.Count(h, "</svg>"); n < 3 || n != m {
+		t.Errorf("report.html has %d <svg> and %d </svg>", n, m)
+	}
+	if strings.Contains(h, "<script") || strings.Contains(h, "http://www.w3.org/2000/svg\" href") {
+		t.Error("report.html is not self-contained")
+	}
+}
+
+// shape adds "path: type" for every value under v; arrays collapse to [],
+// and map keys that are data (URLs, routes, status codes, tiers) to *.
+func shape(v any, path string, out map[string]bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		data := strings.HasSuffix(path, ".endpoints") || strings.HasSuffix(path, ".status") || strings.HasSuffix(path, ".errors") ||
+			strings.HasSuffix(path, ".tiers") || strings.HasSuffix(path, ".visible") || strings.HasSuffix(path, ".first_poll") ||
+			strings.HasSuffix(path, "exchange_utxos") ||
+			strings.HasSuffix(path, "body_sizes")
+		out[path+": object"] = true
+		for k, e := range x {
+			if data {
+				k = "*"
+			}
+			shape(e, path+"."+k, out)
+		}
+	case []any:
+		out[path+": array"] = true
+		for _, e := range x {
+			shape(e, path+"[]", out)
+		}
+	case string:
+		out[path+": string"] = true
+	case float64:
+		out[path+": number"] = true
+	case bool:
+		out[path+": bool"] = true
+	case nil:
+		out[path+": null"] = true
+	}
+}
+
+func diffLines(want, got string) string {
+	w := map[string]bool{}
+	for _, l := range strings.Split(want, "\n") {
+		w[l] = true
+	}
+	g := map[string]bool{}
+	var b strings.Builder
+	for _, l := range strings.Split(got, "\n") {
+		g[l] = true
+		if !w[l] {
+			b.WriteString("+ " + l + "\n")
+		}
+	}
+	for _, l := range strings.Split(want, "\n") {
+		if !g[l] {
+			b.WriteString("- " + l + "\n")
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,628 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+)
+
+// runner is one run of the harness: the world, the client, the processes it
+// started and the results so far. Not safe for concurrent use: phases run
+// one after another.
+type runner struct {
+	o       Options
+	dir     string // results directory
+	w       *world
+	gen     *reqGen
+	hotGen  *reqGen // the hot phase's: HotMix over few keys, its own pools
+	client  *http.Client
+	ctl     *http.Client // for scrapes, readiness, profiles: not the load's pool
+	redis   *redisServer
+	capture *bodyCapture // set while the first service's warmup records bodies
+	bodies  map[string][]byte
+	report  *Report
+	phaseN  int64
+	start   time.Time
+}
+
+// Run performs a run and returns its report, which it has also written to
+// the results directory. The error is for a run that could not be carried
+// out (a service that does not start, a refused block); a run that finishes
+// with mismatches returns its report and no error: see Report.Failed.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	o, err := o.EnsureDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	r := &runner{o: o, start: time.Now()}
+	r.dir = o.ResultsDir
+	if r.dir == "" {
+		r.dir = filepath.Join("results", o.Now().Format("20060102-150405"))
+	}
+	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+		return nil, err
+	}
+	r.report = newReport(o, r.dir)
+	r.client = newClient(max(o.Workers, o.InFlight), o.RequestTimeout)
+	r.ctl = newClient(4, 60*time.Second)
+	defer r.client.CloseIdleConnections()
+	defer r.ctl.CloseIdleConnections()
+	r.w, err = newWorld(o.workloadOptions())
+	if err != nil {
+		return nil, err
+	}
+	r.gen = &reqGen{mix: o.Mix, w: r.w, limit: o.PageLimit, batch: o.LookupBatch, maxDepth: o.MaxDepth}
+	r.hotGen = &reqGen{mix: HotMix, w: r.w, limit: o.PageLimit, batch: o.LookupBatch, maxDepth: o.MaxDepth, hot: true}
+
+	start := time.Now()
+	if len(o.Targets) > 0 {
+		err = r.external(ctx)
+	} else {
+		err = r.managed(ctx)
+	}
+	r.report.Seconds = time.Since(start).Seconds()
+	r.report.Machine.LoadAvgEnd = loadAvg()
+	if err != nil {
+		r.report.Error = err.Error()
+	}
+	r.report.evaluate(o)
+	if werr := r.report.write(r.dir); werr != nil && err == nil {
+		err = werr
+	}
+	return r.report, err
+}
+
+func (r *runner) logf(format string, args ...any) {
+	fmt.Fprintf(r.o.Log, "loadtest: %5.1fs "+format+"\n", append([]any{time.Since(r.start).Seconds()}, args...)...)
+}
+
+// managed preloads a fresh store with `utxo-cache ingest`, then runs each
+// configuration on it as a subprocess.
+func (r *runner) managed(ctx context.Context) error {
+	dataDir := filepath.Join(r.dir, "data")
+	if !r.o.KeepData {
+		defer os.RemoveAll(dataDir)
+	}
+	if err := os.RemoveAll(dataDir); err != nil {
+		return err
+	}
+	if err := r.preloadIngest(ctx, dataDir); err != nil {
+		return err
+	}
+	token := r.o.AdminToken
+	if token == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		token = hex.EncodeToString(b[:])
+	}
+	needRedis := slices.Contains(r.o.Configs, ConfigRedis) || slices.Contains(r.o.Configs, ConfigFull)
+	if needRedis {
+		bin := r.o.RedisServer
+		if bin == "" {
+			var err error
+			if bin, err = exec.LookPath("redis-server"); err != nil {
+				return errors.New("loadtest: the redis and full configurations need redis-server on PATH (or --redis-server; or leave them out with --configs)")
+			}
+		}
+		redisDir := filepath.Join(r.dir, "redis")
+		if err := os.MkdirAll(redisDir, 0o755); err != nil {
+			return err
+		}
+		var err error
+		if r.redis, err = startRedis(bin, redisDir); err != nil {
+			return err
+		}
+		defer func() { _ = r.redis.stop(5 * time.Second) }()
+		r.logf("redis-server on %s", r.redis.addr)
+	}
+	var services []string
+	for _, c := range r.o.Configs {
+		if c != ConfigBare {
+			services = append(services, c)
+		}
+	}
+	for i, c := range services {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if i == 0 && slices.Contains(r.o.Configs, ConfigBare) {
+			r.capture = newBodyCapture()
+		}
+		res, err := r.runService(ctx, c, dataDir, token)
+		if r.capture != nil {
+			r.bodies, r.capture = r.capture.medians(), nil
+		}
+		r.report.Configs = append(r.report.Configs, res)
+		if err != nil {
+			return fmt.Errorf("configuration %s: %w", c, err)
+		}
+	}
+	if slices.Contains(r.o.Configs, ConfigBare) {
+		res, err := r.runBare(ctx)
+		r.report.Configs = append(r.report.Configs, res)
+		if err != nil {
+			return fmt.Errorf("configuration bare: %w", err)
+		}
+	}
+	return nil
+}
+
+// preloadIngest streams the preload chain into `utxo-cache ingest` while
+// generating it: the generator and the model work while the store syncs.
+func (r *runner) preloadIngest(ctx context.Context, dataDir string) error {
+	start := time.Now()
+	logPath := filepath.Join(r.dir, "ingest.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.CommandContext(ctx, r.o.Bin, "ingest", "--data-dir", dataDir, "--format", "cbor", "-")
+	cmd.Env = childEnv()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start ingest: %w", err)
+	}
+	r.logf("preloading %d UTXOs (%s, seed %d) into %s", r.o.UTXOs, r.o.Profile, r.o.Seed, dataDir)
+	w := chain.NewCBORSeqWriter(stdin)
+	blocks, perr := r.w.preload(r.o.plan(), w.Write)
+	if perr == nil {
+		perr = w.Flush()
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("ingest: %w (see %s)", err, logPath)
+	}
+	if perr != nil {
+		return perr
+	}
+	r.report.Preload = PreloadResult{
+		Blocks: blocks, UTXOs: r.w.gen.Live(), Height: r.w.modelTip().Height,
+		Addresses: len(r.w.addrs), Exchanges: r.exchangeSizes(), Seconds: time.Since(start).Seconds(), Via: "ingest",
+	}
+	r.logf("preloaded %d blocks, %d UTXOs in %.1fs", blocks, r.w.gen.Live(), r.report.Preload.Seconds)
+	return nil
+}
+
+func (r *runner) exchangeSizes() map[string]uint64 {
+	r.w.mu.RLock()
+	defer r.w.mu.RUnlock()
+	out := map[string]uint64{}
+	for _, a := range r.w.exchange {
+		out[a] = r.w.model.Balance(a).Count
+	}
+	return out
+}
+
+// serviceArgs are the serve flags of a configuration.
+func (r *runner) serviceArgs(config string) []string {
+	switch config {
+	case ConfigMemory:
+		return []string{"--memory-cache-bytes", "256MiB"}
+	case ConfigRedis:
+		return []string{"--memory-cache-bytes", "0", "--redis-url", r.redis.url()}
+	case ConfigDisk:
+		return []string{"--memory-cache-bytes", "0"}
+	case ConfigFull:
+		return []string{"--memory-cache-bytes", "256MiB", "--redis-url", r.redis.url()}
+	}
+	panic("unknown configuration " + config)
+}
+
+// runService starts serve with config's tiers on the store and runs the
+// phases against it.
+func (r *runner) runService(ctx context.Context, config, dataDir, token string) (res ConfigResult, err error) {
+	res = ConfigResult{Name: config, Kind: "service"}
+	if r.redis != nil {
+		if err := r.redis.command("FLUSHALL", "+OK"); err != nil {
+			return res, fmt.Errorf("flush redis: %w", err)
+		}
+	}
+	port, err1 := freePort()
+	adminPort, err2 := freePort()
+	if err = errors.Join(err1, err2); err != nil {
+		return res, err
+	}
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	admin := "http://127.0.0.1:" + strconv.Itoa(adminPort)
+	args := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:" + strconv.Itoa(port),
+		"--admin-listen", "127.0.0.1:" + strconv.Itoa(adminPort), "--admin-token", token, "--log-level", "warn"},
+		r.serviceArgs(config)...)
+	res.Args = redactToken(args, token)
+	p, err := startProcess("serve ("+config+")", filepath.Join(r.dir, "serve-"+config+".log"), r.o.Bin, args...)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if serr := p.stop(20 * time.Second); serr != nil {
+			res.Error = serr.Error()
+			err = errors.Join(err, serr)
+		}
+	}()
+	if err := waitHTTP(ctx, r.ctl, base+"/readyz", p, 60*time.Second); err != nil {
+		return res, err
+	}
+	r.logf("%s: serving on %s (pid %d)", config, base, p.pid())
+	t := target{name: config, bases: []string{base}, writer: base, token: token, pid: p.pid(), metrics: true, admin: admin}
+	return r.phases(ctx, t, res)
+}
+
+// target is what the phases of one configuration talk to.
+type target struct {
+	name    string
+	bases   []string // read targets
+	writer  string   // "" for no feed
+	token   string
+	pid     int    // service process, 0 when not ours
+	metrics bool   // has /metrics with the tier counters
+	admin   string // base URL of the service's pprof listener, "" for none
+	bare    bool
+}
+
+// phases runs warmup, max, rate and (memory and bare) hot against t.
+func (r *runner) phases(ctx context.Context, t target, res ConfigResult) (ConfigResult, error) {
+	if r.o.Warmup > 0 {
+		r.phase(ctx, t, "warmup", phaseClosed, 0, r.o.Warmup)
+	}
+	res.Max = r.phase(ctx, t, "max", phaseClosed, 0, r.o.MaxDuration)
+	rate := r.o.Rate
+	if rate <= 0 {
+		rate = r.o.RateFraction * res.Max.AchievedRate
+	}
+	if rate < 1 {
+		return res, fmt.Errorf("the max phase reached %.1f requests/s: too little to pace the rate phase", res.Max.AchievedRate)
+	}
+	res.Rate = r.phase(ctx, t, "rate", phaseOpen, rate, r.o.RateDuration)
+	if fr := res.Rate.Feed; fr != nil && len(fr.Errors) > 0 && fr.Blocks == 0 {
+		return res, fmt.Errorf("the writer feed failed: %s", fr.Errors[0])
+	}
+	if (t.name == ConfigMemory || t.name == ConfigBare) && r.o.HotDuration > 0 {
+		r.phase(ctx, t, "hot-warmup", phaseClosed, 0, r.o.HotDuration*2/5)
+		hot := r.phase(ctx, t, "hot", phaseClosed, 0, r.o.HotDuration)
+		res.Hot = &hot
+	}
+	r.logf("%s: max %.0f req/s p99 %.2f ms; rate %.0f/%.0f req/s p99 %.2f ms", t.name,
+		res.Max.AchievedRate, res.Max.Latency.P99, res.Rate.AchievedRate, res.Rate.OfferedRate, res.Rate.Latency.P99)
+	return res, nil
+}
+
+type phaseMode int
+
+const (
+	phaseClosed phaseMode = iota
+	phaseOpen
+)
+
+// phase runs one phase and collects its results.
+func (r *runner) phase(ctx context.Context, t target, name string, mode phaseMode, rate float64, dur time.Duration) PhaseResult {
+	r.phaseN++
+	workers := r.o.Workers
+	if mode == phaseOpen {
+		workers = r.o.InFlight
+	}
+	start := time.Now()
+	end := start.Add(dur)
+	rec := newRecorder(start)
+	gen := r.gen
+	if strings.HasPrefix(name, "hot") {
+		gen = r.hotGen
+	}
+	d := newDriver(r.client, t.bases, gen, rec, workers, r.o.Seed*1000+r.phaseN)
+	if name == "warmup" {
+		d.capture = r.capture
+	}
+	measured := name == "max" || name == "rate" || name == "hot"
+	fed := mode == phaseOpen && t.writer != "" && r.o.BlockRate > 0
+	if measured && !t.bare && r.o.CheckFraction > 0 {
+		d.check, d.checkFraction = newChecker(r.w, r.o.CheckBudget, !fed), r.o.CheckFraction
+	}
+	var before Samples
+	if t.metrics && measured {
+		before, _ = scrape(ctx, r.ctl, t.bases[0])
+	}
+	svc := watchProc(t.pid)
+	self := watchProc(os.Getpid())
+	var profiled chan *ProfileResult
+	if r.o.CPUProfile && t.admin != "" && (name == "max" || name == "rate") {
+		profiled = make(chan *ProfileResult, 1)
+		go func() { profiled <- r.profile(ctx, t, name, dur) }()
+	}
+
+	// Requests due before end are sent; a stalled service gets one request
+	// timeout past the end to answer them.
+	pctx, cancel := context.WithDeadline(ctx, end.Add(r.o.RequestTimeout+time.Second))
+	defer cancel()
+	var feedDone chan FeedResult
+	if fed {
+		f := &feed{w: r.w, client: r.ctl, writer: t.writer, token: t.token, rate: r.o.BlockRate,
+			rollbackEvery: r.o.RollbackEvery, rollbackDepth: r.o.RollbackDepth, targets: t.bases}
+		feedDone = make(chan FeedResult, 1)
+		go func() { feedDone <- f.run(pctx, end) }()
+	}
+	var sent int64
+	if mode == phaseOpen {
+		ol := &openLoop{sched: Schedule{Start: start, Rate: rate}, end: end, limit: r.o.MaxRequests, workers: workers, clk: realClock{}}
+		sent = ol.run(pctx, d.do)
+	} else {
+		cl := &closedLoop{end: end, limit: r.o.MaxRequests, workers: workers, clk: realClock{}}
+		sent = cl.run(pctx, d.do)
+	}
+	// Until the last answer: a backlog the service drains after the end
+	// lowers the achieved rate, as it should.
+	wall := time.Since(start)
+	res := PhaseResult{Name: name, Mode: "closed", Workers: workers, Seconds: wall.Seconds(), Sent: sent}
+	if mode == phaseOpen {
+		res.Mode, res.OfferedRate = "open", rate
+	}
+	if feedDone != nil {
+		fr := <-feedDone
+		res.Feed = &fr
+	}
+	if d.check != nil {
+		cr := d.check.finish()
+		res.Checks = &cr
+	}
+	m := rec.merge()
+	res.Requests = m.all.TotalCount()
+	res.OK = m.ok
+	res.Latency = summarize(m.all)
+	res.Endpoints = m.endpoints
+	res.Errors = m.errors
+	res.Timeline = m.timeline
+	if mode == phaseOpen {
+		lag := summarize(m.lag)
+		res.SendLag = &lag
+	}
+	if res.Seconds > 0 {
+		res.AchievedRate = float64(res.Requests) / res.Seconds
+	}
+	if t.metrics && measured && before != nil {
+		if after, err := scrape(ctx, r.ctl, t.bases[0]); err == nil {
+			ts := tierDelta(before, after)
+			res.Cache = &ts
+		}
+	}
+	res.Service = svc.finish()
+	res.Harness = self.finish()
+	if profiled != nil {
+		res.Profile = <-profiled
+	}
+	if measured {
+		r.logf("%s %s: %d requests, %.0f req/s, p99 %.2f ms, errors %v", t.name, name, res.Requests, res.AchievedRate, res.Latency.P99, res.Errors)
+	}
+	return res
+}
+
+// profile records a CPU profile of the service for the phase's duration
+// (whole seconds, at least one) and summarizes it with `go tool pprof` when
+// go is on PATH.
+func (r *runner) profile(ctx context.Context, t target, phase string, dur time.Duration) *ProfileResult {
+	secs := max(1, int(dur/time.Second))
+	path := filepath.Join(r.dir, "cpu-"+t.name+"-"+phase+".pprof")
+	pr := &ProfileResult{Path: filepath.Base(path)}
+	err := func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.admin+"/debug/pprof/profile?seconds="+strconv.Itoa(secs), nil)
+		if err != nil {
+			return err
+		}
+		resp, err := r.ctl.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("pprof: status %d", resp.StatusCode)
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(f, resp.Body)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}()
+	if err != nil {
+		pr.Error = err.Error()
+		return pr
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return pr
+	}
+	// Flat (where the cycles burn) and cumulative (which paths).
+	for _, args := range [][]string{{"-top", "-nodecount=20"}, {"-top", "-cum", "-nodecount=30"}} {
+		cmd := append(append([]string{"tool", "pprof"}, args...), r.o.Bin, path)
+		out, err := exec.CommandContext(ctx, gobin, cmd...).CombinedOutput()
+		if err != nil {
+			pr.Error = fmt.Sprintf("go tool pprof: %v", err)
+			break
+		}
+		if pr.Top != "" {
+			out = out[bytes.Index(out, []byte("\n      flat"))+1:] // the header once
+			pr.Top += "\n"
+		}
+		pr.Top += string(out)
+	}
+	return pr
+}
+
+// runBare serves the captured bodies from the bare handler and runs the
+// max and rate phases against it (no feed, no checks: it has no state).
+func (r *runner) runBare(ctx context.Context) (res ConfigResult, err error) {
+	res = ConfigResult{Name: ConfigBare, Kind: "bare"}
+	bodies := r.bodies
+	if len(bodies) == 0 {
+		return res, errors.New("no answers were captured from a service to size the bare bodies")
+	}
+	raw, err := json.Marshal(bodies)
+	if err != nil {
+		return res, err
+	}
+	bodiesPath := filepath.Join(r.dir, "bare-bodies.json")
+	if err := os.WriteFile(bodiesPath, raw, 0o644); err != nil {
+		return res, err
+	}
+	res.BodySizes = map[string]int{}
+	for k, b := range bodies {
+		res.BodySizes[k] = len(b)
+	}
+	port, err := freePort()
+	if err != nil {
+		return res, err
+	}
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	args := []string{"loadtest", "--bare-serve", "127.0.0.1:" + strconv.Itoa(port), "--bare-bodies", bodiesPath}
+	res.Args = args
+	p, err := startProcess("bare server", filepath.Join(r.dir, "bare.log"), r.o.Bin, args...)
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if serr := p.stop(10 * time.Second); serr != nil {
+			res.Error = serr.Error()
+			err = errors.Join(err, serr)
+		}
+	}()
+	if err := waitHTTP(ctx, r.ctl, base+"/readyz", p, 30*time.Second); err != nil {
+		return res, err
+	}
+	r.logf("bare: serving on %s (pid %d)", base, p.pid())
+	t := target{name: ConfigBare, bases: []string{base}, pid: p.pid(), bare: true}
+	return r.phases(ctx, t, res)
+}
+
+// external preloads an empty writer over HTTP and runs the phases against
+// the given targets.
+func (r *runner) external(ctx context.Context) error {
+	var bases []string
+	for _, raw := range r.o.Targets {
+		u, err := CheckTarget(raw, r.o.AllowRemote)
+		if err != nil {
+			return err
+		}
+		bases = append(bases, u.String())
+	}
+	writer := r.o.Writer
+	if writer == "" {
+		writer = bases[0]
+	} else {
+		u, err := CheckTarget(writer, r.o.AllowRemote)
+		if err != nil {
+			return err
+		}
+		writer = u.String()
+	}
+	if err := r.preloadHTTP(ctx, writer); err != nil {
+		return err
+	}
+	t := target{name: "external", bases: bases, writer: writer, token: r.o.AdminToken, metrics: true}
+	if r.o.BlockRate <= 0 {
+		t.writer = ""
+	}
+	res, err := r.phases(ctx, t, ConfigResult{Name: "external", Kind: "external", Args: bases})
+	r.report.Configs = append(r.report.Configs, res)
+	return err
+}
+
+// preloadHTTP posts the preload chain to an empty writer.
+func (r *runner) preloadHTTP(ctx context.Context, writer string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, writer+"/v1/tip", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := r.ctl.Do(req)
+	if err != nil {
+		return fmt.Errorf("loadtest: the writer: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("loadtest: the writer's GET /v1/tip answers %d", resp.StatusCode)
+	}
+	// An empty store's answers carry no tip headers (CONTRACT §3: tip null).
+	if height := resp.Header.Get("X-Tip-Height"); height != "" {
+		return fmt.Errorf("loadtest: the writer %s holds a chain (tip %s): an external run needs an empty store, "+
+			"because the harness checks answers against the chain it generates", writer, height)
+	}
+	start := time.Now()
+	f := &feed{w: r.w, client: r.ctl, writer: writer, token: r.o.AdminToken}
+	blocks, err := r.w.preload(r.o.plan(), func(b *chain.Block) error {
+		_, err := f.post(ctx, "/v1/blocks", "application/cbor", chain.AppendBlockCBOR(nil, b))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("preload over HTTP: %w", err)
+	}
+	r.report.Preload = PreloadResult{
+		Blocks: blocks, UTXOs: r.w.gen.Live(), Height: r.w.modelTip().Height,
+		Addresses: len(r.w.addrs), Exchanges: r.exchangeSizes(), Seconds: time.Since(start).Seconds(), Via: "http",
+	}
+	return nil
+}
+
+// WriteChain writes the preload chain of o's scenario to path (.jsonl or
+// .cbor), for `utxo-cache ingest`, and returns how many blocks it wrote.
+func WriteChain(o Options, path string) (blocks int, utxos int, err error) {
+	o.Bin = "-" // not needed: nothing is started
+	if o, err = o.EnsureDefaults(); err != nil {
+		return 0, 0, err
+	}
+	w, err := newWorld(o.workloadOptions())
+	if err != nil {
+		return 0, 0, err
+	}
+	bf, err := createBlockFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	blocks, err = w.preload(o.plan(), bf.write)
+	if cerr := bf.Close(); err == nil {
+		err = cerr
+	}
+	return blocks, w.gen.Live(), err
+}
+
+func redactToken(args []string, token string) []string {
+	out := slices.Clone(args)
+	for i := range out {
+		if out[i] == token {
+			out[i] = "<token>"
+		}
+	}
+	return out
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}

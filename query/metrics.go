@@ -1,0 +1,89 @@
+package query
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+)
+
+// Metrics are the read path's Prometheus figures; a nil *Metrics records
+// nothing. Create with NewMetrics on the caller's registry.
+type Metrics struct {
+	lookups   *prometheus.CounterVec
+	diskReads prometheus.Counter
+	guards    prometheus.Counter
+	warms     prometheus.Counter
+	tipHeight prometheus.Gauge
+}
+
+// NewMetrics registers the read path's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "utxo_cache_tier_lookups_total",
+			Help: "Cache lookups by tier and result (hit, miss).",
+		}, []string{"tier", "result"}),
+		diskReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "utxo_cache_disk_reads_total",
+			Help: "Answers computed from a disk snapshot (after singleflight collapsing).",
+		}),
+		guards: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "utxo_cache_invalidated_guards_total",
+			Help: "Addresses and outpoints invalidated after acknowledged changes.",
+		}),
+		warms: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "utxo_cache_hot_rewarms_total",
+			Help: "Hot addresses re-warmed after a change.",
+		}),
+		tipHeight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "utxo_cache_served_tip_height",
+			Help: "Height of the tip reads are answered from.",
+		}),
+	}
+	reg.MustRegister(m.lookups, m.diskReads, m.guards, m.warms, m.tipHeight)
+	return m
+}
+
+// tierCounters are one tier's lookup counters; the zero value counts nothing.
+type tierCounters struct{ hit, miss prometheus.Counter }
+
+func (m *Metrics) forTier(tier string) tierCounters {
+	if m == nil {
+		return tierCounters{}
+	}
+	return tierCounters{hit: m.lookups.WithLabelValues(tier, "hit"), miss: m.lookups.WithLabelValues(tier, "miss")}
+}
+
+func (c tierCounters) count(hit bool) {
+	switch {
+	case c.hit == nil:
+	case hit:
+		c.hit.Inc()
+	default:
+		c.miss.Inc()
+	}
+}
+
+func (m *Metrics) diskRead() {
+	if m != nil {
+		m.diskReads.Inc()
+	}
+}
+
+func (m *Metrics) invalidated(n int) {
+	if m != nil {
+		m.guards.Add(float64(n))
+	}
+}
+
+func (m *Metrics) warmed() {
+	if m != nil {
+		m.warms.Inc()
+	}
+}
+
+func (m *Metrics) tip(t chain.Tip) {
+	if m != nil {
+		m.tipHeight.Set(float64(t.Height))
+	}
+}

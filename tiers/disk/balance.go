@@ -1,0 +1,139 @@
+package disk
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+)
+
+// Balance row (0x04) layout, version 1:
+//
+//	version   1 byte = 0x01
+//	count     uvarint   live outputs
+//	value     uint64 hi, uint64 lo   (a Uint128: sums never overflow)
+//	assets    uvarint count, then per asset in (policy, name) byte order:
+//	          uvarint len, policy, uvarint len, name, uint64 hi, uint64 lo
+//
+// A row exists only while count > 0.
+const balanceVersion byte = 0x01
+
+func appendBalance(dst []byte, b *chain.Balance) []byte {
+	dst = append(dst, balanceVersion)
+	dst = binary.AppendUvarint(dst, b.Count)
+	dst = binary.BigEndian.AppendUint64(dst, b.Value.Hi)
+	dst = binary.BigEndian.AppendUint64(dst, b.Value.Lo)
+	dst = binary.AppendUvarint(dst, uint64(len(b.Assets)))
+	for _, a := range b.Assets {
+		dst = appendLenBytes(dst, a.Policy)
+		dst = appendLenBytes(dst, a.Name)
+		dst = binary.BigEndian.AppendUint64(dst, a.Quantity.Hi)
+		dst = binary.BigEndian.AppendUint64(dst, a.Quantity.Lo)
+	}
+	return dst
+}
+
+func decodeBalance(b []byte) (chain.Balance, error) {
+	d := decbuf{b: b, ctx: "balance"}
+	var bal chain.Balance
+	if v := d.byte1(); d.err() == nil && v != balanceVersion {
+		d.fail("unknown version")
+	}
+	bal.Count = d.uvarint()
+	bal.Value = chain.Uint128{Hi: d.u64(), Lo: d.u64()}
+	if n := d.count(18); n > 0 {
+		bal.Assets = make([]chain.AssetSum, n)
+		for i := range bal.Assets {
+			bal.Assets[i] = chain.AssetSum{
+				Policy:   d.lenBytes(maxAssetField),
+				Name:     d.lenBytes(maxAssetField),
+				Quantity: chain.Uint128{Hi: d.u64(), Lo: d.u64()},
+			}
+		}
+	}
+	return bal, d.done()
+}
+
+// balanceDelta accumulates one block's changes to one balance row. Additions
+// and subtractions are kept apart so the result is exact whatever the order.
+type balanceDelta struct {
+	addCount, subCount uint64
+	add, sub           chain.Uint128
+	assets             map[string]*assetDelta // key: len(policy)||policy||name
+}
+
+type assetDelta struct {
+	policy, name []byte
+	add, sub     chain.Uint128
+}
+
+func (d *balanceDelta) apply(u *chain.Utxo, sign int) {
+	if sign > 0 {
+		d.addCount++
+		d.add = d.add.AddU64(u.Value)
+	} else {
+		d.subCount++
+		d.sub = d.sub.AddU64(u.Value)
+	}
+	for _, a := range u.Assets {
+		if d.assets == nil {
+			d.assets = make(map[string]*assetDelta)
+		}
+		k := string(append(append([]byte{byte(len(a.Policy))}, a.Policy...), a.Name...))
+		ad := d.assets[k]
+		if ad == nil {
+			ad = &assetDelta{policy: a.Policy, name: a.Name}
+			d.assets[k] = ad
+		}
+		if sign > 0 {
+			ad.add = ad.add.AddU64(a.Quantity)
+		} else {
+			ad.sub = ad.sub.AddU64(a.Quantity)
+		}
+	}
+}
+
+// applyTo returns b with the delta applied. A result below zero means the
+// stored balance disagrees with the UTXO set: ErrCorrupt.
+func (d *balanceDelta) applyTo(b chain.Balance) (chain.Balance, error) {
+	var ok bool
+	if b.Count+d.addCount < d.subCount {
+		return b, fmt.Errorf("balance count below zero: %w", ErrCorrupt)
+	}
+	b.Count = b.Count + d.addCount - d.subCount
+	if b.Value, ok = b.Value.Add(d.add).Sub(d.sub); !ok {
+		return b, fmt.Errorf("balance value below zero: %w", ErrCorrupt)
+	}
+	if len(d.assets) == 0 {
+		return b, nil
+	}
+	sums := make(map[string]chain.AssetSum, len(b.Assets)+len(d.assets))
+	for _, a := range b.Assets {
+		sums[string(append(append([]byte{byte(len(a.Policy))}, a.Policy...), a.Name...))] = a
+	}
+	for k, ad := range d.assets {
+		s, found := sums[k]
+		if !found {
+			s = chain.AssetSum{Policy: ad.policy, Name: ad.name}
+		}
+		if s.Quantity, ok = s.Quantity.Add(ad.add).Sub(ad.sub); !ok {
+			return b, fmt.Errorf("asset quantity below zero: %w", ErrCorrupt)
+		}
+		sums[k] = s
+	}
+	b.Assets = b.Assets[:0:0]
+	for _, s := range sums {
+		if !s.Quantity.IsZero() {
+			b.Assets = append(b.Assets, s)
+		}
+	}
+	slices.SortFunc(b.Assets, func(x, y chain.AssetSum) int {
+		if c := bytes.Compare(x.Policy, y.Policy); c != 0 {
+			return c
+		}
+		return bytes.Compare(x.Name, y.Name)
+	})
+	return b, nil
+}

@@ -1,0 +1,46 @@
+package disk
+
+import "github.com/utxo-cache/utxo-cache/chain"
+
+// ChangeSet says what a commit or rollback changed, for the cache tiers to
+// invalidate: every address whose listing or balance changed and every
+// outpoint whose lookup answer changed (created, spent, restored, or whose
+// spent record just passed or came back within PruneDepth).
+type ChangeSet struct {
+	OldTip, NewTip chain.Tip
+	Seq            uint64 // State.Seq after the change
+	Rollback       bool
+	Addresses      []string
+	OutPoints      []chain.OutPoint
+	Created, Spent int // live outputs added and removed
+	Skipped        int // unknown inputs skipped (apply only)
+}
+
+// changes accumulates a ChangeSet without duplicates.
+type changes struct {
+	addrs map[string]struct{}
+	ops   map[chain.OutPoint]struct{}
+	cs    ChangeSet
+}
+
+func newChanges(old chain.Tip) *changes {
+	return &changes{
+		addrs: make(map[string]struct{}),
+		ops:   make(map[chain.OutPoint]struct{}),
+		cs:    ChangeSet{OldTip: old},
+	}
+}
+
+func (c *changes) address(a string) {
+	if _, ok := c.addrs[a]; !ok {
+		c.addrs[a] = struct{}{}
+		c.cs.Addresses = append(c.cs.Addresses, a)
+	}
+}
+
+func (c *changes) outPoint(op chain.OutPoint) {
+	if _, ok := c.ops[op]; !ok {
+		c.ops[op] = struct{}{}
+		c.cs.OutPoints = append(c.cs.OutPoints, op)
+	}
+}

@@ -1,0 +1,54 @@
+// Package disk is the durable tier of utxo-cache: the Pebble store that holds
+// the live UTXO set, its indexes, spent records, undo deltas and the tip. It is
+// the only package that imports Pebble.
+//
+// # Key layout
+//
+// Every key starts with a one-byte keyspace prefix; integers are big-endian and
+// fixed-width so that byte order is numeric order. Values start with a format
+// version byte (see record.go, balance.go, undo.go, meta.go for layouts).
+//
+//	prefix  key                                             value                         kept
+//	0x01    'V'                                             schema version, dimensions     forever
+//	0x01    'K'                                             random secret (cursor MACs)    forever
+//	0x01    'T'                                             state: tip, count, digest,     forever
+//	                                                        prune cursors, skipped inputs
+//	0x02    tx_hash[32] index[4]                            UTXO record: live, or spent    live: while unspent;
+//	                                                        (+ spender tx, spent height)   spent: see Retention
+//	0x03    dim_key[16] height[8] tx_pos[4] index[4]        tx_hash[32] + UTXO record      while live
+//	0x04    dim_key[16]                                     balance: count, value, assets  while count > 0
+//	0x05    height[8]                                       outpoints spent at height      with their records
+//	0x06    height[8]                                       undo delta of the block        rollback_window blocks
+//	0x07    height[8]                                       block hash                     while on the chain
+//	0x08    block_hash[32]                                  height[8]                      while on the chain
+//
+// dim_key is the first 16 bytes of SHA-256(dimension id || value): an index
+// dimension (the address today; asset policy as an option) is a row in the
+// dimensions table of dims.go, not new code. Listing a dimension value is a
+// bounded prefix scan of 0x03 in (height, tx_pos, index) order, which is the
+// contract's chain order, in either direction, from an exclusive position; its
+// cost is O(page), never O(size of the value's set).
+//
+// # Retention
+//
+// A spent UTXO keeps its 0x02 record (now marked spent) so that outpoint
+// lookups can say who spent it. Reads show a spent record only while
+// tip - spent_height <= PruneDepth, so answers are a function of the tip
+// alone, whatever the pruning backlog. Records are physically deleted once
+// tip - spent_height > PruneDepth + RollbackWindow: a rollback can lower the
+// tip by at most RollbackWindow, so every record that some reachable tip can
+// show is still on disk, and compact undo deltas can rebuild spent outputs
+// from them. Pruning runs inside each block's batch with a bounded budget.
+//
+// # Atomicity and crash safety
+//
+// A block's state changes, undo delta, block hash, pruning work and the state
+// row (tip, count, digest) are one Pebble batch committed with Sync. After a
+// crash the store is exactly the state after some committed block.
+//
+// # Concurrency
+//
+// One goroutine (the writer) builds and commits blocks and rollbacks; readers
+// run concurrently on Pebble snapshots, each answer read from one snapshot so
+// it is consistent with one tip.
+package disk

@@ -1,0 +1,130 @@
+package disk
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+)
+
+// Keyspace prefixes. The values are persisted: never renumber them.
+const (
+	prefixMeta      byte = 0x01
+	prefixUtxo      byte = 0x02
+	prefixIndex     byte = 0x03
+	prefixBalance   byte = 0x04
+	prefixSpentAt   byte = 0x05
+	prefixUndo      byte = 0x06
+	prefixBlockHash byte = 0x07
+	prefixHashBlock byte = 0x08
+)
+
+const (
+	outPointKeyLen = 1 + chain.HashSize + 4
+	dimKeySize     = 16
+	indexPosLen    = 8 + 4 + 4 // height, tx position, output index
+	indexKeyLen    = 1 + dimKeySize + indexPosLen
+	heightKeyLen   = 1 + 8
+)
+
+var (
+	keySchema = []byte{prefixMeta, 'V'}
+	keyState  = []byte{prefixMeta, 'T'}
+	keySecret = []byte{prefixMeta, 'K'}
+)
+
+// DimKey is the fixed-size hash of an index dimension value: the first 16 bytes
+// of SHA-256(dimension id || value). 128 bits make an accidental collision
+// between two values negligible (birthday bound 2^64) and a crafted one
+// infeasible, so the index stores no value beside it.
+type DimKey [dimKeySize]byte
+
+// MakeDimKey hashes a dimension value.
+func MakeDimKey(dim Dimension, value []byte) DimKey {
+	h := sha256.New()
+	h.Write([]byte{byte(dim)})
+	h.Write(value)
+	var sum [sha256.Size]byte
+	var k DimKey
+	copy(k[:], h.Sum(sum[:0]))
+	return k
+}
+
+// AddressKey is MakeDimKey(DimAddress, address).
+func AddressKey(address string) DimKey { return MakeDimKey(DimAddress, []byte(address)) }
+
+func appendOutPointKey(dst []byte, op chain.OutPoint) []byte {
+	dst = append(dst, prefixUtxo)
+	dst = append(dst, op.TxHash[:]...)
+	return binary.BigEndian.AppendUint32(dst, op.Index)
+}
+
+func decodeOutPointKey(k []byte) (chain.OutPoint, bool) {
+	var op chain.OutPoint
+	if len(k) != outPointKeyLen || k[0] != prefixUtxo {
+		return op, false
+	}
+	copy(op.TxHash[:], k[1:33])
+	op.Index = binary.BigEndian.Uint32(k[33:])
+	return op, true
+}
+
+// Position is a place in chain order: (created height, tx position, output
+// index). It is the suffix of an index key and what a listing cursor encodes.
+type Position struct {
+	Height uint64
+	TxPos  uint32
+	Index  uint32
+}
+
+func positionOf(u *chain.Utxo) Position {
+	return Position{Height: u.Height, TxPos: u.TxPos, Index: u.OutPoint.Index}
+}
+
+func appendIndexKey(dst []byte, dk DimKey, p Position) []byte {
+	dst = append(dst, prefixIndex)
+	dst = append(dst, dk[:]...)
+	dst = binary.BigEndian.AppendUint64(dst, p.Height)
+	dst = binary.BigEndian.AppendUint32(dst, p.TxPos)
+	return binary.BigEndian.AppendUint32(dst, p.Index)
+}
+
+func decodeIndexPosition(k []byte) (Position, bool) {
+	if len(k) != indexKeyLen || k[0] != prefixIndex {
+		return Position{}, false
+	}
+	s := k[1+dimKeySize:]
+	return Position{
+		Height: binary.BigEndian.Uint64(s),
+		TxPos:  binary.BigEndian.Uint32(s[8:]),
+		Index:  binary.BigEndian.Uint32(s[12:]),
+	}, true
+}
+
+// indexPrefix returns the bounds [lo, hi) of every index key of dk.
+func indexBounds(dk DimKey) (lo, hi []byte) {
+	lo = append([]byte{prefixIndex}, dk[:]...)
+	hi = append([]byte{prefixIndex}, dk[:]...)
+	for i := len(hi) - 1; i > 0; i-- { // increment the 16-byte dim key
+		hi[i]++
+		if hi[i] != 0 {
+			return lo, hi
+		}
+	}
+	return lo, []byte{prefixIndex + 1}
+}
+
+func appendBalanceKey(dst []byte, dk DimKey) []byte {
+	dst = append(dst, prefixBalance)
+	return append(dst, dk[:]...)
+}
+
+func heightKey(prefix byte, h uint64) []byte {
+	k := make([]byte, 0, heightKeyLen)
+	k = append(k, prefix)
+	return binary.BigEndian.AppendUint64(k, h)
+}
+
+func hashBlockKey(h chain.Hash) []byte {
+	return append([]byte{prefixHashBlock}, h[:]...)
+}

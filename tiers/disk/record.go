@@ -1,0 +1,159 @@
+package disk
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+)
+
+// Record is the value of a 0x02 outpoint row: a UTXO, live or spent.
+//
+// Layout (version 1):
+//
+//	version      1 byte  = 0x01
+//	state        1 byte  0x01 live, 0x02 spent
+//	height       uint64  created height
+//	tx_pos       uint32  position of the creating tx in its block
+//	flags        1 byte  chain.FlagCoinbase | chain.FlagCollateralReturn
+//	value        uvarint
+//	address      uvarint length, bytes
+//	assets       uvarint count, then per asset: uvarint len, policy,
+//	             uvarint len, name, uvarint quantity
+//	datum_hash   1 byte presence (0 or 1), then 32 bytes when present
+//	datum        uvarint length, bytes
+//	script_ref   uvarint length, bytes
+//	spender      (state spent only) tx hash 32 bytes, spent height uint64
+//
+// Example: a live coinbase output of 50 BTC to "1A1z", created at height 9 by
+// the tx at position 0:
+//
+//	01 01 0000000000000009 00000000 01 80e497d012 04 31413170 00 00 00 00
+//
+// The same record as an index (0x03) value is prefixed with the tx hash; the
+// output index is in the key.
+type Record struct {
+	Utxo  chain.Utxo
+	Spent *chain.Spent // nil while live
+}
+
+const (
+	recordVersion byte = 0x01
+	stateLive     byte = 0x01
+	stateSpent    byte = 0x02
+)
+
+// Contract limits (CONTRACT §1) bound what a decoder accepts, so a corrupt
+// length cannot make it allocate without bound.
+const (
+	maxAddressLen = 1024
+	maxAssetField = 64
+	maxBlobLen    = 64 << 10
+)
+
+// appendRecord appends r's encoding (without the outpoint, which is the key).
+func appendRecord(dst []byte, r *Record) []byte {
+	u := &r.Utxo
+	state := stateLive
+	if r.Spent != nil {
+		state = stateSpent
+	}
+	dst = append(dst, recordVersion, state)
+	dst = binary.BigEndian.AppendUint64(dst, u.Height)
+	dst = binary.BigEndian.AppendUint32(dst, u.TxPos)
+	dst = append(dst, u.Flags)
+	dst = binary.AppendUvarint(dst, u.Value)
+	dst = appendLenBytes(dst, []byte(u.Address))
+	dst = binary.AppendUvarint(dst, uint64(len(u.Assets)))
+	for _, a := range u.Assets {
+		dst = appendLenBytes(dst, a.Policy)
+		dst = appendLenBytes(dst, a.Name)
+		dst = binary.AppendUvarint(dst, a.Quantity)
+	}
+	if u.DatumHash != nil {
+		dst = append(dst, 1)
+		dst = append(dst, u.DatumHash[:]...)
+	} else {
+		dst = append(dst, 0)
+	}
+	dst = appendLenBytes(dst, u.Datum)
+	dst = appendLenBytes(dst, u.ScriptRef)
+	if r.Spent != nil {
+		dst = append(dst, r.Spent.TxHash[:]...)
+		dst = binary.BigEndian.AppendUint64(dst, r.Spent.Height)
+	}
+	return dst
+}
+
+// decodeRecord decodes a 0x02 value for outpoint op. It copies what it keeps,
+// so b may be reused by the caller.
+func decodeRecord(op chain.OutPoint, b []byte) (Record, error) {
+	d := decbuf{b: b, ctx: "utxo record", op: &op}
+	return decodeRecordFrom(&d, op)
+}
+
+func decodeRecordFrom(d *decbuf, op chain.OutPoint) (Record, error) {
+	var r Record
+	if v := d.byte1(); d.err() == nil && v != recordVersion {
+		d.fail("unknown version")
+	}
+	state := d.byte1()
+	if d.err() == nil && state != stateLive && state != stateSpent {
+		d.fail("unknown state")
+	}
+	u := &r.Utxo
+	u.OutPoint = op
+	u.Height = d.u64()
+	u.TxPos = d.u32()
+	u.Flags = d.byte1()
+	u.Value = d.uvarint()
+	u.Address = string(d.lenBytes(maxAddressLen))
+	if n := d.count(3); n > 0 {
+		u.Assets = make([]chain.Asset, n)
+		for i := range u.Assets {
+			u.Assets[i] = chain.Asset{
+				Policy:   d.lenBytes(maxAssetField),
+				Name:     d.lenBytes(maxAssetField),
+				Quantity: d.uvarint(),
+			}
+		}
+	}
+	switch d.byte1() {
+	case 0:
+	case 1:
+		var h chain.Hash
+		copy(h[:], d.fixed(chain.HashSize))
+		u.DatumHash = &h
+	default:
+		d.fail("bad datum hash flag")
+	}
+	u.Datum = d.lenBytes(maxBlobLen)
+	u.ScriptRef = d.lenBytes(maxBlobLen)
+	if state == stateSpent {
+		s := &chain.Spent{}
+		copy(s.TxHash[:], d.fixed(chain.HashSize))
+		s.Height = d.u64()
+		r.Spent = s
+	}
+	return r, d.done()
+}
+
+// appendIndexValue appends a 0x03 value: the tx hash, then the live record.
+func appendIndexValue(dst []byte, u *chain.Utxo) []byte {
+	dst = append(dst, u.TxHash[:]...)
+	return appendRecord(dst, &Record{Utxo: *u})
+}
+
+// decodeIndexValue decodes a 0x03 value whose key holds output index idx.
+// Index rows exist only for live outputs: a spent record there is corruption.
+func decodeIndexValue(idx uint32, b []byte) (chain.Utxo, error) {
+	d := decbuf{b: b, ctx: "index value"}
+	var op chain.OutPoint
+	copy(op.TxHash[:], d.fixed(chain.HashSize))
+	op.Index = idx
+	r, err := decodeRecordFrom(&d, op)
+	if err == nil && r.Spent != nil {
+		err = fmt.Errorf("index value of %s is a spent record: %w", op, ErrCorrupt)
+	}
+	return r.Utxo, err
+}

@@ -1,0 +1,196 @@
+package disk
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+)
+
+// HeightOfHash returns the height of the block with hash h on the current
+// chain; found is false when no block on it has that hash.
+func (s *Store) HeightOfHash(h chain.Hash) (height uint64, found bool, err error) {
+	v, err := s.get(hashBlockKey(h))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("disk: read block hash: %w", err)
+	}
+	if len(v) != 8 {
+		return 0, false, fmt.Errorf("disk: block height of %d bytes: %w", len(v), ErrCorrupt)
+	}
+	return binary.BigEndian.Uint64(v), true, nil
+}
+
+// HashAt returns the hash of the block at height on the current chain.
+func (s *Store) HashAt(height uint64) (h chain.Hash, found bool, err error) {
+	v, err := s.get(heightKey(prefixBlockHash, height))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return h, false, nil
+	}
+	if err != nil {
+		return h, false, fmt.Errorf("disk: read block hash: %w", err)
+	}
+	if len(v) != chain.HashSize {
+		return h, false, fmt.Errorf("disk: block hash of %d bytes: %w", len(v), ErrCorrupt)
+	}
+	copy(h[:], v)
+	return h, true, nil
+}
+
+// CheckRollback reports whether a rollback to target can be exact: nil, or
+// an error matching chain.ErrInvalidArgument (target above the tip) or
+// chain.ErrRollbackTooDeep (beyond the window or the undo data kept).
+func (s *Store) CheckRollback(target uint64) error {
+	st := s.State()
+	if st.Tip.Empty || target > st.Tip.Height {
+		return fmt.Errorf("rollback target %d is above the tip %s: %w", target, st.Tip, chain.ErrInvalidArgument)
+	}
+	if st.Tip.Height-target > s.opts.RollbackWindow {
+		return fmt.Errorf("rollback to %d is %d blocks below the tip %d, the window is %d: %w",
+			target, st.Tip.Height-target, st.Tip.Height, s.opts.RollbackWindow, chain.ErrRollbackTooDeep)
+	}
+	if target == st.Tip.Height {
+		return nil
+	}
+	// Every height in (target, tip] needs its delta. Walk them down from the
+	// tip: a gap is fine only below a delta whose block started the store
+	// (its previous tip is empty): rolling that block back empties the store,
+	// which is the state "right after" any height below it.
+	it, err := s.db.NewIter(&pebble.IterOptions{
+		LowerBound: heightKey(prefixUndo, target+1),
+		UpperBound: heightKey(prefixUndo, st.Tip.Height+1),
+	})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	want := st.Tip.Height
+	var lowest []byte // value of the lowest delta of the run
+	for valid := it.Last(); valid && want > target; valid = it.Prev() {
+		if binary.BigEndian.Uint64(it.Key()[1:]) != want {
+			break
+		}
+		lowest = append(lowest[:0], it.Value()...)
+		want--
+	}
+	if err := it.Error(); err != nil {
+		return err
+	}
+	if want == target {
+		return nil
+	}
+	if lowest != nil {
+		if u, err := decodeUndo(lowest); err == nil && u.prev.Empty {
+			return nil
+		}
+	}
+	return fmt.Errorf("rollback to %d: no undo data kept for height %d: %w", target, want, chain.ErrRollbackTooDeep)
+}
+
+// RollbackBlock reverts the tip block in one synced batch and publishes the
+// new state. Writer goroutine only. It returns what changed.
+func (s *Store) RollbackBlock() (*ChangeSet, error) {
+	prev := s.State()
+	if prev.Tip.Empty {
+		return nil, fmt.Errorf("disk: rollback of an empty store: %w", chain.ErrInvalidArgument)
+	}
+	h := prev.Tip.Height
+	raw, err := s.get(heightKey(prefixUndo, h))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("disk: no undo data for block %d: %w", h, chain.ErrRollbackTooDeep)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("disk: read undo %d: %w", h, err)
+	}
+	undo, err := decodeUndo(raw)
+	if err != nil {
+		return nil, err
+	}
+	st := prev
+	st.Tip = undo.prev
+	st.SkippedInputs -= min(st.SkippedInputs, undo.skipped)
+	st.Seq++
+	// The rows of heights >= h go with this block; new blocks will write
+	// them again, so the prune cursors must not stay above h (or above 0,
+	// when the store empties: its next block may have any height).
+	floor := h
+	if st.Tip.Empty {
+		floor = 0
+	}
+	if st.PruneHeight >= floor {
+		st.PruneHeight, st.PruneOffset = floor, 0
+	}
+	st.UndoFloor = min(st.UndoFloor, floor)
+
+	b := s.db.NewBatch()
+	defer b.Close()
+	ch := newChanges(prev.Tip)
+	ch.cs.Rollback = true
+	d := newDerived(s.dims, b, &st, ch)
+	var key, val []byte
+	for _, e := range undo.entries {
+		key = appendOutPointKey(key[:0], e.op)
+		cur, err := s.get(key)
+		if err != nil {
+			return nil, fmt.Errorf("disk: rollback %d: row %s: %w", h, e.op, errors.Join(err, ErrCorrupt))
+		}
+		after, err := decodeRecord(e.op, cur)
+		if err != nil {
+			return nil, err
+		}
+		var before *Record
+		switch e.kind {
+		case undoAbsent:
+		case undoSpentHere:
+			if after.Spent == nil || after.Spent.Height != h {
+				return nil, fmt.Errorf("disk: rollback %d: %s is not spent at %d: %w", h, e.op, h, ErrCorrupt)
+			}
+			before = &Record{Utxo: after.Utxo}
+		case undoFullRecord:
+			r, err := decodeRecord(e.op, e.before)
+			if err != nil {
+				return nil, err
+			}
+			before = &r
+		}
+		if after.Spent == nil {
+			d.remove(&after.Utxo)
+		}
+		if before != nil && before.Spent == nil {
+			d.add(&before.Utxo)
+		}
+		ch.outPoint(e.op)
+		if before == nil {
+			_ = b.Delete(key, nil)
+		} else {
+			val = appendRecord(val[:0], before)
+			_ = b.Set(key, val, nil)
+		}
+	}
+	if err := d.flushBalances(s.db, s.balances); err != nil {
+		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
+	}
+	_ = b.Delete(heightKey(prefixSpentAt, h), nil)
+	_ = b.Delete(heightKey(prefixUndo, h), nil)
+	_ = b.Delete(heightKey(prefixBlockHash, h), nil)
+	_ = b.Delete(hashBlockKey(prev.Tip.Hash), nil)
+	if err := s.visibilityEdge(h, ch); err != nil {
+		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
+	}
+	_ = b.Set(keyState, appendState(nil, &st), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return nil, fmt.Errorf("disk: commit rollback of %d: %w", h, err)
+	}
+	// The view may hold outputs this block created: drop it (exactness over
+	// a warm view; rollbacks are rare).
+	s.recent.reset()
+	d.commitBalances(s.balances)
+	s.state.Store(&st)
+	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
+	return &ch.cs, nil
+}

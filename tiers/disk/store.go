@@ -1,0 +1,279 @@
+package disk
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+)
+
+// ErrNewerSchema is returned by Open for a store written by a newer version.
+var ErrNewerSchema = errors.New("disk: store written by a newer version of utxo-cache")
+
+// ErrClosed is returned by operations on a closed store.
+var ErrClosed = errors.New("disk: store closed")
+
+// Options configure a Store. The zero value of every field means its default.
+type Options struct {
+	// PruneDepth is how many blocks a spent record stays visible (CONTRACT
+	// §2). Default 2160.
+	PruneDepth uint64
+	// RollbackWindow is the deepest exact rollback, in blocks. Default 4320.
+	RollbackWindow uint64
+	// UndoMode chooses compact or self-contained undo deltas. Default compact.
+	// It applies to blocks applied from now on; a store may mix both.
+	UndoMode UndoMode
+	// PruneBudget bounds the spent records deleted per block. Default 20000,
+	// several times a large block's inputs, so pruning keeps up.
+	PruneBudget int
+	// RecentOutputs bounds the in-memory view of young live outputs, in
+	// entries (about 200 bytes each). Default 500000; negative disables it.
+	RecentOutputs int
+	// BalanceCache bounds the writer's cache of balance rows, in entries
+	// (about 100 bytes each). Default 262144; negative disables it.
+	BalanceCache int
+	// CacheBytes is Pebble's block cache. Default 256 MiB.
+	CacheBytes int64
+	// MemTableBytes is Pebble's memtable size. Default 64 MiB.
+	MemTableBytes uint64
+	// Dimensions lists optional index dimensions beyond DimAddress. They are
+	// fixed when the store is created; opening with a different set fails.
+	Dimensions []Dimension
+	// Logger receives Pebble's events and the store's own. Default: discard.
+	Logger *slog.Logger
+
+	// fs replaces the filesystem (crash tests use vfs.NewCrashableMem).
+	fs vfs.FS
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o Options) EnsureDefaults() Options {
+	if o.PruneDepth == 0 {
+		o.PruneDepth = 2160
+	}
+	if o.RollbackWindow == 0 {
+		o.RollbackWindow = 4320
+	}
+	if o.UndoMode == 0 {
+		o.UndoMode = UndoCompact
+	}
+	if o.PruneBudget == 0 {
+		o.PruneBudget = 20000
+	}
+	if o.RecentOutputs == 0 {
+		o.RecentOutputs = 500_000
+	}
+	if o.RecentOutputs < 0 {
+		o.RecentOutputs = 0
+	}
+	if o.BalanceCache == 0 {
+		o.BalanceCache = 1 << 18
+	}
+	if o.BalanceCache < 0 {
+		o.BalanceCache = 0
+	}
+	if o.CacheBytes == 0 {
+		o.CacheBytes = 256 << 20
+	}
+	if o.MemTableBytes == 0 {
+		o.MemTableBytes = 64 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Validate reports settings that cannot work.
+func (o Options) Validate() error {
+	if o.UndoMode != UndoCompact && o.UndoMode != UndoSelfContained {
+		return fmt.Errorf("disk: unknown undo mode %d", o.UndoMode)
+	}
+	if o.PruneBudget < 1 {
+		return fmt.Errorf("disk: prune budget %d must be positive", o.PruneBudget)
+	}
+	for _, d := range o.Dimensions {
+		if _, ok := dimensions[d]; !ok {
+			return fmt.Errorf("disk: unknown index dimension %d", d)
+		}
+	}
+	return nil
+}
+
+// Store is the Pebble store. Reads (View) are safe from any goroutine. All
+// mutations (NewBlock, Commit, Rollback) must come from one goroutine at a
+// time: the writer; the store does not lock them.
+type Store struct {
+	db   *pebble.DB
+	opts Options
+	dims []Dimension // enabled dimensions, DimAddress first
+
+	// state is the committed state, published after each commit. Only the
+	// writer stores it; readers may load it for a cheap tip.
+	state atomic.Pointer[State]
+
+	// secret is the store's random secret (0x01 'K'), created with the store:
+	// it keys the MAC of listing cursors so they survive restarts.
+	secret []byte
+
+	// Writer-owned (see the type comment): no lock.
+	recent   *recentOutputs
+	balances *balanceCache
+	txf      *txFilter // built by the first block; nil before
+	closed   bool
+
+	metrics storeCounters
+}
+
+// storeCounters are cumulative counters the writer's metrics read.
+type storeCounters struct {
+	recentHits, recentMisses atomic.Uint64
+	filterSkips              atomic.Uint64
+	prunedRecords            atomic.Uint64
+	prunedUndo               atomic.Uint64
+}
+
+// Open opens (or creates) the store in dir.
+func Open(dir string, opts Options) (*Store, error) {
+	opts = opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	cache := pebble.NewCache(opts.CacheBytes)
+	defer cache.Unref()
+	po := &pebble.Options{
+		Cache:              cache,
+		FormatMajorVersion: pebble.FormatNewest,
+		MemTableSize:       opts.MemTableBytes,
+		Logger:             pebbleLogger{opts.Logger},
+		FS:                 opts.fs,
+	}
+	for i := range po.Levels {
+		// Bloom filters make the point lookups of apply (inputs, the duplicate
+		// check of every new output) cheap when the key is absent.
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	po.EnsureDefaults()
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("disk: open %s: %w", dir, err)
+	}
+	s := &Store{db: db, opts: opts, recent: newRecentOutputs(opts.RecentOutputs), balances: newBalanceCache(opts.BalanceCache)}
+	if err := s.init(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// init checks or writes the schema row and loads the state.
+func (s *Store) init() error {
+	want := schema{version: SchemaVersion, dims: append([]Dimension{DimAddress}, s.opts.Dimensions...)}
+	slices.Sort(want.dims[1:])
+	want.dims = slices.Compact(want.dims)
+	raw, err := s.get(keySchema)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		st := State{Tip: chain.Tip{Empty: true}}
+		s.secret = make([]byte, 32)
+		if _, err := rand.Read(s.secret); err != nil {
+			return fmt.Errorf("disk: create secret: %w", err)
+		}
+		b := s.db.NewBatch()
+		defer b.Close()
+		_ = b.Set(keySecret, s.secret, nil)
+		_ = b.Set(keySchema, appendSchema(nil, &want), nil)
+		_ = b.Set(keyState, appendState(nil, &st), nil)
+		if err := b.Commit(pebble.Sync); err != nil {
+			return fmt.Errorf("disk: initialise store: %w", err)
+		}
+		s.dims = want.dims
+		s.state.Store(&st)
+		return nil
+	case err != nil:
+		return fmt.Errorf("disk: read schema: %w", err)
+	}
+	have, err := decodeSchema(raw)
+	if err != nil {
+		return err
+	}
+	if have.version > SchemaVersion {
+		return fmt.Errorf("%w: schema version %d, this binary reads up to %d; upgrade utxo-cache",
+			ErrNewerSchema, have.version, SchemaVersion)
+	}
+	if len(s.opts.Dimensions) > 0 && !slices.Equal(have.dims, want.dims) {
+		return fmt.Errorf("disk: store indexes dimensions %v, options ask for %v: reindex into a new store", have.dims, want.dims)
+	}
+	s.dims = have.dims
+	if s.secret, err = s.get(keySecret); err != nil || len(s.secret) != 32 {
+		return fmt.Errorf("disk: read secret (%d bytes): %w", len(s.secret), errors.Join(err, ErrCorrupt))
+	}
+	raw, err = s.get(keyState)
+	if err != nil {
+		return fmt.Errorf("disk: read state: %w", err)
+	}
+	st, err := decodeState(raw)
+	if err != nil {
+		return err
+	}
+	s.state.Store(&st)
+	return nil
+}
+
+// get returns a copy of key's value, or pebble.ErrNotFound.
+func (s *Store) get(key []byte) ([]byte, error) {
+	v, closer, err := s.db.Get(key)
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	return slices.Clone(v), nil
+}
+
+// State returns the committed state (tip, count, digest). Safe from any
+// goroutine; for an answer consistent with other reads use a View.
+func (s *Store) State() State { return *s.state.Load() }
+
+// Secret returns the store's 32-byte random secret, fixed for its life.
+// Callers must not modify it.
+func (s *Store) Secret() []byte { return s.secret }
+
+// Options returns the store's effective options.
+func (s *Store) Options() Options { return s.opts }
+
+// Close flushes and closes the store. The writer must have stopped.
+func (s *Store) Close() error {
+	if s.closed {
+		return ErrClosed
+	}
+	s.closed = true
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("disk: close: %w", err)
+	}
+	return nil
+}
+
+// pebbleLogger routes Pebble's log lines to slog.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+}
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
+	panic(fmt.Sprintf(format, args...))
+}
+
+var _ io.Closer = (*Store)(nil)

@@ -1,0 +1,121 @@
+package disk
+
+import (
+	"fmt"
+	"hash/maphash"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+)
+
+// txFilter is a Bloom filter over the tx hashes that have at least one
+// outpoint row (live or spent) in the store. It answers "certainly absent"
+// for almost every new transaction, so the duplicate-outpoint check of a new
+// output, and the lookup of an unknown input, need no Pebble read.
+//
+// Invariant: every tx hash with a row on disk is in the filter (no false
+// negatives). Hashes are added after a commit and never removed (rows that a
+// rollback or pruning deletes leave a stale bit: only a false positive, which
+// costs a Pebble read). The filter is built at open by scanning the outpoint
+// keyspace and rebuilt when its population passes its capacity, so its false
+// positive rate stays near 1%. Only the writer goroutine touches it: no lock.
+type txFilter struct {
+	seed     maphash.Seed
+	bits     []uint64
+	mask     uint64 // len(bits)*64 - 1; the bit count is a power of two
+	added    int    // insertions since the last build
+	capacity int    // insertions before the rate degrades: rebuild
+}
+
+const (
+	txFilterBitsPerEntry = 10 // about 1% false positives with 7 probes
+	txFilterProbes       = 7
+	txFilterMinCapacity  = 1 << 16
+)
+
+func newTxFilter(capacity int) *txFilter {
+	capacity = max(capacity, txFilterMinCapacity)
+	nbits := uint64(1)
+	for nbits < uint64(capacity)*txFilterBitsPerEntry {
+		nbits <<= 1
+	}
+	return &txFilter{seed: maphash.MakeSeed(), bits: make([]uint64, nbits/64), mask: nbits - 1, capacity: capacity}
+}
+
+// probes returns the two base hashes of h (Kirsch-Mitzenmacher: probe i is
+// h1 + i*h2). maphash with a random seed keeps crafted tx hashes from
+// aiming at one bit pattern.
+func (f *txFilter) probes(h *chain.Hash) (uint64, uint64) {
+	x := maphash.Bytes(f.seed, h[:])
+	return x, (x >> 32) | (x << 32) | 1
+}
+
+func (f *txFilter) add(h *chain.Hash) {
+	h1, h2 := f.probes(h)
+	for i := uint64(0); i < txFilterProbes; i++ {
+		b := (h1 + i*h2) & f.mask
+		f.bits[b>>6] |= 1 << (b & 63)
+	}
+	f.added++
+}
+
+// mayContain is false only for a tx hash that has no row on disk.
+func (f *txFilter) mayContain(h *chain.Hash) bool {
+	h1, h2 := f.probes(h)
+	for i := uint64(0); i < txFilterProbes; i++ {
+		b := (h1 + i*h2) & f.mask
+		if f.bits[b>>6]&(1<<(b&63)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *txFilter) full() bool { return f.added > f.capacity }
+
+// buildTxFilter scans the outpoint keyspace twice (count, then add), so
+// memory is the filter alone, and returns a filter holding every tx hash in
+// it, sized for twice what it found.
+func (s *Store) buildTxFilter() (*txFilter, error) {
+	n, err := s.scanTxHashes(nil)
+	if err != nil {
+		return nil, err
+	}
+	f := newTxFilter(2 * n)
+	if _, err := s.scanTxHashes(f.add); err != nil {
+		return nil, err
+	}
+	f.added = n
+	return f, nil
+}
+
+// scanTxHashes calls fn (if set) once per distinct tx hash of the outpoint
+// keyspace and returns how many there are.
+func (s *Store) scanTxHashes(fn func(*chain.Hash)) (int, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixUtxo}, UpperBound: []byte{prefixUtxo + 1}})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	n := 0
+	var last chain.Hash
+	for valid := it.First(); valid; valid = it.Next() {
+		k := it.Key()
+		if len(k) != outPointKeyLen {
+			return 0, fmt.Errorf("disk: outpoint key %x: %w", k, ErrCorrupt)
+		}
+		if n > 0 && string(k[1:33]) == string(last[:]) {
+			continue // the outputs of one tx are adjacent
+		}
+		copy(last[:], k[1:33])
+		n++
+		if fn != nil {
+			fn(&last)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return 0, fmt.Errorf("disk: scan outpoints: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,277 @@
+package disk
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+)
+
+// BlockTxn collects the changes of one block and commits them as one batch.
+// The writer validates the block against Lookup's answers and reports each
+// spend and creation; BlockTxn turns them into rows, index entries, balances,
+// the digest, the undo delta and pruning work.
+//
+// Only the writer goroutine may use a BlockTxn, and only one at a time: the
+// in-block overlay assumes nothing else changes the store meanwhile.
+type BlockTxn struct {
+	s       *Store
+	block   *chain.Block
+	entries map[chain.OutPoint]*txnEntry
+	order   []chain.OutPoint // dirty entries in first-change order
+	skipped uint64
+	done    bool
+}
+
+// txnEntry is one outpoint row as the block sees it: before the block and now.
+type txnEntry struct {
+	before  *Record // nil: no row before the block
+	after   *Record // nil: no row (only possible while clean)
+	dirty   bool
+	created bool // the block created an output at this outpoint
+}
+
+// PrepareWrites builds the writer's in-memory state (the tx-hash filter: a
+// scan of the outpoint keyspace, about a second per million transactions).
+// The writer calls it when it starts; NewBlock calls it if nobody did.
+// Writer goroutine only.
+func (s *Store) PrepareWrites() error {
+	if s.txf != nil {
+		return nil
+	}
+	f, err := s.buildTxFilter()
+	if err != nil {
+		return err
+	}
+	s.txf = f
+	return nil
+}
+
+// NewBlock starts collecting block b's changes. The caller has checked that b
+// extends the tip.
+func (s *Store) NewBlock(b *chain.Block) (*BlockTxn, error) {
+	if err := s.PrepareWrites(); err != nil {
+		return nil, err
+	}
+	return &BlockTxn{s: s, block: b, entries: make(map[chain.OutPoint]*txnEntry, 4*len(b.Txs))}, nil
+}
+
+// Lookup returns the row of op as the block has left it so far: found is
+// false when there is none; rec.Spent is non-nil for a spent record.
+func (t *BlockTxn) Lookup(op chain.OutPoint) (rec Record, found bool, err error) {
+	e, err := t.entry(op)
+	if err != nil || e.after == nil {
+		return Record{}, false, err
+	}
+	return *e.after, true, nil
+}
+
+func (t *BlockTxn) entry(op chain.OutPoint) (*txnEntry, error) {
+	if e := t.entries[op]; e != nil {
+		return e, nil
+	}
+	e := &txnEntry{}
+	if u, ok := t.s.recent.get(op); ok {
+		t.s.metrics.recentHits.Add(1)
+		r := &Record{Utxo: u}
+		e.before, e.after = r, r
+	} else if !t.s.txf.mayContain(&op.TxHash) {
+		t.s.metrics.filterSkips.Add(1) // no row of this tx on disk: absent
+	} else {
+		t.s.metrics.recentMisses.Add(1)
+		var kb [outPointKeyLen]byte
+		v, closer, err := t.s.db.Get(appendOutPointKey(kb[:0], op))
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("disk: read %s: %w", op, err)
+		default:
+			r, err := decodeRecord(op, v)
+			closer.Close()
+			if err != nil {
+				return nil, err
+			}
+			e.before, e.after = &r, &r
+		}
+	}
+	t.entries[op] = e
+	return e, nil
+}
+
+func (t *BlockTxn) markDirty(op chain.OutPoint, e *txnEntry) {
+	if !e.dirty {
+		e.dirty = true
+		t.order = append(t.order, op)
+	}
+}
+
+// Spend marks the live output at op spent by tx spender in this block. The
+// caller has seen it live through Lookup.
+func (t *BlockTxn) Spend(op chain.OutPoint, spender chain.Hash) error {
+	e, err := t.entry(op)
+	if err != nil {
+		return err
+	}
+	if e.after == nil || e.after.Spent != nil {
+		return fmt.Errorf("disk: spend of %s which is not live", op)
+	}
+	t.markDirty(op, e)
+	e.after = &Record{Utxo: e.after.Utxo, Spent: &chain.Spent{TxHash: spender, Height: t.block.Height}}
+	return nil
+}
+
+// Create adds the live output u. The caller has checked through Lookup that
+// no live output has its outpoint; a spent record there is replaced.
+func (t *BlockTxn) Create(u *chain.Utxo) error {
+	e, err := t.entry(u.OutPoint)
+	if err != nil {
+		return err
+	}
+	if e.after != nil && e.after.Spent == nil {
+		return fmt.Errorf("disk: create of %s which is live", u.OutPoint)
+	}
+	t.markDirty(u.OutPoint, e)
+	e.created = true
+	e.after = &Record{Utxo: *u}
+	return nil
+}
+
+// SkipInput counts an unknown input the writer chose to skip.
+func (t *BlockTxn) SkipInput() { t.skipped++ }
+
+// Commit writes the block in one synced batch and publishes the new state.
+// On error nothing is written and the store is unchanged; the BlockTxn is
+// spent either way.
+func (t *BlockTxn) Commit() (*ChangeSet, error) {
+	if t.done {
+		return nil, errors.New("disk: block already committed")
+	}
+	t.done = true
+	s := t.s
+	prev := s.State()
+	st := prev
+	h := t.block.Height
+	st.Tip = chain.Tip{Height: h, Hash: t.block.Hash}
+	st.MaxHeight = max(st.MaxHeight, h)
+	st.SkippedInputs += t.skipped
+	st.Seq++
+
+	b := s.db.NewBatch()
+	defer b.Close()
+	ch := newChanges(prev.Tip)
+	ch.cs.Skipped = int(t.skipped)
+	d := newDerived(s.dims, b, &st, ch)
+
+	undo := undoDelta{prev: prev.Tip, skipped: t.skipped, entries: make([]undoEntry, 0, len(t.order))}
+	var spentHere []byte // packed outpoints spent at h: the 0x05 row
+	var key, val []byte
+	for _, op := range t.order {
+		e := t.entries[op]
+		if e.before != nil && e.before.Spent == nil {
+			d.remove(&e.before.Utxo)
+		}
+		if e.after.Spent == nil {
+			d.add(&e.after.Utxo)
+		} else {
+			spentHere = append(spentHere, op.TxHash[:]...)
+			spentHere = binary.BigEndian.AppendUint32(spentHere, op.Index)
+		}
+		ch.outPoint(op)
+		key = appendOutPointKey(key[:0], op)
+		val = appendRecord(val[:0], e.after)
+		_ = b.Set(key, val, nil)
+		undo.entries = append(undo.entries, t.undoEntry(op, e))
+	}
+	if err := d.flushBalances(s.db, s.balances); err != nil {
+		return nil, fmt.Errorf("disk: apply block %d: %w", h, err)
+	}
+	if len(spentHere) > 0 {
+		_ = b.Set(heightKey(prefixSpentAt, h), spentHere, nil)
+	}
+	_ = b.Set(heightKey(prefixUndo, h), appendUndo(nil, &undo), nil)
+	_ = b.Set(heightKey(prefixBlockHash, h), t.block.Hash[:], nil)
+	_ = b.Set(hashBlockKey(t.block.Hash), binary.BigEndian.AppendUint64(nil, h), nil)
+	if err := s.visibilityEdge(h, ch); err != nil {
+		return nil, fmt.Errorf("disk: apply block %d: %w", h, err)
+	}
+	if err := s.prune(b, &st, t.entries); err != nil {
+		return nil, fmt.Errorf("disk: prune at block %d: %w", h, err)
+	}
+	_ = b.Set(keyState, appendState(nil, &st), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return nil, fmt.Errorf("disk: commit block %d: %w", h, err)
+	}
+
+	for _, op := range t.order {
+		e := t.entries[op]
+		if e.after.Spent == nil {
+			s.recent.add(&e.after.Utxo)
+		} else {
+			s.recent.remove(op)
+		}
+		if e.created {
+			s.txf.add(&op.TxHash)
+		}
+	}
+	d.commitBalances(s.balances)
+	s.state.Store(&st)
+	if s.txf.full() {
+		// Rebuild at twice the population: amortised O(1) per insertion.
+		// A failure keeps the old filter, which is still a superset.
+		if f, err := s.buildTxFilter(); err == nil {
+			s.txf = f
+		}
+	}
+	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
+	return &ch.cs, nil
+}
+
+// undoEntry returns the before-image of op's row for the undo delta.
+func (t *BlockTxn) undoEntry(op chain.OutPoint, e *txnEntry) undoEntry {
+	switch {
+	case e.before == nil:
+		return undoEntry{op: op, kind: undoAbsent}
+	case t.s.opts.UndoMode == UndoCompact && e.before.Spent == nil && !e.created:
+		// The row now is exactly the before-image plus this block's spender.
+		return undoEntry{op: op, kind: undoSpentHere}
+	default:
+		return undoEntry{op: op, kind: undoFullRecord, before: appendRecord(nil, e.before)}
+	}
+}
+
+// visibilityEdge adds to ch the outpoints whose spent record becomes
+// invisible at tip h, or visible again when the tip goes back below h: those
+// spent at h - PruneDepth - 1 (reads show a spent record while
+// tip - spent height <= PruneDepth).
+func (s *Store) visibilityEdge(h uint64, ch *changes) error {
+	p := s.opts.PruneDepth
+	if h < p+1 {
+		return nil
+	}
+	v, err := s.get(heightKey(prefixSpentAt, h-p-1))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read spent list: %w", err)
+	}
+	return forEachPackedOutPoint(v, func(op chain.OutPoint) { ch.outPoint(op) })
+}
+
+const packedOutPointLen = chain.HashSize + 4
+
+func forEachPackedOutPoint(v []byte, fn func(chain.OutPoint)) error {
+	if len(v)%packedOutPointLen != 0 {
+		return fmt.Errorf("spent list of %d bytes: %w", len(v), ErrCorrupt)
+	}
+	for ; len(v) > 0; v = v[packedOutPointLen:] {
+		var op chain.OutPoint
+		copy(op.TxHash[:], v)
+		op.Index = binary.BigEndian.Uint32(v[chain.HashSize:])
+		fn(op)
+	}
+	return nil
+}

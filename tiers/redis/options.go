@@ -1,0 +1,112 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of Options. A zero field takes its default in EnsureDefaults.
+const (
+	DefaultNamespace     = "utxo-cache"
+	DefaultTTL           = 10 * time.Minute
+	DefaultCallTimeout   = 50 * time.Millisecond
+	DefaultProbeInterval = time.Second
+)
+
+// DefaultFloorTTL is the guard-floor lifetime for an entry lifetime of ttl:
+// 2×ttl + 1m. A floor must outlive every entry it guards (see Tier, "Floor
+// lifetime"): an entry stored just before its floor was raised lives ttl
+// more, and the time past ttl is what the prober has to carry the floor into
+// the global floor before the guard's floor key expires.
+func DefaultFloorTTL(ttl time.Duration) time.Duration { return 2*ttl + time.Minute }
+
+// Options configure a Tier. The zero value of every field but URL means its
+// default; New applies EnsureDefaults and Validate to a copy.
+type Options struct {
+	// URL locates the Redis server: redis://[user:password@]host:port/db
+	// (rediss:// for TLS). One server, or a primary behind a proxy: not a
+	// Redis Cluster (the scripts touch keys of more than one slot).
+	URL string
+	// Namespace prefixes every key the tier writes, so several deployments
+	// (or a writer and its tests) can share one Redis. Default "utxo-cache".
+	Namespace string
+	// TTL is the lifetime of a cached entry. Default 10m.
+	TTL time.Duration
+	// FloorTTL is the lifetime of a guard's floor, renewed by every
+	// invalidation of the guard. It must exceed TTL; the default is
+	// DefaultFloorTTL(TTL), and Validate demands enough slack past TTL for
+	// the prober (see Tier, "Floor lifetime").
+	FloorTTL time.Duration
+	// CallTimeout bounds every call to Redis, dialing and waiting for a
+	// pooled connection included. Default 50ms.
+	CallTimeout time.Duration
+	// ProbeInterval is the prober's period: how often a degraded tier tries
+	// to recover, and a healthy one advances the global floor and checks
+	// that Redis still holds its keys. Default 1s.
+	ProbeInterval time.Duration
+	// Logger receives one line per health transition. Default slog.Default().
+	Logger *slog.Logger
+	// Metrics, when set, receives the tier's figures (utxo_cache_redis_*).
+	// Register one Tier per registry.
+	Metrics prometheus.Registerer
+}
+
+// EnsureDefaults fills the zero fields of o with their defaults and returns o.
+func (o *Options) EnsureDefaults() *Options {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.FloorTTL == 0 {
+		o.FloorTTL = DefaultFloorTTL(o.TTL)
+	}
+	if o.CallTimeout == 0 {
+		o.CallTimeout = DefaultCallTimeout
+	}
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = DefaultProbeInterval
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Validate reports options that cannot keep the guard invariant. It expects
+// defaults to be applied.
+func (o *Options) Validate() error {
+	switch {
+	case o.URL == "":
+		return errors.New("redis: options: URL is required")
+	case o.TTL < time.Millisecond:
+		return fmt.Errorf("redis: options: TTL %v is below 1ms", o.TTL)
+	case o.CallTimeout <= 0:
+		return fmt.Errorf("redis: options: CallTimeout %v is not positive", o.CallTimeout)
+	case o.ProbeInterval <= 0:
+		return fmt.Errorf("redis: options: ProbeInterval %v is not positive", o.ProbeInterval)
+	case o.FloorTTL <= o.TTL:
+		return fmt.Errorf("redis: options: FloorTTL %v must exceed TTL %v", o.FloorTTL, o.TTL)
+	}
+	// The prober advances the global floor to what was invalidated
+	// horizon() ago; it needs two periods (one to sample, one to act) and a
+	// call to do so before the guard floors of that time expire.
+	if need := 2*o.ProbeInterval + o.CallTimeout; o.FloorTTL-o.horizon() < need {
+		return fmt.Errorf("redis: options: FloorTTL %v is too close to TTL %v: (FloorTTL-TTL)/2 must be at least 2×ProbeInterval + CallTimeout = %v",
+			o.FloorTTL, o.TTL, need)
+	}
+	return nil
+}
+
+// horizon is how far the global floor lags the invalidations: a seq
+// invalidated at time r joins the global floor at about r + horizon. It is
+// halfway between TTL and FloorTTL: late enough that the global floor
+// refuses only fills from disk reads older than horizon-TTL (an entry alive
+// now was stored within TTL), early enough that it covers the guard floors
+// written at r before they expire at r + FloorTTL.
+func (o *Options) horizon() time.Duration { return o.TTL + (o.FloorTTL-o.TTL)/2 }

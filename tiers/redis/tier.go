@@ -1,0 +1,489 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/utxo-cache/utxo-cache/query"
+)
+
+// ErrClosed is returned by Invalidate and Ping after Close.
+var ErrClosed = errors.New("redis: closed")
+
+// errUnfenced reports a missing global floor: Redis lost the tier's keys.
+var errUnfenced = errors.New("redis: global floor missing: Redis lost its data")
+
+// maxKeysPerScript bounds one raiseFloorsScript call, so that a block that
+// touches a million addresses does not stall Redis in one script; the chunks
+// still travel in one pipeline, one round trip.
+const maxKeysPerScript = 5000
+
+// Tier is the shared cache tier, an implementation of query.Tier over one
+// Redis server. It is safe for concurrent use. New starts a prober goroutine
+// that Close stops; after Close, Get misses, Set does nothing, and
+// Invalidate and Ping return ErrClosed.
+//
+// # Keys
+//
+// With ns the Namespace:
+//
+//	key             value                                     lifetime
+//	ns:e:{key}      entry, query.AppendEntry bytes (v1)       TTL
+//	ns:f:{guard}    the guard's floor, decimal seq            FloorTTL, renewed by each raise
+//	ns:F            the global floor, decimal seq: a floor    none
+//	                under every guard
+//
+// An entry of guard g may be served only if entry.Seq >= max(ns:f:g, ns:F),
+// a missing guard floor counting as 0. A missing ns:F means the namespace is
+// not fenced (a fresh Redis, or one that lost its data to a restart, FLUSHALL
+// or eviction): nothing is served or stored until the prober has recreated it
+// (see Outages).
+//
+// # Why a stale fill is never served
+//
+// Each operation is one round trip, and each is atomic on the server:
+//
+//   - Get is MGET ns:e:key ns:f:guard ns:F, so the entry and the floors it is
+//     judged by are read at one instant.
+//   - Set is setScript: read both floors, write the entry (PX TTL) only if its
+//     Seq is not below them.
+//   - Invalidate(seq, guards) is raiseFloorsScript over chunks of 5000 guards,
+//     all chunks in one pipeline: each floor becomes max(floor, seq), FloorTTL.
+//
+// Floors only rise, so a timed-out Invalidate that the server runs late, after
+// a newer one, lowers nothing. Once Invalidate returns, every guard floor is
+// at least seq; an entry of the guard stored earlier is discarded by Get, and
+// one arriving later is refused by Set. For example, a reader reads the disk
+// at seq 7 and is slow; the writer commits seq 8, which spends an output of
+// address A, and invalidates A at 8; the reader's Set(A's listing, Seq 7)
+// then finds floor 8 and writes nothing, and an entry of A stored at 7 before
+// the commit is found below floor 8 by every Get. (A Get sent before
+// Invalidate returned may still see the older entry, as with any cache: the
+// caller judges it against the state published when the Get began.)
+//
+// Invalidation deletes no entry: the entries of a guard are spread over keys
+// we cannot enumerate (page limits, cursors, orders), the floor hides them
+// all at once, and they expire by their TTL or are overwritten by the next
+// fill. A Get that finds a stale entry does not delete it either: that would
+// cost a second round trip, and could delete a fresh fill that just
+// replaced it.
+//
+// # Floor lifetime
+//
+// Floors expire, or Redis would keep a key for every address ever touched.
+// A floor must outlive every entry it guards: an entry stored before the
+// floor was raised at time t expires by t+TTL, before t+FloorTTL. That
+// leaves a fill that arrives after the floor expired, from a reader whose
+// disk read is older than the floor. The global floor covers it: every
+// ProbeInterval the prober advances ns:F to the highest seq invalidated at
+// least horizon = TTL + (FloorTTL-TTL)/2 ago, which is before any floor
+// written back then expires (Validate checks the slack). A fill whose disk
+// read is older than horizon-TTL is thereby refused, which is the point, and
+// no other: a live entry was stored within TTL, from a read younger than
+// horizon. The default FloorTTL, 2×TTL+1m, gives both margins 5.5 minutes.
+//
+// # Outages
+//
+// Every call is bounded by CallTimeout. The tier degrades when an Invalidate
+// fails in any way (its floors may not be raised), when any call fails by the
+// network (timeout, refused, reset), and when it finds ns:F missing. A
+// degraded tier does not touch the network: Get misses and Set returns, so
+// reads fall through to memory and disk and clients see no error; Invalidate
+// records its seq and returns nil, which is what query.Tier asks of a tier
+// that cannot hold the invariant: to serve nothing stored before the failure
+// until it can. The tier remembers the highest seq ever passed to Invalidate
+// (maxSeen). Every ProbeInterval the prober tries to fence: raise ns:F to
+// maxSeen, creating it if missing, and only when that succeeded and no
+// Invalidate recorded a higher seq meanwhile, become healthy again. Any entry
+// in Redis then, stored before the outage or by a Set the server ran late,
+// whose guard was invalidated at some seq v, either received that floor or
+// has Seq < v <= maxSeen <= ns:F: it is never served. The price is that
+// every entry below maxSeen goes with the stale ones: after an outage the
+// tier refills from the disk. A worked example:
+//
+//	event                                    Redis                 tier
+//	Set(k, g, Seq 5)                         e:k = Seq 5           healthy
+//	Redis stops answering
+//	Invalidate(8, [g]) times out             (f:g may rise later)  degraded, maxSeen 8
+//	Get(k, g)                                (not asked)           miss, at once
+//	Invalidate(9, [h])                       (not asked)           maxSeen 9, returns nil
+//	Redis answers; the prober fences         F = 9                 healthy
+//	Get(k, g): Seq 5 < max(f:g, F) = 9                             miss (stale discard)
+//	Set(k, g, Seq 8)                         refused: 8 < F        (reader older than the outage)
+//	Set(k, g, Seq 9)                         e:k = Seq 9           hit from now on
+//
+// testdata/outage.txt replays this example, and a restart, against a real
+// redis-server; testdata/guard.txt does the same for the guard invariant.
+// # Assumptions
+//
+//   - One invalidating writer per namespace, and every process filling the
+//     namespace tags entries with that writer's sequence (a replica with its
+//     own store needs its own namespace). maxSeen is that writer's knowledge;
+//     after Redis loses its data, a process that never invalidated could
+//     recreate ns:F at a lower seq before the writer notices the loss.
+//   - Redis keeps what it acknowledged until it loses everything at once:
+//     floors must not be evicted (maxmemory-policy noeviction, the default:
+//     a full Redis refuses writes, which degrades the tier, never loses a
+//     floor), and must not come back from an old snapshot (a cache needs no
+//     persistence: an RDB restored after we raised floors brings back
+//     entries with their older floors). Reads go to the primary, not a replica.
+//   - Lifetimes are measured by Redis and the horizon by this process; their
+//     clocks need only tick at about the same rate.
+type Tier struct {
+	opts Options
+	rdb  *goredis.Client
+	log  *slog.Logger
+
+	entryPrefix, floorPrefix, globalKey string
+	ttlMillis, floorTTLMillis           int64
+
+	// up mirrors "open and not degraded" for the hot path; written under mu.
+	up atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		closed   bool
+		degraded bool
+		since    time.Time // start of the current outage
+		// maxSeen is the highest seq passed to Invalidate, delivered or not:
+		// what fencing raises the global floor to.
+		maxSeen uint64
+		// undelivered is the highest seq of this outage whose floors were not
+		// raised (for the recovery log line).
+		undelivered uint64
+	}
+
+	// prober state, owned by the prober goroutine.
+	samples  []sample // (time, maxSeen) as observed, seq increasing
+	advanced uint64   // the global floor as this tier last raised it
+
+	ctx    context.Context // canceled by Close, to end the prober's calls
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the prober has returned
+	close  sync.Once
+
+	counters counters
+}
+
+// sample is an observation of maxSeen by the prober.
+type sample struct {
+	at  time.Time
+	seq uint64
+}
+
+// New connects a tier to opts.URL. It fails only on bad options; an
+// unreachable Redis gives a tier that starts degraded and recovers when Redis
+// answers. New tries the first fencing itself, bounded by CallTimeout, so a
+// tier whose Redis is up is healthy when New returns.
+func New(opts Options) (*Tier, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	ro, err := goredis.ParseURL(opts.URL)
+	if err != nil {
+		var uerr *url.Error // its message would repeat the URL, password included
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, fmt.Errorf("redis: options: URL: %w", err)
+	}
+	// Every call is bounded by CallTimeout, through its context and the
+	// socket deadlines; nothing is retried: a retry cannot fit in the budget,
+	// and a failure is better reported (and degraded on) than hidden.
+	ro.DialTimeout = opts.CallTimeout
+	ro.DialerRetries = 1
+	ro.ReadTimeout = opts.CallTimeout
+	ro.WriteTimeout = opts.CallTimeout
+	ro.PoolTimeout = opts.CallTimeout
+	ro.ContextTimeoutEnabled = true
+	ro.MaxRetries = -1
+	// RESP2 and a short connection preamble (HELLO, AUTH, SELECT): no CLIENT
+	// SETINFO or maintenance-notification handshakes to time out on.
+	ro.Protocol = 2
+	ro.DisableIdentity = true
+	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+
+	ns := opts.Namespace
+	t := &Tier{
+		opts:           opts,
+		rdb:            goredis.NewClient(ro),
+		log:            opts.Logger.With("tier", "redis"),
+		entryPrefix:    ns + ":e:",
+		floorPrefix:    ns + ":f:",
+		globalKey:      ns + ":F",
+		ttlMillis:      opts.TTL.Milliseconds(),
+		floorTTLMillis: opts.FloorTTL.Milliseconds(),
+		done:           make(chan struct{}),
+	}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	// A new tier has not fenced its namespace yet: it starts degraded.
+	t.mu.degraded = true
+	t.mu.since = time.Now()
+	if opts.Metrics != nil {
+		if err := t.register(opts.Metrics); err != nil {
+			t.cancel()
+			_ = t.rdb.Close()
+			return nil, err
+		}
+	}
+	goredisLog.Do(func() { goredis.SetLogger(goredisLogger{t.log}) })
+	if !t.fence() {
+		t.log.Warn("redis tier starting degraded: reads miss and fills are dropped until Redis answers",
+			"addr", ro.Addr)
+	}
+	go t.probeLoop()
+	return t, nil
+}
+
+// Name implements query.Tier.
+func (t *Tier) Name() string { return "redis" }
+
+// Healthy reports whether the tier is serving: open, and not degraded.
+func (t *Tier) Healthy() bool { return t.up.Load() }
+
+// Stats returns the tier's counters.
+func (t *Tier) Stats() Stats { return t.counters.stats() }
+
+// Ping asks Redis for a PONG within CallTimeout, whatever the tier's state;
+// a network failure degrades the tier like any other call's.
+func (t *Tier) Ping(ctx context.Context) error {
+	if t.isClosed() {
+		return ErrClosed
+	}
+	cctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
+	defer cancel()
+	if err := t.rdb.Ping(cctx).Err(); err != nil {
+		t.failed(ctx, opPing, err)
+		return fmt.Errorf("redis: ping: %w", err)
+	}
+	return nil
+}
+
+// Get implements query.Tier: one MGET, judged against both floors.
+func (t *Tier) Get(ctx context.Context, key, guard string) (query.Entry, bool) {
+	if !t.up.Load() {
+		t.counters.misses.Add(1)
+		return query.Entry{}, false
+	}
+	cctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
+	vals, err := t.rdb.MGet(cctx, t.entryPrefix+key, t.floorPrefix+guard, t.globalKey).Result()
+	cancel()
+	if err != nil {
+		t.failed(ctx, opGet, err)
+		t.counters.misses.Add(1)
+		return query.Entry{}, false
+	}
+	e, ok := t.judge(vals)
+	if !ok {
+		t.counters.misses.Add(1)
+		return query.Entry{}, false
+	}
+	t.counters.hits.Add(1)
+	return e, true
+}
+
+// judge returns the entry of an MGET of (entry, guard floor, global floor)
+// if it may be served.
+func (t *Tier) judge(vals []any) (query.Entry, bool) {
+	if len(vals) != 3 {
+		t.counters.errorsOf(opGet).Add(1)
+		return query.Entry{}, false
+	}
+	if vals[2] == nil {
+		t.degrade(opGet, 0, errUnfenced)
+		return query.Entry{}, false
+	}
+	raw, ok := vals[0].(string)
+	if !ok { // absent
+		return query.Entry{}, false
+	}
+	e, err := query.DecodeEntry([]byte(raw))
+	floor, ferr := parseSeq(vals[1])
+	global, gerr := parseSeq(vals[2])
+	if err != nil || ferr != nil || gerr != nil {
+		t.counters.errorsOf(opGet).Add(1)
+		return query.Entry{}, false
+	}
+	if e.Seq < max(floor, global) {
+		t.counters.staleDiscards.Add(1)
+		return query.Entry{}, false
+	}
+	return e, true
+}
+
+// parseSeq parses a floor as MGET returns it; nil (no floor) is 0.
+func parseSeq(v any) (uint64, error) {
+	switch v := v.(type) {
+	case nil:
+		return 0, nil
+	case string:
+		return strconv.ParseUint(v, 10, 64)
+	default:
+		return 0, fmt.Errorf("redis: floor of type %T", v)
+	}
+}
+
+// Set implements query.Tier: one setScript call, which writes nothing if
+// e.Seq is below either floor.
+func (t *Tier) Set(ctx context.Context, key, guard string, e query.Entry) {
+	t.set(ctx, key, guard, &e)
+}
+
+// entryHeaderMax bounds the bytes query.AppendEntry writes besides the ETag
+// and the body (62 in version 1), to size the buffer in one allocation.
+const entryHeaderMax = 64
+
+// fillOutcome is what became of a Set.
+type fillOutcome int
+
+const (
+	fillSkipped fillOutcome = iota // degraded or closed: Redis not asked
+	fillStored
+	fillRefused // below a floor
+	fillFailed  // the call failed, or the namespace is not fenced
+)
+
+func (t *Tier) set(ctx context.Context, key, guard string, e *query.Entry) fillOutcome {
+	if !t.up.Load() {
+		return fillSkipped
+	}
+	buf := query.AppendEntry(make([]byte, 0, entryHeaderMax+len(e.ETag)+len(e.Body)), e)
+	cctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
+	res, err := setScript.Run(cctx, t.rdb, []string{t.entryPrefix + key, t.floorPrefix + guard, t.globalKey},
+		strconv.FormatUint(e.Seq, 10), buf, t.ttlMillis).Int64()
+	cancel()
+	switch {
+	case err != nil:
+		t.failed(ctx, opSet, err)
+		return fillFailed
+	case res == scriptStored:
+		t.counters.fills.Add(1)
+		return fillStored
+	case res == scriptRefused:
+		t.counters.fillsRefused.Add(1)
+		return fillRefused
+	default:
+		t.degrade(opSet, 0, errUnfenced)
+		return fillFailed
+	}
+}
+
+// Invalidate implements query.Tier: one round trip raises every guard's floor
+// to seq. It returns nil whenever the guard invariant holds, which is always
+// while the tier is open: a call that fails degrades the tier before
+// returning, and a degraded tier records seq for the prober's fencing and
+// serves nothing until then. Failures are logged (once per outage) and
+// counted. The caller's cancellation is ignored: a half-delivered
+// invalidation would only degrade the tier.
+func (t *Tier) Invalidate(ctx context.Context, seq uint64, guards []string) error {
+	degraded, closed := t.record(seq)
+	switch {
+	case closed:
+		return ErrClosed
+	case degraded, len(guards) == 0:
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.opts.CallTimeout)
+	defer cancel()
+	if err := t.raiseFloors(cctx, seq, guards); err != nil {
+		t.counters.errorsOf(opInvalidate).Add(1)
+		t.degrade(opInvalidate, seq, err)
+		return nil
+	}
+	t.counters.invalidations.Add(uint64(len(guards)))
+	return nil
+}
+
+// raiseFloors runs raiseFloorsScript over guards in chunks, pipelined. After a
+// Redis restart (NOSCRIPT) it sends the pipeline again with the script text.
+func (t *Tier) raiseFloors(ctx context.Context, seq uint64, guards []string) error {
+	args := []any{strconv.FormatUint(seq, 10), t.floorTTLMillis}
+	chunks := make([][]string, 0, (len(guards)+maxKeysPerScript-1)/maxKeysPerScript)
+	for len(guards) > 0 {
+		n := min(len(guards), maxKeysPerScript)
+		keys := make([]string, 0, n+1)
+		keys = append(keys, t.globalKey)
+		for _, g := range guards[:n] {
+			keys = append(keys, t.floorPrefix+g)
+		}
+		chunks = append(chunks, keys)
+		guards = guards[n:]
+	}
+	run := func(eval bool) ([]*goredis.Cmd, error) {
+		pipe := t.rdb.Pipeline()
+		cmds := make([]*goredis.Cmd, len(chunks))
+		for i, keys := range chunks {
+			if eval {
+				cmds[i] = raiseFloorsScript.Eval(ctx, pipe, keys, args...)
+			} else {
+				cmds[i] = raiseFloorsScript.EvalSha(ctx, pipe, keys, args...)
+			}
+		}
+		_, err := pipe.Exec(ctx)
+		return cmds, err
+	}
+	cmds, err := run(false)
+	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmds, err = run(true)
+	}
+	if err != nil {
+		return fmt.Errorf("raise floors: %w", err)
+	}
+	for _, cmd := range cmds {
+		if n, err := cmd.Int64(); err != nil {
+			return fmt.Errorf("raise floors: %w", err)
+		} else if n == scriptUnfenced {
+			return errUnfenced
+		}
+	}
+	return nil
+}
+
+// Close stops the prober and closes the connections. It is safe to call
+// more than once; calls in flight finish or fail within CallTimeout.
+func (t *Tier) Close() error {
+	var err error
+	t.close.Do(func() {
+		t.mu.Lock()
+		t.mu.closed = true
+		t.up.Store(false)
+		t.mu.Unlock()
+		t.cancel()
+		<-t.done
+		err = t.rdb.Close()
+	})
+	return err
+}
+
+func (t *Tier) isClosed() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.closed
+}
+
+var _ query.Tier = (*Tier)(nil)
+
+// goredisLog sends go-redis's own log lines (a line per failed dial, for
+// one) to the first tier's logger at debug level: the tier reports an
+// outage itself, once, and go-redis has one logger per process, which is
+// ours to set since this is its only importer.
+var goredisLog sync.Once
+
+type goredisLogger struct{ log *slog.Logger }
+
+func (l goredisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if l.log.Enabled(ctx, slog.LevelDebug) {
+		l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+	}
+}

@@ -1,0 +1,510 @@
+package redis
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	goredis "github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/query"
+)
+
+const testNS = "test"
+
+// testOptions are options for a tier on s with a fast prober. The call
+// timeout is generous: tests that are not about timeouts must not degrade
+// on a loaded machine (under -race, beside other builds); the outage tests
+// set their own.
+func testOptions(t testing.TB, s *redisServer) Options {
+	return Options{
+		URL:           s.URL(),
+		Namespace:     testNS,
+		CallTimeout:   time.Second,
+		ProbeInterval: 20 * time.Millisecond,
+		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
+	}
+}
+
+// openTier opens a tier with o and closes it on cleanup.
+func openTier(t testing.TB, o Options) *Tier {
+	t.Helper()
+	tier, err := New(o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = tier.Close() })
+	return tier
+}
+
+// newTier opens a healthy tier on s, edited by edit.
+func newTier(t testing.TB, s *redisServer, edit func(*Options)) *Tier {
+	t.Helper()
+	o := testOptions(t, s)
+	if edit != nil {
+		edit(&o)
+	}
+	tier := openTier(t, o)
+	if !tier.Healthy() {
+		t.Fatal("a tier on a running Redis is not healthy after New")
+	}
+	return tier
+}
+
+func entryAt(seq uint64) query.Entry {
+	return query.Entry{Seq: seq, Status: 200, ETag: fmt.Sprintf(`W/"%d"`, seq),
+		Body: fmt.Appendf(nil, `"seq":%d}`, seq)}
+}
+
+// waitFor polls cond until it holds, or fails the test after d.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// rawGet reads a key behind the tier's back; "<nil>" when missing.
+func rawGet(t testing.TB, c *goredis.Client, key string) string {
+	t.Helper()
+	v, err := c.Get(context.Background(), key).Result()
+	if errors.Is(err, goredis.Nil) {
+		return "<nil>"
+	}
+	if err != nil {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	return v
+}
+
+func TestSetGetRoundTrip(t *testing.T) {
+	s := startRedis(t)
+	tier := newTier(t, s, nil)
+	ctx := context.Background()
+
+	want := query.Entry{Seq: 42, Tip: chain.Tip{Height: 812345, Hash: chain.Hash{0xaa, 31: 0xbb}},
+		Status: 404, ETag: `W/"abc"`, Body: []byte(`"error":{"code":"not_found"}}`)}
+	if got := tier.set(ctx, "utxo/aa:0", "aa:0", &want); got != fillStored {
+		t.Fatalf("set: %v, want stored", got)
+	}
+	got, ok := tier.Get(ctx, "utxo/aa:0", "aa:0")
+	if !ok || got.Seq != want.Seq || got.Tip != want.Tip || got.Status != want.Status || got.ETag != want.ETag || !bytes.Equal(got.Body, want.Body) {
+		t.Fatalf("Get = %+v, %v; want %+v", got, ok, want)
+	}
+	if _, ok := tier.Get(ctx, "utxo/bb:0", "bb:0"); ok {
+		t.Fatal("Get of a key never set hit")
+	}
+
+	// The layout of Tier's doc comment: ns:e:key with PX TTL.
+	raw := s.Client()
+	ttl, err := raw.PTTL(ctx, testNS+":e:utxo/aa:0").Result()
+	if err != nil || ttl <= 0 || ttl > DefaultTTL {
+		t.Fatalf("entry PTTL = %v, %v; want in (0, %v]", ttl, err, DefaultTTL)
+	}
+	if v := rawGet(t, raw, testNS+":e:utxo/aa:0"); v != string(query.AppendEntry(nil, &want)) {
+		t.Fatalf("entry bytes %x", v)
+	}
+	if v := rawGet(t, raw, testNS+":F"); v != "0" {
+		t.Fatalf("global floor of a fresh namespace = %s, want 0", v)
+	}
+	st := tier.Stats()
+	if st.Hits != 1 || st.Misses != 1 || st.Fills != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestInvalidateHidesOlderEntries(t *testing.T) {
+	s := startRedis(t)
+	tier := newTier(t, s, nil)
+	ctx := context.Background()
+	raw := s.Client()
+
+	for _, k := range []string{"addr/A?limit=10", "addr/A?limit=100", "bal/A"} { // variants of one guard
+		tier.Set(ctx, k, "A", entryAt(5))
+	}
+	tier.Set(ctx, "bal/B", "B", entryAt(5))
+	if err := tier.Invalidate(ctx, 6, []string{"A"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"addr/A?limit=10", "addr/A?limit=100", "bal/A"} {
+		if e, ok := tier.Get(ctx, k, "A"); ok {
+			t.Fatalf("%s: Seq %d served above floor 6", k, e.Seq)
+		}
+	}
+	if _, ok := tier.Get(ctx, "bal/B", "B"); !ok {
+		t.Fatal("an entry of another guard was hidden")
+	}
+	if st := tier.Stats(); st.StaleDiscards != 3 || st.Invalidations != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	// An entry at the floor is current: the floor's change is in it.
+	tier.Set(ctx, "bal/A", "A", entryAt(6))
+	if e, ok := tier.Get(ctx, "bal/A", "A"); !ok || e.Seq != 6 {
+		t.Fatalf("entry at the floor: %+v, %v", e, ok)
+	}
+
+	// Floors only rise, and each raise renews their lifetime.
+	if err := tier.Invalidate(ctx, 3, []string{"A"}); err != nil {
+		t.Fatal(err)
+	}
+	if v := rawGet(t, raw, testNS+":f:A"); v != "6" {
+		t.Fatalf("floor after a late lower invalidation = %s, want 6", v)
+	}
+	if ttl := raw.PTTL(ctx, testNS+":f:A").Val(); ttl <= DefaultTTL || ttl > DefaultFloorTTL(DefaultTTL) {
+		t.Fatalf("floor PTTL %v, want in (TTL, FloorTTL]", ttl)
+	}
+	if _, ok := tier.Get(ctx, "bal/A", "A"); !ok {
+		t.Fatal("a lower invalidation hid a current entry")
+	}
+}
+
+// TestSetRefusedBelowFloor is the race the floors exist for: a reader reads
+// the disk before a commit, the commit invalidates, and the reader's fill
+// arrives afterwards.
+func TestSetRefusedBelowFloor(t *testing.T) {
+	s := startRedis(t)
+	tier := newTier(t, s, nil)
+	ctx := context.Background()
+	raw := s.Client()
+
+	readerSeq := uint64(9)                                          // the reader's snapshot
+	if err := tier.Invalidate(ctx, 10, []string{"A"}); err != nil { // the commit's invalidation
+		t.Fatal(err)
+	}
+	e := entryAt(readerSeq)
+	if got := tier.set(ctx, "addr/A", "A", &e); got != fillRefused {
+		t.Fatalf("late fill: %v, want refused", got)
+	}
+	if n := raw.Exists(ctx, testNS+":e:addr/A").Val(); n != 0 {
+		t.Fatal("a refused fill was written")
+	}
+	if _, ok := tier.Get(ctx, "addr/A", "A"); ok {
+		t.Fatal("Get served a refused fill")
+	}
+	if st := tier.Stats(); st.FillsRefused != 1 || st.Fills != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestSeqComparisonBoundaries checks the scripts' decimal comparison where a
+// Lua number or a string comparison would go wrong: decimal length changes,
+// 2^53 (where doubles stop being exact) and the top of uint64.
+func TestSeqComparisonBoundaries(t *testing.T) {
+	s := startRedis(t)
+	tier := newTier(t, s, nil)
+	ctx := context.Background()
+	for i, c := range []struct {
+		floor, seq uint64
+		stored     bool
+	}{
+		{0, 0, true},
+		{9, 10, true},
+		{10, 9, false},
+		{99, 100, true},
+		{100, 99, false},
+		{19, 100, true}, // "19" > "100" as strings
+		{1 << 53, 1<<53 + 1, true},
+		{1<<53 + 1, 1 << 53, false}, // equal as doubles
+		{math.MaxUint64 - 1, math.MaxUint64, true},
+		{math.MaxUint64, math.MaxUint64 - 1, false},
+		{math.MaxUint64, math.MaxUint64, true},
+	} {
+		guard := "g" + strconv.Itoa(i)
+		if err := tier.Invalidate(ctx, c.floor, []string{guard}); err != nil {
+			t.Fatal(err)
+		}
+		e := entryAt(c.seq)
+		got := tier.set(ctx, "k"+guard, guard, &e)
+		if (got == fillStored) != c.stored {
+			t.Errorf("floor %d, seq %d: %v, want stored=%v", c.floor, c.seq, got, c.stored)
+		}
+		if _, ok := tier.Get(ctx, "k"+guard, guard); ok != c.stored {
+			t.Errorf("floor %d, seq %d: Get hit=%v", c.floor, c.seq, ok)
+		}
+	}
+	// The guard floors of a lower invalidation stay put at the top too.
+	if err := tier.Invalidate(ctx, 1<<53, []string{"g8"}); err != nil {
+		t.Fatal(err)
+	}
+	if v := rawGet(t, s.Client(), testNS+":f:g8"); v != strconv.FormatUint(math.MaxUint64-1, 10) {
+		t.Fatalf("floor g8 = %s", v)
+	}
+}
+
+// roundTrips counts the commands and pipelines a client sends, but for a
+// new connection's handshake (HELLO).
+type roundTrips struct{ process, pipelines, pipelinedCmds atomic.Int64 }
+
+func (h *roundTrips) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *roundTrips) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if cmd.Name() != "hello" {
+			h.process.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *roundTrips) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		h.pipelines.Add(1)
+		h.pipelinedCmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+func (h *roundTrips) take() (process, pipelines, cmds int64) {
+	return h.process.Swap(0), h.pipelines.Swap(0), h.pipelinedCmds.Swap(0)
+}
+
+func TestOneRoundTripPerCall(t *testing.T) {
+	s := startRedis(t)
+	tier := newTier(t, s, func(o *Options) { o.ProbeInterval = 2 * time.Minute }) // no probes in the count
+	ctx := context.Background()
+	h := &roundTrips{}
+	tier.rdb.AddHook(h)
+
+	tier.Set(ctx, "k", "g", entryAt(1))
+	if p, pl, _ := h.take(); p != 1 || pl != 0 {
+		t.Fatalf("Set: %d commands, %d pipelines", p, pl)
+	}
+	tier.Get(ctx, "k", "g")
+	if p, pl, _ := h.take(); p != 1 || pl != 0 {
+		t.Fatalf("Get: %d commands, %d pipelines", p, pl)
+	}
+	guards := make([]string, 2*maxKeysPerScript+1)
+	for i := range guards {
+		guards[i] = "addr" + strconv.Itoa(i)
+	}
+	if err := tier.Invalidate(ctx, 7, guards); err != nil {
+		t.Fatal(err)
+	}
+	if p, pl, cmds := h.take(); p != 0 || pl != 1 || cmds != 3 {
+		t.Fatalf("Invalidate of %d guards: %d commands, %d pipelines of %d scripts; want one pipeline of 3",
+			len(guards), p, pl, cmds)
+	}
+	raw := s.Client()
+	for _, g := range []string{guards[0], guards[maxKeysPerScript], guards[len(guards)-1]} {
+		if v := rawGet(t, raw, testNS+":f:"+g); v != "7" {
+			t.Fatalf("floor of %s = %s", g, v)
+		}
+	}
+	if st := tier.Stats(); st.Invalidations != uint64(len(guards)) {
+		t.Fatalf("invalidations %d", st.Invalidations)
+	}
+
+	// A Redis that forgot the scripts (restart, SCRIPT FLUSH) costs one more
+	// round trip, and works.
+	if err := raw.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tier.Invalidate(ctx, 8, guards[:3]); err != nil {
+		t.Fatal(err)
+	}
+	if _, pl, _ := h.take(); pl != 2 {
+		t.Fatalf("Invalidate after SCRIPT FLUSH: %d pipelines, want 2", pl)
+	}
+	if v := rawGet(t, raw, testNS+":f:"+guards[2]); v != "8" {
+		t.Fatalf("floor after SCRIPT FLUSH = %s", v)
+	}
+	if err := raw.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e := entryAt(9)
+	if got := tier.set(ctx, "k", "g", &e); got != fillStored {
+		t.Fatalf("Set after SCRIPT FLUSH: %v", got)
+	}
+	if !tier.Healthy() {
+		t.Fatal("NOSCRIPT degraded the tier")
+	}
+}
+
+func TestCallerCancelDoesNotDegrade(t *testing.T) {
+	s := startRedis(t)
+	tier := newTier(t, s, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, ok := tier.Get(ctx, "k", "g"); ok {
+		t.Fatal("hit with a canceled context")
+	}
+	tier.Set(ctx, "k", "g", entryAt(1))
+	// Invalidate ignores the caller's cancellation: it must be delivered.
+	if err := tier.Invalidate(ctx, 5, []string{"g"}); err != nil {
+		t.Fatal(err)
+	}
+	if !tier.Healthy() {
+		t.Fatal("a caller's cancellation degraded the tier")
+	}
+	if v := rawGet(t, s.Client(), testNS+":f:g"); v != "5" {
+		t.Fatalf("floor = %s: Invalidate with a canceled context was not delivered", v)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	o := Options{URL: "redis://127.0.0.1:1/0"}
+	o.EnsureDefaults()
+	if o.Namespace != "utxo-cache" || o.TTL != 10*time.Minute || o.FloorTTL != 21*time.Minute ||
+		o.CallTimeout != 50*time.Millisecond || o.ProbeInterval != time.Second || o.Logger == nil {
+		t.Fatalf("defaults: %+v", o)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	if h := o.horizon(); h != 15*time.Minute+30*time.Second {
+		t.Fatalf("default horizon %v", h)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*Options)
+		want string
+	}{
+		{"no URL", func(o *Options) { o.URL = "" }, "URL is required"},
+		{"floor below TTL", func(o *Options) { o.FloorTTL = o.TTL }, "must exceed TTL"},
+		{"no slack", func(o *Options) { o.FloorTTL = o.TTL + 3*time.Second }, "too close to TTL"},
+		{"negative timeout", func(o *Options) { o.CallTimeout = -1 }, "CallTimeout"},
+		{"sub-ms TTL", func(o *Options) { o.TTL = time.Microsecond }, "below 1ms"},
+	} {
+		o := Options{URL: "redis://127.0.0.1:1/0"}
+		o.EnsureDefaults()
+		c.edit(&o)
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	_, err := New(Options{URL: "redis://user:s3cret@[::1"})
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("bad URL: %v (must fail without echoing the password)", err)
+	}
+	if _, err := New(Options{URL: "http://127.0.0.1:6379"}); err == nil {
+		t.Fatal("an http URL was accepted")
+	}
+}
+
+// TestNewWithRedisDown: New succeeds, degraded, and the tier heals when
+// Redis comes, fencing what it was asked to invalidate meanwhile.
+func TestNewWithRedisDown(t *testing.T) {
+	s := startRedis(t)
+	s.Kill()
+	start := time.Now()
+	tier := openTier(t, testOptions(t, s))
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("New took %v with Redis down", d)
+	}
+	ctx := context.Background()
+	if tier.Healthy() {
+		t.Fatal("healthy without Redis")
+	}
+	if _, ok := tier.Get(ctx, "k", "g"); ok {
+		t.Fatal("hit without Redis")
+	}
+	if err := tier.Invalidate(ctx, 12, []string{"g"}); err != nil {
+		t.Fatalf("Invalidate while degraded: %v", err)
+	}
+	if err := tier.Ping(ctx); err == nil {
+		t.Fatal("Ping succeeded without Redis")
+	}
+	s.Restart()
+	waitFor(t, 5*time.Second, "healthy after Redis started", tier.Healthy)
+	if v := rawGet(t, s.Client(), testNS+":F"); v != "12" {
+		t.Fatalf("global floor %s, want 12", v)
+	}
+	if err := tier.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	s := startRedis(t)
+	reg := prometheus.NewRegistry()
+	tier := newTier(t, s, func(o *Options) { o.Metrics = reg })
+	ctx := context.Background()
+	tier.Set(ctx, "k", "g", entryAt(3))
+	tier.Get(ctx, "k", "g")
+	if err := tier.Invalidate(ctx, 4, []string{"g"}); err != nil {
+		t.Fatal(err)
+	}
+	tier.Get(ctx, "k", "g")
+	tier.Set(ctx, "k", "g", entryAt(3))
+
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "{" + l.GetName() + "=" + l.GetValue() + "}"
+			}
+			got[name] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	for name, want := range map[string]float64{
+		"utxo_cache_redis_hits_total":                  1,
+		"utxo_cache_redis_misses_total":                1,
+		"utxo_cache_redis_stale_discards_total":        1,
+		"utxo_cache_redis_fills_total":                 1,
+		"utxo_cache_redis_fills_refused_stale_total":   1,
+		"utxo_cache_redis_invalidations_total":         1,
+		"utxo_cache_redis_outages_total":               0,
+		"utxo_cache_redis_up":                          1,
+		"utxo_cache_redis_errors_total{op=get}":        0,
+		"utxo_cache_redis_errors_total{op=invalidate}": 0,
+	} {
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
+		}
+	}
+	// A second tier on the same registry is refused, cleanly.
+	if _, err := New(Options{URL: s.URL(), Metrics: reg}); err == nil {
+		t.Fatal("a second tier registered on the same registry")
+	}
+}
+
+func TestCloseStopsEverything(t *testing.T) {
+	s := startRedis(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	tier, err := New(testOptions(t, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tier.Close()
+	ctx := context.Background()
+	tier.Set(ctx, "k", "g", entryAt(1))
+	if _, ok := tier.Get(ctx, "k", "g"); !ok {
+		t.Fatal("miss before Close")
+	}
+	if err := tier.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tier.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, ok := tier.Get(ctx, "k", "g"); ok {
+		t.Fatal("hit after Close")
+	}
+	tier.Set(ctx, "k", "g", entryAt(2))
+	if err := tier.Invalidate(ctx, 2, []string{"g"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Invalidate after Close: %v", err)
+	}
+	if err := tier.Ping(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Ping after Close: %v", err)
+	}
+	if tier.Healthy() {
+		t.Fatal("healthy after Close")
+	}
+}

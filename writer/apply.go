@@ -1,0 +1,182 @@
+package writer
+
+import (
+	"fmt"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+)
+
+// apply validates and commits b. Writer goroutine only.
+func (w *Writer) apply(b *chain.Block) (Result, error) {
+	tip := w.store.State().Tip
+	if done, err := w.alreadyApplied(tip, b); err != nil || done {
+		return Result{Tip: tip}, err
+	}
+	if err := checkLinkage(tip, b); err != nil {
+		return Result{Tip: tip}, err
+	}
+	txn, err := w.store.NewBlock(b)
+	if err != nil {
+		return Result{Tip: tip}, err
+	}
+	spentInBlock := make(map[chain.OutPoint]struct{})
+	for pos := range b.Txs {
+		tx := &b.Txs[pos]
+		for _, in := range tx.Spends() {
+			if _, twice := spentInBlock[in]; twice {
+				return Result{Tip: tip}, fmt.Errorf("block %d tx %s spends %s twice in the block: %w",
+					b.Height, tx.Hash, in, chain.ErrDoubleSpend)
+			}
+			rec, found, err := txn.Lookup(in)
+			if err != nil {
+				return Result{Tip: tip}, fmt.Errorf("block %d: %w", b.Height, err)
+			}
+			if !found || rec.Spent != nil {
+				if w.opts.SkipUnknownInputs {
+					txn.SkipInput()
+					continue
+				}
+				return Result{Tip: tip}, fmt.Errorf("block %d tx %s input %s is not a live unspent output: %w",
+					b.Height, tx.Hash, in, chain.ErrUnknownInput)
+			}
+			spentInBlock[in] = struct{}{}
+			if err := txn.Spend(in, tx.Hash); err != nil {
+				return Result{Tip: tip}, err
+			}
+		}
+		var createErr error
+		tx.Creates(func(index uint32, out *chain.Output, collateral bool) {
+			if createErr != nil {
+				return
+			}
+			createErr = w.create(txn, b, uint32(pos), tx, index, out, collateral)
+		})
+		if createErr != nil {
+			return Result{Tip: tip}, createErr
+		}
+	}
+	cs, err := txn.Commit()
+	if err != nil {
+		return Result{Tip: tip}, err
+	}
+	return Result{Applied: true, Tip: cs.NewTip, Changes: cs}, nil
+}
+
+func (w *Writer) create(txn *disk.BlockTxn, b *chain.Block, pos uint32, tx *chain.Tx, index uint32, out *chain.Output, collateral bool) error {
+	op := chain.OutPoint{TxHash: tx.Hash, Index: index}
+	rec, found, err := txn.Lookup(op)
+	if err != nil {
+		return fmt.Errorf("block %d: %w", b.Height, err)
+	}
+	if found && rec.Spent == nil {
+		return fmt.Errorf("block %d tx %s output %d: %s is already live: %w",
+			b.Height, tx.Hash, index, op, chain.ErrDuplicateOutpoint)
+	}
+	u := chain.Utxo{OutPoint: op, Output: *out, Height: b.Height, TxPos: pos}
+	if len(u.Assets) > 1 && !chain.AssetsSorted(u.Assets) {
+		u.Assets = append([]chain.Asset(nil), u.Assets...)
+		chain.SortAssets(u.Assets)
+	}
+	if tx.Coinbase {
+		u.Flags |= chain.FlagCoinbase
+	}
+	if collateral {
+		u.Flags |= chain.FlagCollateralReturn
+	}
+	return txn.Create(&u)
+}
+
+// alreadyApplied reports whether b is the block already at its height on the
+// current chain: re-posting it is a no-op that succeeds (CONTRACT §1).
+func (w *Writer) alreadyApplied(tip chain.Tip, b *chain.Block) (bool, error) {
+	if tip.Empty || b.Height > tip.Height {
+		return false, nil
+	}
+	h, found, err := w.store.HashAt(b.Height)
+	if err != nil {
+		return false, err
+	}
+	return found && h == b.Hash, nil
+}
+
+// checkLinkage enforces that b extends tip: the next height and the tip's
+// hash as parent. The first block of an empty store may start at any height
+// and may omit its parent.
+func checkLinkage(tip chain.Tip, b *chain.Block) error {
+	if tip.Empty {
+		return nil
+	}
+	if b.Height != tip.Height+1 {
+		return fmt.Errorf("block %d does not extend the tip %s: want height %d: %w",
+			b.Height, tip, tip.Height+1, chain.ErrNotNextBlock)
+	}
+	if b.PrevHash != tip.Hash {
+		return fmt.Errorf("block %d has prev_hash %s, the tip is %s: %w",
+			b.Height, b.PrevHash, tip, chain.ErrNotNextBlock)
+	}
+	return nil
+}
+
+// rollbackRequest resolves the target of r and rolls back to it.
+// Writer goroutine only.
+func (w *Writer) rollbackRequest(r request) (Result, error) {
+	target := r.target
+	if r.targetHash != nil {
+		height, found, err := w.store.HeightOfHash(*r.targetHash)
+		if err != nil {
+			return Result{Tip: w.store.State().Tip}, err
+		}
+		if !found {
+			return Result{Tip: w.store.State().Tip}, fmt.Errorf("block %s is not on the current chain: %w",
+				*r.targetHash, chain.ErrInvalidArgument)
+		}
+		target = height
+	}
+	return w.rollback(target)
+}
+
+// rollback reverts blocks one synced batch at a time down to target.
+// Writer goroutine only.
+func (w *Writer) rollback(target uint64) (Result, error) {
+	st := w.store.State()
+	if err := w.store.CheckRollback(target); err != nil {
+		return Result{Tip: st.Tip}, err
+	}
+	if target == st.Tip.Height {
+		return Result{Tip: st.Tip}, nil
+	}
+	merged := &ChangeSet{OldTip: st.Tip, Rollback: true}
+	seenAddr := make(map[string]struct{})
+	seenOp := make(map[chain.OutPoint]struct{})
+	for !w.store.State().Tip.Empty && w.store.State().Tip.Height > target {
+		cs, err := w.store.RollbackBlock()
+		if err != nil {
+			// Blocks reverted so far are committed: report them so caches
+			// still learn what changed.
+			merged.NewTip, merged.Seq = w.store.State().Tip, w.store.State().Seq
+			return Result{Tip: merged.NewTip, Changes: merged}, fmt.Errorf("rollback to %d: %w", target, err)
+		}
+		mergeInto(merged, cs, seenAddr, seenOp)
+	}
+	merged.NewTip = w.store.State().Tip
+	merged.Seq = w.store.State().Seq
+	return Result{Applied: true, Tip: merged.NewTip, Changes: merged}, nil
+}
+
+func mergeInto(dst, src *ChangeSet, seenAddr map[string]struct{}, seenOp map[chain.OutPoint]struct{}) {
+	for _, a := range src.Addresses {
+		if _, ok := seenAddr[a]; !ok {
+			seenAddr[a] = struct{}{}
+			dst.Addresses = append(dst.Addresses, a)
+		}
+	}
+	for _, op := range src.OutPoints {
+		if _, ok := seenOp[op]; !ok {
+			seenOp[op] = struct{}{}
+			dst.OutPoints = append(dst.OutPoints, op)
+		}
+	}
+	dst.Created += src.Created
+	dst.Spent += src.Spent
+}

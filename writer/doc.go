@@ -1,0 +1,23 @@
+// Package writer owns every mutation of the store: one goroutine applies
+// blocks and rollbacks in order, answering each request through a future,
+// and after each commit hands a change-set to the registered listeners (the
+// cache tiers).
+//
+// # Single writer
+//
+// Apply and Rollback send a request on a channel; the writer goroutine takes
+// them one at a time, so the store's write path never runs concurrently and
+// needs no lock. A request's future is answered only after its batch has been
+// committed with Sync and the new tip published, so an acknowledged block
+// survives a crash (CONTRACT §4). Listeners run on the writer goroutine after
+// the commit, with no lock held, before the next request is taken: by the
+// time the next block is acknowledged, every listener has seen the previous
+// change-set.
+//
+// # Validation
+//
+// A block is checked before anything is written: linkage with the tip, then
+// transaction by transaction against the store as the block has left it so
+// far (so a transaction may spend an output created earlier in the block).
+// Any rejection aborts the block with nothing written.
+package writer

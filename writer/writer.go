@@ -1,0 +1,244 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+)
+
+// ErrClosed is returned for requests made after Close, or still queued when
+// the writer stopped.
+var ErrClosed = errors.New("writer: closed")
+
+// ChangeSet is what one acknowledged apply or rollback changed.
+type ChangeSet = disk.ChangeSet
+
+// Listener is told of every acknowledged change, in commit order, on the
+// writer goroutine. It must not block for long and must not call the writer.
+type Listener interface {
+	Changed(cs *ChangeSet)
+}
+
+// ListenerFunc adapts a function to Listener.
+type ListenerFunc func(cs *ChangeSet)
+
+// Changed calls f(cs).
+func (f ListenerFunc) Changed(cs *ChangeSet) { f(cs) }
+
+// Options configure a Writer.
+type Options struct {
+	// SkipUnknownInputs skips, and counts, inputs that are not live unspent
+	// outpoints instead of rejecting the block: for stores that start
+	// mid-chain. Default false (reject with chain.ErrUnknownInput).
+	SkipUnknownInputs bool
+	// QueueLength is how many requests may wait for the writer. Default 64.
+	QueueLength int
+	// Metrics receives the writer's figures. Default: none.
+	Metrics *Metrics
+	// Logger. Default: discard.
+	Logger *slog.Logger
+}
+
+// Result answers an Apply.
+type Result struct {
+	// Applied is false when the block was already applied at its height
+	// (an idempotent re-post).
+	Applied bool
+	Tip     chain.Tip
+	Changes *ChangeSet // nil when nothing was applied
+}
+
+// Writer is the single writer. Its methods are safe for concurrent use;
+// the work itself happens on one goroutine.
+type Writer struct {
+	store *disk.Store
+	opts  Options
+	reqs  chan request
+	stop  chan struct{} // closed by Close: no new requests
+	done  chan struct{} // closed when the goroutine has exited
+
+	closeOnce sync.Once
+	// mu guards listeners; the writer goroutine copies the slice under it
+	// and calls them without it.
+	mu        sync.Mutex
+	listeners []Listener
+}
+
+type request struct {
+	ctx    context.Context
+	block  *chain.Block // apply when set
+	target uint64       // rollback target height otherwise
+	// targetHash, when set, names the rollback target by block hash.
+	targetHash *chain.Hash
+	rollback   bool
+	prepare    bool // build the store's write-side state; nobody waits
+	reply      chan reply
+}
+
+type reply struct {
+	res Result
+	err error
+}
+
+// New starts the writer goroutine over store. The writer does not own the
+// store: Close the writer, then the store.
+func New(store *disk.Store, opts Options) *Writer {
+	if opts.QueueLength <= 0 {
+		opts.QueueLength = 64
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	w := &Writer{
+		store: store,
+		opts:  opts,
+		reqs:  make(chan request, opts.QueueLength),
+		stop:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	if opts.Metrics != nil {
+		opts.Metrics.observeStore(store)
+	}
+	go w.run()
+	// Build the store's write-side state on the writer goroutine, first in
+	// its queue, so the first block does not pay for it.
+	w.reqs <- request{ctx: context.Background(), prepare: true, reply: make(chan reply, 1)}
+	return w
+}
+
+// Subscribe registers l for every change acknowledged from now on.
+func (w *Writer) Subscribe(l Listener) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.listeners = append(w.listeners, l)
+}
+
+// Tip returns the latest acknowledged tip.
+func (w *Writer) Tip() chain.Tip { return w.store.State().Tip }
+
+// Apply applies b, or confirms it is already applied (Result.Applied false).
+// Errors match chain.ErrNotNextBlock, chain.ErrUnknownInput,
+// chain.ErrDoubleSpend, chain.ErrDuplicateOutpoint (nothing changed), or
+// wrap a storage failure.
+func (w *Writer) Apply(ctx context.Context, b *chain.Block) (Result, error) {
+	return w.submit(ctx, request{block: b})
+}
+
+// Rollback reverts the chain to height target. Errors match
+// chain.ErrInvalidArgument (above the tip) or chain.ErrRollbackTooDeep
+// (nothing changed).
+func (w *Writer) Rollback(ctx context.Context, target uint64) (Result, error) {
+	return w.submit(ctx, request{target: target, rollback: true})
+}
+
+// RollbackToHash reverts the chain to the block with hash h, which must be on
+// the current chain (chain.ErrInvalidArgument otherwise).
+//
+// The hash is resolved on the writer goroutine, so no change can run between
+// finding the block's height and rolling back to it.
+func (w *Writer) RollbackToHash(ctx context.Context, h chain.Hash) (Result, error) {
+	return w.submit(ctx, request{rollback: true, targetHash: &h})
+}
+
+func (w *Writer) submit(ctx context.Context, r request) (Result, error) {
+	r.ctx = ctx
+	r.reply = make(chan reply, 1)
+	select {
+	case <-w.stop:
+		return Result{}, ErrClosed
+	default:
+	}
+	select {
+	case w.reqs <- r:
+	case <-w.stop:
+		return Result{}, ErrClosed
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	// Once queued, the request runs to completion or is refused with
+	// ErrClosed: waiting for the reply (not ctx) tells the caller the truth
+	// about whether the block was committed.
+	rep := <-r.reply
+	return rep.res, rep.err
+}
+
+// Close stops taking requests, finishes the one in flight, refuses the
+// queued ones with ErrClosed and waits for the goroutine to exit.
+func (w *Writer) Close() error {
+	w.closeOnce.Do(func() { close(w.stop) })
+	<-w.done
+	return nil
+}
+
+func (w *Writer) run() {
+	defer close(w.done)
+	for {
+		select {
+		case <-w.stop:
+			w.drain()
+			return
+		case r := <-w.reqs:
+			w.handle(r)
+		}
+	}
+}
+
+// drain refuses what is still queued.
+func (w *Writer) drain() {
+	for {
+		select {
+		case r := <-w.reqs:
+			r.reply <- reply{err: ErrClosed}
+		default:
+			return
+		}
+	}
+}
+
+func (w *Writer) handle(r request) {
+	if err := r.ctx.Err(); err != nil {
+		r.reply <- reply{err: err}
+		return
+	}
+	if r.prepare {
+		start := time.Now()
+		if err := w.store.PrepareWrites(); err != nil {
+			// NewBlock retries, and reports the error with the first block.
+			w.opts.Logger.Error("preparing the writer failed", "err", err)
+		} else {
+			w.opts.Logger.Info("writer ready", "prepare", time.Since(start).Round(time.Millisecond).String())
+		}
+		return
+	}
+	var res Result
+	var err error
+	start := time.Now()
+	if r.rollback {
+		res, err = w.rollbackRequest(r)
+		w.opts.Metrics.rollbackDone(time.Since(start), res.Changes, err)
+	} else {
+		res, err = w.apply(r.block)
+		w.opts.Metrics.applyDone(time.Since(start), res.Changes, err)
+	}
+	if err != nil {
+		w.opts.Logger.Debug("writer request refused", "err", err)
+	}
+	if res.Changes != nil {
+		w.notify(res.Changes)
+	}
+	r.reply <- reply{res: res, err: err}
+}
+
+func (w *Writer) notify(cs *ChangeSet) {
+	w.mu.Lock()
+	ls := append([]Listener(nil), w.listeners...)
+	w.mu.Unlock()
+	for _, l := range ls {
+		l.Changed(cs)
+	}
+}
