@@ -290,6 +290,9 @@ func (f *Follower) poll(ctx context.Context) error {
 			return err
 		}
 		applied++
+		// Publish the new tip and lag now: a cancellation before the next
+		// iteration must not leave the metrics one block behind the store.
+		f.observeTip(f.opts.Writer.Tip(), info.Blocks)
 	}
 }
 
