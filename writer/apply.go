@@ -20,6 +20,9 @@ func (w *Writer) apply(b *chain.Block) (Result, error) {
 	if err != nil {
 		return Result{Tip: tip}, err
 	}
+	if err := txn.Prefetch(blockInputs(b)); err != nil {
+		return Result{Tip: tip}, fmt.Errorf("block %d: %w", b.Height, err)
+	}
 	spentInBlock := make(map[chain.OutPoint]struct{})
 	for pos := range b.Txs {
 		tx := &b.Txs[pos]
@@ -61,6 +64,19 @@ func (w *Writer) apply(b *chain.Block) (Result, error) {
 		return Result{Tip: tip}, err
 	}
 	return Result{Applied: true, Tip: cs.NewTip, Changes: cs}, nil
+}
+
+// blockInputs lists the outpoints b's transactions spend, in block order.
+func blockInputs(b *chain.Block) []chain.OutPoint {
+	n := 0
+	for i := range b.Txs {
+		n += len(b.Txs[i].Spends())
+	}
+	ops := make([]chain.OutPoint, 0, n)
+	for i := range b.Txs {
+		ops = append(ops, b.Txs[i].Spends()...)
+	}
+	return ops
 }
 
 func (w *Writer) create(txn *disk.BlockTxn, b *chain.Block, pos uint32, tx *chain.Tx, index uint32, out *chain.Output, collateral bool) error {

@@ -83,6 +83,10 @@ func (d *decbuf) uvarint() uint64 {
 		d.fail("bad uvarint")
 		return 0
 	}
+	if n != uvarintLen(v) {
+		d.fail("non-canonical uvarint") // decode then encode must give the same bytes
+		return 0
+	}
 	d.b = d.b[n:]
 	return v
 }
@@ -129,4 +133,14 @@ func (d *decbuf) count(minSize int) int {
 func appendLenBytes(dst, b []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(b)))
 	return append(dst, b...)
+}
+
+// uvarintLen is the length of v's canonical uvarint encoding.
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
 }

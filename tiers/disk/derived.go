@@ -3,6 +3,7 @@ package disk
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -73,28 +74,37 @@ type writtenBalance struct {
 	b chain.Balance
 }
 
-// flushBalances reads each touched balance row (from cache, else Pebble),
-// applies its delta and writes it back, or deletes it when it reaches zero
-// outputs.
-func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache) error {
-	for _, k := range d.order {
-		d.keyBuf = appendBalanceKey(d.keyBuf[:0], k)
-		cur, cached := cache.get(k)
-		if !cached {
-			v, closer, err := db.Get(d.keyBuf)
-			switch {
-			case errors.Is(err, pebble.ErrNotFound):
-			case err != nil:
-				return fmt.Errorf("read balance: %w", err)
-			default:
-				cur, err = decodeBalance(v)
-				closer.Close()
-				if err != nil {
-					return err
-				}
-			}
+// flushBalances reads each touched balance row (from cache, else Pebble, on
+// up to workers goroutines at once), applies its delta and writes it back,
+// or deletes it when it reaches zero outputs.
+func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache, workers int) error {
+	cur := make([]chain.Balance, len(d.order))
+	var misses []int // indexes into d.order of rows not in cache
+	for i, k := range d.order {
+		var cached bool
+		if cur[i], cached = cache.get(k); !cached {
+			misses = append(misses, i)
 		}
-		next, err := d.balances[k].applyTo(cur)
+	}
+	if err := parallel(len(misses), workers, func(j int) error {
+		i := misses[j]
+		var kb [1 + dimKeySize]byte
+		v, closer, err := db.Get(appendBalanceKey(kb[:0], d.order[i]))
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+			return nil
+		case err != nil:
+			return fmt.Errorf("read balance: %w", err)
+		}
+		defer closer.Close()
+		cur[i], err = decodeBalance(v)
+		return err
+	}); err != nil {
+		return err
+	}
+	for i, k := range d.order {
+		d.keyBuf = appendBalanceKey(d.keyBuf[:0], k)
+		next, err := d.balances[k].applyTo(cur[i])
 		if err != nil {
 			return fmt.Errorf("balance %x: %w", k, err)
 		}
@@ -110,6 +120,38 @@ func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache) error {
 		_ = d.b.Set(d.keyBuf, d.valBuf, nil)
 	}
 	return nil
+}
+
+// parallelMin is the fewest Pebble reads worth spreading over goroutines.
+const parallelMin = 32
+
+// parallel calls fn(0..n-1) on up to workers goroutines (one when n is
+// small) and returns the errors it reported, joined. Each goroutine takes
+// every workers-th index and stops at its first error.
+func parallel(n, workers int, fn func(i int) error) error {
+	workers = min(workers, n/parallelMin)
+	if workers <= 1 {
+		for i := range n {
+			if err := fn(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < n; i += workers {
+				if err := fn(i); err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // commitBalances records in cache the rows flushBalances wrote; call it only

@@ -196,9 +196,7 @@ var recordGoldens = []struct {
 	hex  string
 }{
 	{
-		// The worked example of record.go's doc comment. The comment shows
-		// the address bytes as 31413170 ("1A1p"); "1A1z" is 3141317a, as
-		// pinned here: the comment has the typo, not the codec.
+		// The worked example of record.go's doc comment.
 		name: "doc example",
 		rec: Record{Utxo: chain.Utxo{OutPoint: goldOp, Height: 9, Flags: chain.FlagCoinbase,
 			Output: chain.Output{Address: "1A1z", Value: 5_000_000_000}}},
@@ -653,6 +651,8 @@ func goldenCodecs() []goldenCodec {
 			{"state 0", "01 00 0000000000000000 00000000 00 00 01 61 00" + recTail, "unknown state"},
 			{"state 3", "01 03 0000000000000000 00000000 00 00 01 61 00" + recTail, "unknown state"},
 			{"datum hash flag 2", recHead + "00 01 61 00 02 " + hexDD + " 00 00", "bad datum hash flag"},
+			{"unknown flag bit", "01 01 0000000000000000 00000000 04 00 01 61 00" + recTail, "unknown flag bits"},
+			{"value uvarint not canonical", recHead + "8000 01 61 00" + recTail, "non-canonical uvarint"},
 			{"value uvarint overflows", recHead + "ffffffffffffffffff02 01 61 00" + recTail, "bad uvarint"},
 			{"value uvarint of 11 bytes", recHead + "ffffffffffffffffffff01 01 61 00" + recTail, "bad uvarint"},
 			{"value uvarint unterminated", recHead + "ffff", "bad uvarint"},
@@ -755,6 +755,9 @@ func goldenCodecs() []goldenCodec {
 			{"well formed, for reference", "00000001 02 01 02", ""},
 			{"unknown dimension 0", "00000001 01 00", "unknown dimension 0"},
 			{"unknown dimension 3", "00000001 02 01 03", "unknown dimension 3"},
+			{"version 0", "00000000 01 01", "schema version 0"},
+			{"no dimensions", "00000001 00", "no dimensions"},
+			{"address not first", "00000001 02 02 01", "address dimension is not first"},
 			{"dimension count too high", "00000001 03 01 02", "count out of range"},
 			{"count uvarint overflows", "00000001 ffffffffffffffffff02 01", "bad uvarint"},
 			{"short version", "000001", "short uint32"},

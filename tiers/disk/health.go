@@ -13,6 +13,7 @@ type Health struct {
 	RecentHits         uint64 // apply lookups answered by the young-output view
 	RecentMisses       uint64
 	FilterSkips        uint64 // lookups the tx-hash filter answered "absent" without a read
+	FilterRebuilds     uint64 // background rebuilds of the tx-hash filter swapped in
 	RecentEntries      int
 	PrunedSpentRecords uint64 // spent records deleted since open
 	PrunedUndoDeltas   uint64 // undo deltas deleted since open
@@ -33,6 +34,7 @@ func (s *Store) Health() Health {
 		RecentHits:         s.metrics.recentHits.Load(),
 		RecentMisses:       s.metrics.recentMisses.Load(),
 		FilterSkips:        s.metrics.filterSkips.Load(),
+		FilterRebuilds:     s.metrics.filterRebuilds.Load(),
 		PrunedSpentRecords: s.metrics.prunedRecords.Load(),
 		PrunedUndoDeltas:   s.metrics.prunedUndo.Load(),
 	}

@@ -101,7 +101,7 @@ func decodeIndexPosition(k []byte) (Position, bool) {
 	}, true
 }
 
-// indexPrefix returns the bounds [lo, hi) of every index key of dk.
+// indexBounds returns the bounds [lo, hi) of every index key of dk.
 func indexBounds(dk DimKey) (lo, hi []byte) {
 	lo = append([]byte{prefixIndex}, dk[:]...)
 	hi = append([]byte{prefixIndex}, dk[:]...)

@@ -104,13 +104,22 @@ func decodeSchema(b []byte) (schema, error) {
 		// Report the version even if the rest is in a format we cannot read.
 		return s, nil
 	}
+	if s.version == 0 && d.err() == nil {
+		d.fail("schema version 0")
+	}
 	n := d.count(1)
-	for range n {
+	for i := range n {
 		dim := Dimension(d.byte1())
 		if _, ok := dimensions[dim]; !ok && d.err() == nil {
 			d.fail(fmt.Sprintf("unknown dimension %d", dim))
 		}
+		if i == 0 && dim != DimAddress && d.err() == nil {
+			d.fail("the address dimension is not first")
+		}
 		s.dims = append(s.dims, dim)
+	}
+	if n == 0 && d.err() == nil {
+		d.fail("no dimensions")
 	}
 	return s, d.done()
 }

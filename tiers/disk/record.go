@@ -15,7 +15,7 @@ import (
 //	state        1 byte  0x01 live, 0x02 spent
 //	height       uint64  created height
 //	tx_pos       uint32  position of the creating tx in its block
-//	flags        1 byte  chain.FlagCoinbase | chain.FlagCollateralReturn
+//	flags        1 byte  chain.FlagCoinbase | chain.FlagCollateralReturn; other bits corrupt
 //	value        uvarint
 //	address      uvarint length, bytes
 //	assets       uvarint count, then per asset: uvarint len, policy,
@@ -28,7 +28,7 @@ import (
 // Example: a live coinbase output of 50 BTC to "1A1z", created at height 9 by
 // the tx at position 0:
 //
-//	01 01 0000000000000009 00000000 01 80e497d012 04 31413170 00 00 00 00
+//	01 01 0000000000000009 00000000 01 80e497d012 04 3141317a 00 00 00 00
 //
 // The same record as an index (0x03) value is prefixed with the tx hash; the
 // output index is in the key.
@@ -106,6 +106,9 @@ func decodeRecordFrom(d *decbuf, op chain.OutPoint) (Record, error) {
 	u.Height = d.u64()
 	u.TxPos = d.u32()
 	u.Flags = d.byte1()
+	if d.err() == nil && u.Flags&^(chain.FlagCoinbase|chain.FlagCollateralReturn) != 0 {
+		d.fail("unknown flag bits")
+	}
 	u.Value = d.uvarint()
 	u.Address = string(d.lenBytes(maxAddressLen))
 	if n := d.count(3); n > 0 {

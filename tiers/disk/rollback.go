@@ -172,7 +172,7 @@ func (s *Store) RollbackBlock() (*ChangeSet, error) {
 			_ = b.Set(key, val, nil)
 		}
 	}
-	if err := d.flushBalances(s.db, s.balances); err != nil {
+	if err := d.flushBalances(s.db, s.balances, s.opts.PrefetchWorkers); err != nil {
 		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
 	}
 	_ = b.Delete(heightKey(prefixSpentAt, h), nil)

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -41,6 +43,11 @@ type Options struct {
 	// BalanceCache bounds the writer's cache of balance rows, in entries
 	// (about 100 bytes each). Default 262144; negative disables it.
 	BalanceCache int
+	// PrefetchWorkers bounds the goroutines that read a block's inputs and
+	// balance rows from Pebble at once (BlockTxn.Prefetch, balance updates).
+	// Default GOMAXPROCS, at most 8; negative reads them on the writer
+	// goroutine alone.
+	PrefetchWorkers int
 	// CacheBytes is Pebble's block cache. Default 256 MiB.
 	CacheBytes int64
 	// MemTableBytes is Pebble's memtable size. Default 64 MiB.
@@ -80,6 +87,12 @@ func (o Options) EnsureDefaults() Options {
 	}
 	if o.BalanceCache < 0 {
 		o.BalanceCache = 0
+	}
+	if o.PrefetchWorkers == 0 {
+		o.PrefetchWorkers = min(runtime.GOMAXPROCS(0), 8)
+	}
+	if o.PrefetchWorkers < 0 {
+		o.PrefetchWorkers = 1
 	}
 	if o.CacheBytes == 0 {
 		o.CacheBytes = 256 << 20
@@ -126,10 +139,20 @@ type Store struct {
 	secret []byte
 
 	// Writer-owned (see the type comment): no lock.
-	recent   *recentOutputs
-	balances *balanceCache
-	txf      *txFilter // built by the first block; nil before
-	closed   bool
+	recent     *recentOutputs
+	balances   *balanceCache
+	txf        *txFilter        // built by the first block; nil before
+	txfRebuild *txFilterRebuild // a background rebuild of txf, or nil
+	closed     bool
+
+	// bg counts background goroutines (filter rebuilds); Close sets stopping
+	// and waits for them before closing Pebble.
+	bg       sync.WaitGroup
+	stopping atomic.Bool
+
+	// testBeforeTxFilterBuild, set by tests only, runs on the builder
+	// goroutine after its snapshot is taken and before it scans.
+	testBeforeTxFilterBuild func()
 
 	metrics storeCounters
 }
@@ -138,6 +161,7 @@ type Store struct {
 type storeCounters struct {
 	recentHits, recentMisses atomic.Uint64
 	filterSkips              atomic.Uint64
+	filterRebuilds           atomic.Uint64
 	prunedRecords            atomic.Uint64
 	prunedUndo               atomic.Uint64
 }
@@ -256,6 +280,8 @@ func (s *Store) Close() error {
 		return ErrClosed
 	}
 	s.closed = true
+	s.stopping.Store(true)
+	s.bg.Wait()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("disk: close: %w", err)
 	}

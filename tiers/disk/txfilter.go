@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"errors"
 	"fmt"
 	"hash/maphash"
 
@@ -74,26 +75,34 @@ func (f *txFilter) mayContain(h *chain.Hash) bool {
 
 func (f *txFilter) full() bool { return f.added > f.capacity }
 
-// buildTxFilter scans the outpoint keyspace twice (count, then add), so
+// txFilterHeadroom is the least number of tx hashes a built filter takes
+// before it is full: a small store does not rebuild every few thousand
+// transactions. At 10 bits an entry it costs a few MiB.
+const txFilterHeadroom = 1 << 21
+
+// buildTxFilter scans the outpoint keyspace of r twice (count, then add), so
 // memory is the filter alone, and returns a filter holding every tx hash in
-// it, sized for twice what it found.
-func (s *Store) buildTxFilter() (*txFilter, error) {
-	n, err := s.scanTxHashes(nil)
+// it, with room for as many again (at least txFilterHeadroom). stop, when it
+// returns true, abandons the scan with errStopped.
+func buildTxFilter(r pebble.Reader, stop func() bool) (*txFilter, error) {
+	n, err := scanTxHashes(r, stop, nil)
 	if err != nil {
 		return nil, err
 	}
-	f := newTxFilter(2 * n)
-	if _, err := s.scanTxHashes(f.add); err != nil {
+	f := newTxFilter(max(2*n, n+txFilterHeadroom))
+	if _, err := scanTxHashes(r, stop, f.add); err != nil {
 		return nil, err
 	}
 	f.added = n
 	return f, nil
 }
 
+var errStopped = errors.New("disk: stopped")
+
 // scanTxHashes calls fn (if set) once per distinct tx hash of the outpoint
-// keyspace and returns how many there are.
-func (s *Store) scanTxHashes(fn func(*chain.Hash)) (int, error) {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixUtxo}, UpperBound: []byte{prefixUtxo + 1}})
+// keyspace of r and returns how many there are.
+func scanTxHashes(r pebble.Reader, stop func() bool, fn func(*chain.Hash)) (int, error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixUtxo}, UpperBound: []byte{prefixUtxo + 1}})
 	if err != nil {
 		return 0, err
 	}
@@ -110,6 +119,9 @@ func (s *Store) scanTxHashes(fn func(*chain.Hash)) (int, error) {
 		}
 		copy(last[:], k[1:33])
 		n++
+		if n%4096 == 0 && stop != nil && stop() {
+			return 0, errStopped
+		}
 		if fn != nil {
 			fn(&last)
 		}
@@ -118,4 +130,73 @@ func (s *Store) scanTxHashes(fn func(*chain.Hash)) (int, error) {
 		return 0, fmt.Errorf("disk: scan outpoints: %w", err)
 	}
 	return n, nil
+}
+
+// txFilterRebuild is a filter being built in the background from a snapshot
+// taken right after a commit. The writer keeps adding the hashes of later
+// commits to the old filter and to pending; when the build is done, the
+// writer adds pending to the new filter and swaps it in. Every tx hash with
+// a row on disk is then in the new filter: those of rows up to the snapshot
+// from the scan, later ones from pending (rows a rollback restores belong to
+// outpoints whose hash one of the two already holds). So the no-false-
+// negative invariant holds at every moment, and the writer never stalls on a
+// scan of the whole outpoint keyspace.
+type txFilterRebuild struct {
+	done    chan txFilterBuilt // buffered: the builder never blocks
+	pending []chain.Hash
+}
+
+type txFilterBuilt struct {
+	f   *txFilter
+	err error
+}
+
+// txFilterAdded records that a committed row has tx hash h. Writer only.
+func (s *Store) txFilterAdded(h *chain.Hash) {
+	s.txf.add(h)
+	if s.txfRebuild != nil {
+		s.txfRebuild.pending = append(s.txfRebuild.pending, *h)
+	}
+}
+
+// maintainTxFilter swaps in a finished rebuild, or starts one when the
+// filter is full. Called by the writer after each commit.
+func (s *Store) maintainTxFilter() {
+	if r := s.txfRebuild; r != nil {
+		select {
+		case built := <-r.done:
+			s.txfRebuild = nil
+			if built.err != nil {
+				// The old filter is still a superset: only its false
+				// positive rate suffers. The next commit tries again.
+				if !errors.Is(built.err, errStopped) {
+					s.opts.Logger.Warn("rebuilding the tx-hash filter failed; retrying", "err", built.err)
+				}
+				return
+			}
+			for i := range r.pending {
+				built.f.add(&r.pending[i])
+			}
+			s.txf = built.f
+			s.metrics.filterRebuilds.Add(1)
+		default:
+		}
+		return
+	}
+	if !s.txf.full() {
+		return
+	}
+	snap := s.db.NewSnapshot()
+	r := &txFilterRebuild{done: make(chan txFilterBuilt, 1)}
+	s.txfRebuild = r
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		defer snap.Close()
+		if s.testBeforeTxFilterBuild != nil {
+			s.testBeforeTxFilterBuild()
+		}
+		f, err := buildTxFilter(snap, s.stopping.Load)
+		r.done <- txFilterBuilt{f, err}
+	}()
 }

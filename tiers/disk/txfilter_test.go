@@ -3,6 +3,7 @@ package disk
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"testing"
 
 	"github.com/utxo-cache/utxo-cache/chain"
@@ -103,5 +104,110 @@ func TestBalanceCacheBounded(t *testing.T) {
 	k := MakeDimKey(DimAddress, binary.BigEndian.AppendUint32(nil, 999))
 	if b, ok := c.get(k); !ok || b.Count != 999 {
 		t.Fatalf("latest entry: %+v %v", b, ok)
+	}
+}
+
+// commitTestBlock commits a block at height h of n one-output txs whose
+// hashes are testHash(first..first+n-1) and returns the new tip hash.
+func commitTestBlock(t *testing.T, s *Store, h uint64, prev chain.Hash, first, n int) chain.Hash {
+	t.Helper()
+	b := &chain.Block{Height: h, Hash: testHash(-int(h)), PrevHash: prev}
+	txn, err := s.NewBlock(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := first; i < first+n; i++ {
+		u := chain.Utxo{OutPoint: chain.OutPoint{TxHash: testHash(i)}, Output: chain.Output{Address: "a", Value: 1}, Height: h, TxPos: uint32(i - first)}
+		if err := txn.Create(&u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := txn.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Hash
+}
+
+// TestTxFilterRebuildInBackground: a full filter is rebuilt from a snapshot
+// while blocks keep committing; the swapped-in filter holds the hashes of the
+// snapshot and of every later commit (no false negatives at any point), and
+// Close waits for a rebuild in flight.
+func TestTxFilterRebuildInBackground(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PrepareWrites(); err != nil {
+		t.Fatal(err)
+	}
+	old := s.txf
+	old.capacity = 30 // full after block 1
+	release := make(chan struct{})
+	s.testBeforeTxFilterBuild = func() { <-release }
+	tip := commitTestBlock(t, s, 1, chain.Hash{}, 0, 40)
+	r := s.txfRebuild
+	if r == nil {
+		t.Fatal("a full filter started no rebuild")
+	}
+	// Blocks committed while the build runs go to the old filter and to
+	// pending; the build does not see them (it reads a snapshot).
+	tip = commitTestBlock(t, s, 2, tip, 40, 40)
+	tip = commitTestBlock(t, s, 3, tip, 80, 40)
+	if s.txf != old || len(r.pending) != 80 {
+		t.Fatalf("during the rebuild: filter swapped %v, %d pending, want 80", s.txf != old, len(r.pending))
+	}
+	close(release)
+	built := <-r.done // wait for the builder, then hand its result back
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	r.done <- built
+	tip = commitTestBlock(t, s, 4, tip, 120, 40)
+	if s.txf == old || s.txfRebuild != nil || s.Health().FilterRebuilds != 1 {
+		t.Fatalf("after the build: swapped %v, rebuild pending %v, rebuilds %d", s.txf != old, s.txfRebuild != nil, s.Health().FilterRebuilds)
+	}
+	for i := 0; i < 160; i++ {
+		if h := testHash(i); !s.txf.mayContain(&h) {
+			t.Fatalf("tx %d is missing from the rebuilt filter", i)
+		}
+	}
+	if s.txf.capacity < txFilterHeadroom {
+		t.Fatalf("rebuilt capacity %d, want at least %d", s.txf.capacity, txFilterHeadroom)
+	}
+
+	// A rebuild in flight at Close is stopped and waited for.
+	s.txf.capacity = 0
+	commitTestBlock(t, s, 5, tip, 160, 1)
+	if s.txfRebuild == nil {
+		t.Fatal("no second rebuild")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestParallel: every index runs exactly once, whatever the split, and an
+// error is reported.
+func TestParallel(t *testing.T) {
+	for _, tc := range []struct{ n, workers int }{{0, 4}, {10, 4}, {parallelMin * 2, 2}, {1000, 3}, {1000, 1}} {
+		calls := make([]int32, tc.n)
+		if err := parallel(tc.n, tc.workers, func(i int) error { calls[i]++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range calls {
+			if c != 1 {
+				t.Fatalf("n=%d workers=%d: index %d ran %d times", tc.n, tc.workers, i, c)
+			}
+		}
+	}
+	boom := errors.New("boom")
+	err := parallel(1000, 4, func(i int) error {
+		if i == 777 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err %v, want boom", err)
 	}
 }

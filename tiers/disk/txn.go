@@ -42,7 +42,7 @@ func (s *Store) PrepareWrites() error {
 	if s.txf != nil {
 		return nil
 	}
-	f, err := s.buildTxFilter()
+	f, err := buildTxFilter(s.db, nil)
 	if err != nil {
 		return err
 	}
@@ -82,23 +82,72 @@ func (t *BlockTxn) entry(op chain.OutPoint) (*txnEntry, error) {
 		t.s.metrics.filterSkips.Add(1) // no row of this tx on disk: absent
 	} else {
 		t.s.metrics.recentMisses.Add(1)
-		var kb [outPointKeyLen]byte
-		v, closer, err := t.s.db.Get(appendOutPointKey(kb[:0], op))
-		switch {
-		case errors.Is(err, pebble.ErrNotFound):
-		case err != nil:
-			return nil, fmt.Errorf("disk: read %s: %w", op, err)
-		default:
-			r, err := decodeRecord(op, v)
-			closer.Close()
-			if err != nil {
-				return nil, err
-			}
+		r, found, err := t.s.readRecord(op)
+		if err != nil {
+			return nil, err
+		}
+		if found {
 			e.before, e.after = &r, &r
 		}
 	}
 	t.entries[op] = e
 	return e, nil
+}
+
+// readRecord reads op's committed row. Safe from any goroutine.
+func (s *Store) readRecord(op chain.OutPoint) (Record, bool, error) {
+	var kb [outPointKeyLen]byte
+	v, closer, err := s.db.Get(appendOutPointKey(kb[:0], op))
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return Record{}, false, nil
+	case err != nil:
+		return Record{}, false, fmt.Errorf("disk: read %s: %w", op, err)
+	}
+	defer closer.Close()
+	r, err := decodeRecord(op, v)
+	return r, err == nil, err
+}
+
+// Prefetch loads the committed rows of ops that the young-output view does
+// not hold and the tx-hash filter does not rule out, reading them from
+// Pebble on several goroutines at once (Options.PrefetchWorkers); later
+// Lookups of them cost a map access. Call it before any Spend or Create of
+// the block: it records rows as they were before the block, which is what a
+// first Lookup would read. ops already looked up, and duplicates, are
+// skipped.
+func (t *BlockTxn) Prefetch(ops []chain.OutPoint) error {
+	s := t.s
+	var todo []chain.OutPoint
+	for _, op := range ops {
+		if _, seen := t.entries[op]; seen {
+			continue
+		}
+		if _, ok := s.recent.get(op); ok || !s.txf.mayContain(&op.TxHash) {
+			continue // entry answers these from memory
+		}
+		t.entries[op] = nil // claims op: a duplicate is skipped
+		todo = append(todo, op)
+	}
+	recs := make([]Record, len(todo))
+	found := make([]bool, len(todo))
+	err := parallel(len(todo), s.opts.PrefetchWorkers, func(i int) (err error) {
+		recs[i], found[i], err = s.readRecord(todo[i])
+		return err
+	})
+	for i, op := range todo {
+		if err != nil {
+			delete(t.entries, op) // a later Lookup reads it again and reports
+			continue
+		}
+		s.metrics.recentMisses.Add(1)
+		e := &txnEntry{}
+		if found[i] {
+			e.before, e.after = &recs[i], &recs[i]
+		}
+		t.entries[op] = e
+	}
+	return err
 }
 
 func (t *BlockTxn) markDirty(op chain.OutPoint, e *txnEntry) {
@@ -185,7 +234,7 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 		_ = b.Set(key, val, nil)
 		undo.entries = append(undo.entries, t.undoEntry(op, e))
 	}
-	if err := d.flushBalances(s.db, s.balances); err != nil {
+	if err := d.flushBalances(s.db, s.balances, s.opts.PrefetchWorkers); err != nil {
 		return nil, fmt.Errorf("disk: apply block %d: %w", h, err)
 	}
 	if len(spentHere) > 0 {
@@ -213,18 +262,12 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 			s.recent.remove(op)
 		}
 		if e.created {
-			s.txf.add(&op.TxHash)
+			s.txFilterAdded(&op.TxHash)
 		}
 	}
 	d.commitBalances(s.balances)
 	s.state.Store(&st)
-	if s.txf.full() {
-		// Rebuild at twice the population: amortised O(1) per insertion.
-		// A failure keeps the old filter, which is still a superset.
-		if f, err := s.buildTxFilter(); err == nil {
-			s.txf = f
-		}
-	}
+	s.maintainTxFilter()
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
 	return &ch.cs, nil
 }
