@@ -587,7 +587,12 @@ func TestNotNextBlock(t *testing.T) {
 	noPrev := &chain.Block{Height: 3, Hash: hx("no prev")}
 	forkAtTip := &chain.Block{Height: 2, Hash: hx("fork 2"), PrevHash: b1.Hash}
 	forkBelow := &chain.Block{Height: 1, Hash: hx("fork 1")}
-	for _, b := range []*chain.Block{gap, wrongPrev, noPrev, forkAtTip, forkBelow} {
+	// prev_hash is required but for the first block of an empty store: a
+	// block that omits it and is next in height is invalid (400).
+	wantError(t, s.postBlock(noPrev), 400, "invalid_block")
+	wantError(t, s.postBlockCBOR(noPrev), 400, "invalid_block")
+	s.unchanged(before, "a block without prev_hash")
+	for _, b := range []*chain.Block{gap, wrongPrev, forkAtTip, forkBelow} {
 		for _, cbor := range []bool{false, true} {
 			r := s.postBlock(b)
 			if cbor {
@@ -795,6 +800,9 @@ func TestRollback(t *testing.T) {
 		{"neither", `{}`},
 		{"negative", `{"height":-1}`},
 		{"fraction", `{"height":1.5}`},
+		{"exponent", `{"height":3e0}`},
+		{"past uint64", `{"height":18446744073709551616}`},
+		{"max uint64", `{"height":18446744073709551615}`},
 		{"string height", `{"height":"2"}`},
 		{"null height", `{"height":null}`},
 		{"unknown field", `{"height":2,"force":true}`},
@@ -823,6 +831,25 @@ func TestRollback(t *testing.T) {
 		t.Fatalf("rollback of exactly the window: %s", r)
 	}
 	wantState(tip.Height - 3)
+}
+
+// TestRollbackHeightIsUint64: heights past 2^53, where a float64 loses
+// integers, are parsed exactly.
+func TestRollbackHeightIsUint64(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackConfig{})
+	const h = 1<<53 + 1 // not a float64
+	b1 := &chain.Block{Height: h, Hash: hx("big", 1), Txs: []chain.Tx{tx("b1", nil, out("alice", 1))}}
+	wantApplied(t, s.postBlock(b1), true, b1)
+	b2 := &chain.Block{Height: h + 1, Hash: hx("big", 2), PrevHash: b1.Hash, Txs: []chain.Tx{tx("b2", nil, out("bob", 2))}}
+	wantApplied(t, s.postBlock(b2), true, b2)
+	r := s.postJSON("/v1/rollback", fmt.Sprintf(`{"height":%d}`, uint64(h)))
+	if want := `{"tip":` + tipJSON(b1) + `}`; r.code != 200 || string(r.body) != want {
+		t.Fatalf("rollback to %d: %s, want 200 %s", uint64(h), r, want)
+	}
+	if tip := s.store.State().Tip; tip.Height != h || tip.Hash != b1.Hash {
+		t.Fatalf("tip %s after the rollback, want %d", tip, uint64(h))
+	}
 }
 
 // TestBadArguments covers every malformed path, query and lookup value:

@@ -345,7 +345,7 @@ func (a *API) postRollback(c *gin.Context) {
 		return
 	}
 	var req struct {
-		Height *float64 `json:"height"`
+		Height json.RawMessage `json:"height"` // a uint64: parsed exactly, not as a float64
 		Hash   *string  `json:"hash"`
 	}
 	if err := strictJSON(body, &req); err != nil {
@@ -357,12 +357,12 @@ func (a *API) postRollback(c *gin.Context) {
 	case (req.Height == nil) == (req.Hash == nil):
 		err = fmt.Errorf("give exactly one of height and hash: %w", chain.ErrInvalidArgument)
 	case req.Height != nil:
-		h := *req.Height
-		if h < 0 || h > 1<<53 || h != float64(uint64(h)) {
-			err = fmt.Errorf("height is not a uint64: %w", chain.ErrInvalidArgument)
+		h, perr := parseUint64JSON(req.Height)
+		if perr != nil {
+			err = fmt.Errorf("height %s is not a uint64: %w", req.Height, chain.ErrInvalidArgument)
 			break
 		}
-		res, err = a.w.Rollback(c.Request.Context(), uint64(h))
+		res, err = a.w.Rollback(c.Request.Context(), h)
 	default:
 		var hash chain.Hash
 		if hash, err = chain.ParseHash(*req.Hash); err != nil {
@@ -395,6 +395,16 @@ func (a *API) readBody(c *gin.Context, limit int64) ([]byte, error) {
 }
 
 // strictJSON decodes one JSON value with no unknown fields and no trailing data.
+// parseUint64JSON parses a JSON number that must be a uint64 written in
+// plain decimal (no sign, fraction, exponent or leading zero).
+func parseUint64JSON(raw json.RawMessage) (uint64, error) {
+	s := string(raw)
+	if s == "" || (len(s) > 1 && s[0] == '0') || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, errors.New("not a plain decimal integer")
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
 func strictJSON(body []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()

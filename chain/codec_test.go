@@ -54,7 +54,7 @@ func codecCases() []codecCase {
 		// Accepted.
 		{name: "minimal", doc: minimalDoc()},
 		{name: "full", doc: full()},
-		{name: "minimal tx", doc: set(minimalDoc(), "txs", tArr{tObj{{"hash", tHex(fill(2, 32))}}})},
+		{name: "minimal tx", doc: set(minimalDoc(), "txs", tArr{tObj{{"hash", tHex(fill(2, 32))}, {"inputs", tArr{}}, {"outputs", tArr{}}}})},
 		{name: "nulls for optional fields", doc: func() any {
 			d := set(full(), "prev_hash", tNull{})
 			d = set(d, "time", tNull{})
@@ -62,7 +62,6 @@ func codecCases() []codecCase {
 			d = set(d, "txs.1.collateral_inputs", tNull{})
 			d = set(d, "txs.1.valid", tNull{})
 			d = set(d, "txs.1.coinbase", tNull{})
-			d = set(d, "txs.0.inputs", tNull{})
 			d = set(d, out0+".assets", tNull{})
 			d = set(d, out0+".datum_hash", tNull{})
 			d = set(d, out0+".datum", tNull{})
@@ -102,6 +101,10 @@ func codecCases() []codecCase {
 		{name: "missing hash", doc: del(full(), "hash"), want: ErrInvalidBlock, msg: "hash: missing"},
 		{name: "missing txs", doc: del(full(), "txs"), want: ErrInvalidBlock, msg: "txs: missing"},
 		{name: "missing tx hash", doc: del(full(), "txs.2.hash"), want: ErrInvalidBlock, msg: "txs[2].hash: missing"},
+		{name: "missing tx inputs", doc: del(full(), "txs.0.inputs"), want: ErrInvalidBlock, msg: "txs[0].inputs: missing"},
+		{name: "missing tx outputs", doc: del(full(), "txs.0.outputs"), want: ErrInvalidBlock, msg: "txs[0].outputs: missing"},
+		{name: "null tx inputs", doc: set(full(), "txs.0.inputs", tNull{}), want: ErrInvalidBlock, msg: "txs[0].inputs"},
+		{name: "null tx outputs", doc: set(full(), "txs.0.outputs", tNull{}), want: ErrInvalidBlock, msg: "txs[0].outputs"},
 		{name: "missing outpoint tx_hash", doc: del(full(), "txs.0.inputs.1.tx_hash"), want: ErrInvalidBlock, msg: "txs[0].inputs[1].tx_hash: missing"},
 		{name: "missing outpoint index", doc: del(full(), "txs.1.collateral_inputs.0.index"), want: ErrInvalidBlock, msg: "txs[1].collateral_inputs[0].index: missing"},
 		{name: "missing address", doc: del(full(), out0+".address"), want: ErrInvalidBlock, msg: "txs[0].outputs[0].address: missing"},
@@ -212,7 +215,7 @@ func codecCases() []codecCase {
 		{name: "two blocks", doc: rawBoth(string(minJSON)+string(minJSON), append(minCBOR[:len(minCBOR):len(minCBOR)], minCBOR...)), want: ErrInvalidBlock, msg: "trailing data"},
 		{name: "truncated", doc: rawBoth(string(minJSON[:len(minJSON)-1]), minCBOR[:len(minCBOR)-1]), want: ErrInvalidBlock},
 		{name: "trailing comma", doc: rawJSON(`{"height":1,"hash":"` + strings.Repeat("11", 32) + `","txs":[],}`), want: ErrInvalidBlock, msg: "expected field name"},
-		{name: "array trailing comma", doc: set(minimalDoc(), "txs", rawJSON(`[{"hash":"`+strings.Repeat("11", 32)+`"},]`)), want: ErrInvalidBlock, msg: "txs[1]: expected object"},
+		{name: "array trailing comma", doc: set(minimalDoc(), "txs", rawJSON(`[{"hash":"`+strings.Repeat("11", 32)+`","inputs":[],"outputs":[]},]`)), want: ErrInvalidBlock, msg: "txs[1]: expected object"},
 		{name: "single quotes", doc: rawJSON(`{'height':1}`), want: ErrInvalidBlock},
 		{name: "byte order mark", doc: rawJSON("\ufeff" + string(minJSON)), want: ErrInvalidBlock, msg: "expected object"},
 		{name: "indefinite map", doc: rawCBOR(append(append([]byte{0xbf}, minCBOR[1:]...), 0xff)...), want: ErrInvalidBlock, msg: "indefinite-length map"},

@@ -273,7 +273,7 @@ func (d *blockDecoder) txs() ([]Tx, error) {
 
 var txFields = []string{"hash", "inputs", "outputs", "collateral_inputs", "collateral_return", "valid", "coinbase"}
 
-const txRequired = 1 << 0
+const txRequired = 1<<0 | 1<<1 | 1<<2 // hash, inputs, outputs (CONTRACT §1: required unless "optional")
 
 func (d *blockDecoder) tx(tx *Tx) error {
 	if err := d.src.objectStart(); err != nil {
@@ -299,21 +299,16 @@ func (d *blockDecoder) tx(tx *Tx) error {
 			if err = d.enter(&seen, 1, "inputs"); err != nil {
 				return err
 			}
-			var ok bool
-			if ok, err = d.present(); ok {
-				if tx.Inputs, err = d.outPoints(d.lim.MaxInputsPerTx); err != nil {
-					return err
-				}
+			// Required (CONTRACT §1): null is as wrong as a missing key.
+			if tx.Inputs, err = d.outPoints(d.lim.MaxInputsPerTx); err != nil {
+				return err
 			}
 		case "outputs":
 			if err = d.enter(&seen, 2, "outputs"); err != nil {
 				return err
 			}
-			var ok bool
-			if ok, err = d.present(); ok {
-				if tx.Outputs, err = d.outputs(); err != nil {
-					return err
-				}
+			if tx.Outputs, err = d.outputs(); err != nil {
+				return err
 			}
 		case "collateral_inputs":
 			if err = d.enter(&seen, 3, "collateral_inputs"); err != nil {

@@ -118,7 +118,8 @@ func (w *Writer) alreadyApplied(tip chain.Tip, b *chain.Block) (bool, error) {
 
 // checkLinkage enforces that b extends tip: the next height and the tip's
 // hash as parent. The first block of an empty store may start at any height
-// and may omit its parent.
+// and may omit its parent; any other block without one (the zero hash) is
+// invalid (CONTRACT §1: a required field missing), not merely misplaced.
 func checkLinkage(tip chain.Tip, b *chain.Block) error {
 	if tip.Empty {
 		return nil
@@ -126,6 +127,10 @@ func checkLinkage(tip chain.Tip, b *chain.Block) error {
 	if b.Height != tip.Height+1 {
 		return fmt.Errorf("block %d does not extend the tip %s: want height %d: %w",
 			b.Height, tip, tip.Height+1, chain.ErrNotNextBlock)
+	}
+	if b.PrevHash.IsZero() {
+		return fmt.Errorf("block %d has no prev_hash: it is required unless the store is empty: %w",
+			b.Height, chain.ErrInvalidBlock)
 	}
 	if b.PrevHash != tip.Hash {
 		return fmt.Errorf("block %d has prev_hash %s, the tip is %s: %w",
