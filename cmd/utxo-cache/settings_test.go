@@ -56,6 +56,7 @@ func TestHelp(t *testing.T) {
 		"ingest":   {"data-dir", "format", "skip-unknown-inputs", "prune-depth", "rollback-window"},
 		"rollback": {"data-dir", "height", "hash", "rollback-window"},
 		"stats":    {"data-dir", "json"},
+		"serve":    {"data-dir", "listen", "admin-token", "prune-depth", "rollback-window", "redis-url", "memory-cache-bytes"},
 	}
 	for _, c := range commands {
 		// Help text is generated from each command's FlagSet, so every
@@ -94,6 +95,41 @@ func TestHelp(t *testing.T) {
 		}
 	}
 
+	// serve's help gives each setting of CONTRACT §6 its default, under
+	// that flag, and its variable. A setting whose default is "none" has no
+	// default line and says what none means.
+	r = mustCLI(t, "serve", "--help")
+	entries := helpEntries(r.stdout)
+	for _, want := range []struct {
+		flag, def, none string // def "" means none, which the help text explains with none
+	}{
+		{flag: "data-dir", def: "./data"},
+		{flag: "listen", def: "127.0.0.1:8080"},
+		{flag: "admin-token", none: "none: writes answer 403"},
+		{flag: "prune-depth", def: "2160"},
+		{flag: "rollback-window", def: "4320"},
+		{flag: "redis-url", none: "none: tier off"},
+		{flag: "memory-cache-bytes", def: "256MiB"},
+	} {
+		e, ok := entries[want.flag]
+		switch {
+		case !ok:
+			t.Errorf("serve --help lacks --%s:\n%s", want.flag, r.stdout)
+			continue
+		case e.def != want.def:
+			t.Errorf("serve --help: --%s default %q, want %q (CONTRACT §6)", want.flag, e.def, want.def)
+		case want.def == "" && !strings.Contains(e.text, want.none):
+			t.Errorf("serve --help: --%s does not say %q:\n%s", want.flag, want.none, e.text)
+		}
+		if env := "UTXO_CACHE_" + strings.ToUpper(strings.ReplaceAll(want.flag, "-", "_")); e.env != env {
+			t.Errorf("serve --help: --%s env %q, want %q (CONTRACT §6)", want.flag, e.env, env)
+		}
+	}
+	if n, err := parseSize(entries["memory-cache-bytes"].def); err != nil || n != 256<<20 {
+		t.Errorf("serve's --memory-cache-bytes default %q parses as %d, %v; want 256 MiB (%d)",
+			entries["memory-cache-bytes"].def, n, err, 256<<20)
+	}
+
 	r = mustCLI(t, "help")
 	for _, c := range commands {
 		if !strings.Contains(r.stdout, "  "+c.name+" ") {
@@ -103,4 +139,38 @@ func TestHelp(t *testing.T) {
 	wantFail(t, cli(t, nil, nil), 2, "Commands:")
 	wantFail(t, cli(t, nil, nil, "frobnicate"), 2, `unknown command "frobnicate"`)
 	wantFail(t, cli(t, nil, nil, "help", "frobnicate"), 2, `unknown command "frobnicate"`)
+}
+
+// helpEntry is what a --help output says of one flag.
+type helpEntry struct {
+	text     string // the help lines, without default and env
+	def, env string // "" when the help has no such line
+}
+
+// helpEntries splits a --help output into its flags' entries, by flag name.
+func helpEntries(out string) map[string]helpEntry {
+	entries := make(map[string]helpEntry)
+	name := ""
+	for _, line := range strings.Split(out, "\n") {
+		if m := helpFlagRE.FindStringSubmatch(line); m != nil {
+			name = m[1]
+			entries[name] = helpEntry{}
+			continue
+		}
+		body, ok := strings.CutPrefix(line, "        ")
+		if name == "" || !ok {
+			name = ""
+			continue
+		}
+		e := entries[name]
+		if v, ok := strings.CutPrefix(body, "default: "); ok {
+			e.def = v
+		} else if v, ok := strings.CutPrefix(body, "env: "); ok {
+			e.env = v
+		} else {
+			e.text += body + "\n"
+		}
+		entries[name] = e
+	}
+	return entries
 }
