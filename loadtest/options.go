@@ -109,7 +109,7 @@ type Options struct {
 	ResultsDir string
 	// KeepData keeps the preloaded store (ResultsDir/data) after the run.
 	KeepData bool
-	// CPUProfile records the service's CPU profile during each max and rate
+	// CPUProfile records the service's CPU profile during each max, rate and hot
 	// phase (pprof on serve's --admin-listen) and summarizes it with `go
 	// tool pprof` when go is on PATH.
 	CPUProfile bool

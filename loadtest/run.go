@@ -345,7 +345,7 @@ func (r *runner) phase(ctx context.Context, t target, name string, mode phaseMod
 	svc := watchProc(t.pid)
 	self := watchProc(os.Getpid())
 	var profiled chan *ProfileResult
-	if r.o.CPUProfile && t.admin != "" && (name == "max" || name == "rate") {
+	if r.o.CPUProfile && t.admin != "" && (name == "max" || name == "rate" || name == "hot") {
 		profiled = make(chan *ProfileResult, 1)
 		go func() { profiled <- r.profile(ctx, t, name, dur) }()
 	}

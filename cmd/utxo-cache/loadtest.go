@@ -36,7 +36,7 @@ request's intended send time) with a writer feed of --block-rate blocks/s and
 a rollback every --rollback-every blocks; memory and bare then run a hot
 phase (a cache-friendly mix over 1000 addresses and 4096 outpoints: the
 memory tier's target compares hot reads). --cpu-profile records the service's
-CPU profile during its max and rate phases. The children get no UTXO_CACHE_* variables: only the flags
+CPU profile during its max, rate and hot phases. The children get no UTXO_CACHE_* variables: only the flags
 the harness gives them. A sample of the answers (--check-fraction) is compared with a reference
 model of the chain; any mismatch, 5xx or feed error fails the run (exit 1).
 Performance targets are printed as PASS/MISS and fail the run only with
@@ -113,7 +113,7 @@ func runLoadtest(e *env, args []string) error {
 	fs.StringVar(&o.RedisServer, "redis-server", "", "redis-server `BINARY` (default: from PATH)")
 	fs.StringVar(&o.ResultsDir, "results", "", "results `DIR` (default ./results/<time>)")
 	fs.BoolVar(&o.KeepData, "keep-data", false, "keep the preloaded store in the results directory")
-	fs.BoolVar(&o.CPUProfile, "cpu-profile", false, "record the service's CPU profile in each max and rate phase (pprof via serve's --admin-listen) and summarize it")
+	fs.BoolVar(&o.CPUProfile, "cpu-profile", false, "record the service's CPU profile in each max, rate and hot phase (pprof via serve's --admin-listen) and summarize it")
 	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when a performance target is missed")
 	fs.StringVar(&writeChain, "write-chain", "", "write the scenario's preload chain to `FILE` (.jsonl or .cbor) and exit")
 	fs.StringVar(&bareServe, "bare-serve", "", "internal: serve the bare handler on `ADDRESS` (the harness starts this)")
