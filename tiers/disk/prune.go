@@ -23,10 +23,14 @@ const undoPointDeleteMax = 64
 // are pruned as usual. Undo deltas: a rollback to
 // tip - RollbackWindow needs the deltas of the heights above it, so the delta
 // of height h goes once h <= tip - RollbackWindow.
-func (s *Store) prune(b *pebble.Batch, st *State, touched map[chain.OutPoint]*txnEntry) error {
+// pruneWork counts what one block's pruning deleted; the store's counters
+// take it only once the batch has committed.
+type pruneWork struct{ records, undo uint64 }
+
+func (s *Store) prune(b *pebble.Batch, st *State, touched map[chain.OutPoint]*txnEntry, work *pruneWork) error {
 	tip := st.Tip.Height
 	if keep := s.opts.PruneDepth + s.opts.RollbackWindow; tip > keep {
-		if err := s.pruneSpent(b, st, tip-keep, touched); err != nil {
+		if err := s.pruneSpent(b, st, tip-keep, touched, work); err != nil {
 			return err
 		}
 	}
@@ -45,7 +49,7 @@ func (s *Store) prune(b *pebble.Batch, st *State, touched map[chain.OutPoint]*tx
 			} else {
 				_ = b.DeleteRange(heightKey(prefixUndo, st.UndoFloor), heightKey(prefixUndo, limit), nil)
 			}
-			s.metrics.prunedUndo.Add(limit - st.UndoFloor)
+			work.undo += limit - st.UndoFloor
 			st.UndoFloor = limit
 		}
 	}
@@ -54,7 +58,7 @@ func (s *Store) prune(b *pebble.Batch, st *State, touched map[chain.OutPoint]*tx
 
 // pruneSpent deletes the records spent below height limit, at most
 // PruneBudget of them, resuming at (st.PruneHeight, st.PruneOffset).
-func (s *Store) pruneSpent(b *pebble.Batch, st *State, limit uint64, touched map[chain.OutPoint]*txnEntry) error {
+func (s *Store) pruneSpent(b *pebble.Batch, st *State, limit uint64, touched map[chain.OutPoint]*txnEntry, work *pruneWork) error {
 	if st.PruneHeight >= limit {
 		return nil
 	}
@@ -107,7 +111,7 @@ func (s *Store) pruneSpent(b *pebble.Batch, st *State, limit uint64, touched map
 			}
 			if r.Spent != nil && r.Spent.Height == h {
 				_ = b.Delete(key, nil)
-				s.metrics.prunedRecords.Add(1)
+				work.records++
 			}
 		}
 		_ = b.Delete(it.Key(), nil)

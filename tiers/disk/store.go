@@ -34,7 +34,8 @@ type Options struct {
 	// UndoMode chooses compact or self-contained undo deltas. Default compact.
 	// It applies to blocks applied from now on; a store may mix both.
 	UndoMode UndoMode
-	// PruneBudget bounds the spent records deleted per block. Default 20000,
+	// PruneBudget bounds the spent-list entries pruning examines per block
+	// (each deletes at most one spent record). Default 20000,
 	// several times a large block's inputs, so pruning keeps up.
 	PruneBudget int
 	// RecentOutputs bounds the in-memory view of young live outputs, in

@@ -246,7 +246,8 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 	if err := s.visibilityEdge(h, ch); err != nil {
 		return nil, fmt.Errorf("disk: apply block %d: %w", h, err)
 	}
-	if err := s.prune(b, &st, t.entries); err != nil {
+	var pruned pruneWork
+	if err := s.prune(b, &st, t.entries, &pruned); err != nil {
 		return nil, fmt.Errorf("disk: prune at block %d: %w", h, err)
 	}
 	_ = b.Set(keyState, appendState(nil, &st), nil)
@@ -266,6 +267,8 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 		}
 	}
 	d.commitBalances(s.balances)
+	s.metrics.prunedRecords.Add(pruned.records)
+	s.metrics.prunedUndo.Add(pruned.undo)
 	s.state.Store(&st)
 	s.maintainTxFilter()
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
