@@ -346,7 +346,7 @@ func (a *API) postRollback(c *gin.Context) {
 	}
 	var req struct {
 		Height json.RawMessage `json:"height"` // a uint64: parsed exactly, not as a float64
-		Hash   *string  `json:"hash"`
+		Hash   *string         `json:"hash"`
 	}
 	if err := strictJSON(body, &req); err != nil {
 		a.fail(c, err)
