@@ -38,6 +38,28 @@ func BenchmarkRedisGet(b *testing.B) {
 	}
 }
 
+// BenchmarkRedisGetParallel measures hits from 64 goroutines at once, as a
+// loaded server makes them: concurrent Gets share MGETs (getbatch.go).
+func BenchmarkRedisGetParallel(b *testing.B) {
+	s := startRedis(b)
+	tier := newTier(b, s, quiet)
+	ctx := context.Background()
+	e := query.Entry{Seq: 7, Status: 200, ETag: `W/"bench"`, Body: bytes.Repeat([]byte("x"), 256)}
+	if got := tier.set(ctx, "addr/A?limit=100", "A", &e); got != fillStored {
+		b.Fatalf("set: %v", got)
+	}
+	b.SetParallelism(32) // 32 x GOMAXPROCS goroutines
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, ok := tier.Get(ctx, "addr/A?limit=100", "A"); !ok {
+				b.Error("miss")
+				return
+			}
+		}
+	})
+}
+
 // BenchmarkRedisSet measures a fill: one setScript round trip.
 func BenchmarkRedisSet(b *testing.B) {
 	s := startRedis(b)

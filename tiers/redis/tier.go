@@ -23,6 +23,9 @@ var ErrClosed = errors.New("redis: closed")
 // errUnfenced reports a missing global floor: Redis lost the tier's keys.
 var errUnfenced = errors.New("redis: global floor missing: Redis lost its data")
 
+// errShortReply is an MGET reply with fewer values than keys.
+var errShortReply = errors.New("redis: MGET answered fewer values than keys")
+
 // maxKeysPerScript bounds one raiseFloorsScript call, so that a block that
 // touches a million addresses does not stall Redis in one script; the chunks
 // still travel in one pipeline, one round trip.
@@ -170,7 +173,11 @@ type Tier struct {
 	ctx    context.Context // canceled by Close, to end the prober's calls
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the prober has returned
-	close  sync.Once
+
+	gets  chan *getCall  // queued Gets (getbatch.go)
+	slots chan struct{}  // MGETs in flight (getbatch.go)
+	pipes sync.WaitGroup // the Get pipelines
+	close sync.Once
 
 	counters counters
 }
@@ -242,6 +249,7 @@ func New(opts Options) (*Tier, error) {
 		t.log.Warn("redis tier starting degraded: reads miss and fills are dropped until Redis answers",
 			"addr", ro.Addr)
 	}
+	t.startGetPipelines()
 	go t.probeLoop()
 	return t, nil
 }
@@ -270,21 +278,15 @@ func (t *Tier) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Get implements query.Tier: one MGET, judged against both floors.
+// Get implements query.Tier: the entry, its guard's floor and the global
+// floor from one MGET (shared with concurrent Gets: getbatch.go), judged
+// against both floors.
 func (t *Tier) Get(ctx context.Context, key, guard string) (query.Entry, bool) {
 	if !t.up.Load() {
 		t.counters.misses.Add(1)
 		return query.Entry{}, false
 	}
-	cctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
-	vals, err := t.rdb.MGet(cctx, t.entryPrefix+key, t.floorPrefix+guard, t.globalKey).Result()
-	cancel()
-	if err != nil {
-		t.failed(ctx, opGet, err)
-		t.counters.misses.Add(1)
-		return query.Entry{}, false
-	}
-	e, ok := t.judge(vals)
+	e, ok := t.coalescedGet(ctx, key, guard)
 	if !ok {
 		t.counters.misses.Add(1)
 		return query.Entry{}, false
@@ -461,6 +463,7 @@ func (t *Tier) Close() error {
 		t.mu.Unlock()
 		t.cancel()
 		<-t.done
+		t.pipes.Wait()
 		err = t.rdb.Close()
 	})
 	return err
