@@ -386,7 +386,7 @@ func (s *Server) read(ctx context.Context, key, guard string, compute func(*disk
 			continue
 		}
 		for _, up := range s.tiers[:i] {
-			up.Set(ctx, key, guard, e)
+			fill(ctx, up, key, guard, e)
 		}
 		tip := pub.Tip
 		if e.Seq > pub.Seq {
@@ -411,7 +411,7 @@ func (s *Server) read(ctx context.Context, key, guard string, compute func(*disk
 		}
 		e.ETag = etagOf(e.Body)
 		for _, t := range s.tiers {
-			t.Set(ctx, key, guard, e)
+			fill(ctx, t, key, guard, e)
 		}
 		return e, nil
 	})
@@ -420,6 +420,15 @@ func (s *Server) read(ctx context.Context, key, guard string, compute func(*disk
 	}
 	e := v.(Entry)
 	return answerOf(e, e.Tip, "disk"), nil
+}
+
+// fill stores e in t, off the read path when t can (AsyncSetter).
+func fill(ctx context.Context, t Tier, key, guard string, e Entry) {
+	if a, ok := t.(AsyncSetter); ok {
+		a.SetAsync(key, guard, e)
+		return
+	}
+	t.Set(ctx, key, guard, e)
 }
 
 func okEntry(v *disk.View, body []byte) Entry {

@@ -63,6 +63,15 @@ type Tier interface {
 	Invalidate(ctx context.Context, seq uint64, guards []string) error
 }
 
+// AsyncSetter is a Tier whose fills can leave the read path: SetAsync queues
+// what Set stores, and returns at once. Server fills through it when a tier
+// offers it. The guard invariant must hold for a fill stored late exactly as
+// for a Set (the tier compares the entry's Seq with the floors when it
+// stores, not when it queues).
+type AsyncSetter interface {
+	SetAsync(key, guard string, e Entry)
+}
+
 // ErrCorruptEntry marks an encoded entry that does not decode.
 var ErrCorruptEntry = errors.New("query: corrupt cache entry")
 

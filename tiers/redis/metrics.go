@@ -28,6 +28,7 @@ type Stats struct {
 	Invalidations uint64 // guards whose floor was raised (delivered, not skipped)
 	Outages       uint64 // transitions from healthy to degraded
 	Coalesced     uint64 // Gets queued for a shared MGET (every slot was busy)
+	FillsDropped  uint64 // SetAsync fills dropped because the queue was full
 	Errors        map[string]uint64
 }
 
@@ -36,7 +37,7 @@ type counters struct {
 	hits, misses, staleDiscards      atomic.Uint64
 	fills, fillsRefused              atomic.Uint64
 	invalidations, outages           atomic.Uint64
-	coalesced                        atomic.Uint64
+	coalesced, fillsDropped          atomic.Uint64
 	errGet, errSet, errInv, errProbe atomic.Uint64
 	errPing                          atomic.Uint64
 }
@@ -61,7 +62,8 @@ func (c *counters) stats() Stats {
 		Hits: c.hits.Load(), Misses: c.misses.Load(), StaleDiscards: c.staleDiscards.Load(),
 		Fills: c.fills.Load(), FillsRefused: c.fillsRefused.Load(),
 		Invalidations: c.invalidations.Load(), Outages: c.outages.Load(), Coalesced: c.coalesced.Load(),
-		Errors: make(map[string]uint64, len(ops)),
+		FillsDropped: c.fillsDropped.Load(),
+		Errors:       make(map[string]uint64, len(ops)),
 	}
 	for _, op := range ops {
 		s.Errors[op] = c.errorsOf(op).Load()
@@ -83,6 +85,7 @@ func (t *Tier) register(reg prometheus.Registerer) error {
 		counter("utxo_cache_redis_fills_total", "Entries stored in the Redis tier.", &c.fills, nil),
 		counter("utxo_cache_redis_fills_refused_stale_total", "Redis tier fills refused because the entry was below its floor.", &c.fillsRefused, nil),
 		counter("utxo_cache_redis_invalidations_total", "Guard floors raised in the Redis tier.", &c.invalidations, nil),
+		counter("utxo_cache_redis_fills_dropped_total", "Redis tier fills dropped because the fill queue was full.", &c.fillsDropped, nil),
 		counter("utxo_cache_redis_coalesced_gets_total", "Redis tier reads that shared one MGET with others because every connection slot was busy.", &c.coalesced, nil),
 		counter("utxo_cache_redis_outages_total", "Transitions of the Redis tier from healthy to degraded.", &c.outages, nil),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

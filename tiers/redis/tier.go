@@ -176,7 +176,8 @@ type Tier struct {
 
 	gets  chan *getCall  // queued Gets (getbatch.go)
 	slots chan struct{}  // MGETs in flight (getbatch.go)
-	pipes sync.WaitGroup // the Get pipelines
+	fills chan fillCall  // queued fills (fillbatch.go)
+	pipes sync.WaitGroup // the Get and fill pipelines
 	close sync.Once
 
 	counters counters
@@ -250,6 +251,7 @@ func New(opts Options) (*Tier, error) {
 			"addr", ro.Addr)
 	}
 	t.startGetPipelines()
+	t.startFillPipelines()
 	go t.probeLoop()
 	return t, nil
 }

@@ -1,0 +1,120 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/utxo-cache/utxo-cache/query"
+)
+
+// Fills off the read path. SetAsync queues a fill and returns; a few fill
+// goroutines take every fill waiting and send them as one pipeline of
+// setScript calls. A reader that computed an answer from the disk thus
+// answers without waiting for Redis, and many fills share a round trip.
+//
+// Safety does not depend on when a fill runs: setScript compares the entry's
+// Seq with its guard's floor and the global floor when Redis executes it,
+// the same check a synchronous Set makes, so a fill that arrives after the
+// invalidation of its guard (or after an outage's fencing) is refused. A
+// full queue drops the fill (counted): Set is best effort.
+const (
+	fillPipelines = 2
+	maxFillBatch  = 64
+	fillQueue     = 4096
+)
+
+type fillCall struct {
+	key, guard string
+	e          query.Entry // Body is shared, never written
+}
+
+func (t *Tier) startFillPipelines() {
+	t.fills = make(chan fillCall, fillQueue)
+	for range fillPipelines {
+		t.pipes.Go(t.fillPipeline)
+	}
+}
+
+// SetAsync stores e like Set, later: it queues the fill and returns at once.
+// query.Server uses it for fills when the tier offers it.
+func (t *Tier) SetAsync(key, guard string, e query.Entry) {
+	if !t.up.Load() {
+		return
+	}
+	select {
+	case t.fills <- fillCall{key, guard, e}:
+	default:
+		t.counters.fillsDropped.Add(1)
+	}
+}
+
+func (t *Tier) fillPipeline() {
+	batch := make([]fillCall, 0, maxFillBatch)
+	for {
+		select {
+		case c := <-t.fills:
+			batch = append(batch[:0], c)
+		case <-t.ctx.Done():
+			return
+		}
+	more:
+		for len(batch) < maxFillBatch {
+			select {
+			case c := <-t.fills:
+				batch = append(batch, c)
+			default:
+				break more
+			}
+		}
+		if t.up.Load() {
+			t.runFills(batch)
+		}
+		clear(batch) // drop the bodies
+	}
+}
+
+// runFills sends batch as one pipeline of setScript calls (again with the
+// script text after a Redis restart: NOSCRIPT) and counts the outcomes as
+// set does.
+func (t *Tier) runFills(batch []fillCall) {
+	ctx, cancel := context.WithTimeout(t.ctx, t.opts.CallTimeout)
+	defer cancel()
+	run := func(eval bool) ([]*goredis.Cmd, error) {
+		pipe := t.rdb.Pipeline()
+		cmds := make([]*goredis.Cmd, len(batch))
+		for i := range batch {
+			c := &batch[i]
+			keys := []string{t.entryPrefix + c.key, t.floorPrefix + c.guard, t.globalKey}
+			buf := query.AppendEntry(make([]byte, 0, entryHeaderMax+len(c.e.ETag)+len(c.e.Body)), &c.e)
+			args := []any{strconv.FormatUint(c.e.Seq, 10), buf, t.ttlMillis}
+			if eval {
+				cmds[i] = setScript.Eval(ctx, pipe, keys, args...)
+			} else {
+				cmds[i] = setScript.EvalSha(ctx, pipe, keys, args...)
+			}
+		}
+		_, err := pipe.Exec(ctx)
+		return cmds, err
+	}
+	cmds, err := run(false)
+	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmds, err = run(true)
+	}
+	if err != nil {
+		t.failed(t.ctx, opSet, err)
+		return
+	}
+	for _, cmd := range cmds {
+		switch res, _ := cmd.Int64(); res {
+		case scriptStored:
+			t.counters.fills.Add(1)
+		case scriptRefused:
+			t.counters.fillsRefused.Add(1)
+		default:
+			t.degrade(opSet, 0, errUnfenced)
+			return
+		}
+	}
+}

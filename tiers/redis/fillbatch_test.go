@@ -1,0 +1,88 @@
+package redis
+
+import (
+	"context"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/utxo-cache/utxo-cache/query"
+)
+
+var _ query.AsyncSetter = (*Tier)(nil)
+
+// gateFills holds every pipeline of setScript calls at a gate until it
+// opens, and counts them; other pipelines (invalidations) pass.
+type gateFills struct {
+	gate    chan struct{}
+	entered atomic.Int64
+}
+
+func (h *gateFills) DialHook(next goredis.DialHook) goredis.DialHook          { return next }
+func (h *gateFills) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+func (h *gateFills) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if args := cmds[0].Args(); len(args) > 1 && (args[1] == setScript.Hash() || args[1] == setLua) {
+			h.entered.Add(1)
+			<-h.gate
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestSetAsyncLateFillRefused: a fill queued before an invalidation of its
+// guard and stored after it is refused by the floor check in Redis, so the
+// old answer is never served; a fill with a current Seq is stored.
+func TestSetAsyncLateFillRefused(t *testing.T) {
+	s := startRedis(t)
+	tier := newTier(t, s, func(o *Options) { o.ProbeInterval = 2 * time.Minute })
+	ctx := context.Background()
+	h := &gateFills{gate: make(chan struct{})}
+	tier.rdb.AddHook(h)
+
+	tier.SetAsync("k", "g", entryAt(5)) // a reader's answer at seq 5
+	for h.entered.Load() < 1 {
+		runtime.Gosched()
+	}
+	if err := tier.Invalidate(ctx, 8, []string{"g"}); err != nil { // commit 8 touches g
+		t.Fatal(err)
+	}
+	close(h.gate)
+	for tier.Stats().FillsRefused < 1 {
+		runtime.Gosched()
+	}
+	if e, ok := tier.Get(ctx, "k", "g"); ok {
+		t.Fatalf("served the late fill of seq %d after the invalidation at 8", e.Seq)
+	}
+
+	tier.SetAsync("k", "g", entryAt(9))
+	waitFor(t, 10*time.Second, "the fill of seq 9", func() bool {
+		e, ok := tier.Get(ctx, "k", "g")
+		return ok && e.Seq == 9
+	})
+	if st := tier.Stats(); st.Fills != 1 || st.FillsRefused != 1 || st.FillsDropped != 0 {
+		t.Fatalf("fills %d, refused %d, dropped %d; want 1, 1, 0", st.Fills, st.FillsRefused, st.FillsDropped)
+	}
+}
+
+// TestSetAsyncAfterScriptFlush: a Redis that forgot the script (restart,
+// SCRIPT FLUSH) still takes queued fills, with the script text.
+func TestSetAsyncAfterScriptFlush(t *testing.T) {
+	s := startRedis(t)
+	tier := newTier(t, s, func(o *Options) { o.ProbeInterval = 2 * time.Minute })
+	ctx := context.Background()
+	if err := s.Client().ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	tier.SetAsync("k", "g", entryAt(3))
+	waitFor(t, 10*time.Second, "the fill after SCRIPT FLUSH", func() bool {
+		_, ok := tier.Get(ctx, "k", "g")
+		return ok
+	})
+	if !tier.Healthy() {
+		t.Fatal("NOSCRIPT degraded the tier")
+	}
+}
