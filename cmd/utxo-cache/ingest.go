@@ -80,15 +80,18 @@ func runIngest(e *env, args []string) error {
 		}
 	}
 
+	// Signals are caught before the store opens: one that arrives during a
+	// slow open stops the ingest before its first block, with the store
+	// closed cleanly, instead of killing the process.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
 	store, err := openStore(e, *dataDir, disk.Options{PruneDepth: *pruneDepth, RollbackWindow: *window}, false)
 	if err != nil {
 		return err
 	}
 	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown})
-
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
 
 	g := &ingester{
 		e:        e,

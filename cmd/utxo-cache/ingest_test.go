@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -235,6 +236,7 @@ func TestIngestSignal(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
+			start := time.Now()
 			w := chain.NewJSONLWriter(stdin)
 			for _, b := range c.blocks {
 				if err := w.Write(b); err != nil {
@@ -242,7 +244,18 @@ func TestIngestSignal(t *testing.T) {
 				}
 			}
 			w.Flush()
-			time.Sleep(time.Second) // let it apply both and wait for more
+			// Ingest catches signals before it opens the store: once Pebble's
+			// LOCK file exists, a signal stops it cleanly, whether it is
+			// applying a block or waiting on the pipe for more.
+			for {
+				if _, err := os.Stat(filepath.Join(store, "LOCK")); err == nil {
+					break
+				}
+				if time.Since(start) > 30*time.Second {
+					t.Fatal("ingest did not open its store within 30s")
+				}
+				time.Sleep(time.Millisecond)
+			}
 			cmd.Process.Signal(tc.sig)
 			err = cmd.Wait()
 			stdin.Close()
