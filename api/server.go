@@ -394,7 +394,6 @@ func (a *API) readBody(c *gin.Context, limit int64) ([]byte, error) {
 	return body, nil
 }
 
-// strictJSON decodes one JSON value with no unknown fields and no trailing data.
 // parseUint64JSON parses a JSON number that must be a uint64 written in
 // plain decimal (no sign, fraction, exponent or leading zero).
 func parseUint64JSON(raw json.RawMessage) (uint64, error) {
@@ -405,6 +404,7 @@ func parseUint64JSON(raw json.RawMessage) (uint64, error) {
 	return strconv.ParseUint(s, 10, 64)
 }
 
+// strictJSON decodes one JSON value with no unknown fields and no trailing data.
 func strictJSON(body []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()

@@ -28,8 +28,8 @@ import (
 //   - null for an optional field means absent; for a required field it is an
 //     error. Empty optional byte strings and lists decode as nil, so "datum":
 //     "" is the same as no datum (the digest cannot tell them apart either).
-//   - inputs and outputs may be absent (an empty list), policy, name and
-//     quantity of an asset may not.
+//   - inputs and outputs are required (an empty list when there are none),
+//     as are the policy, name and quantity of an asset.
 //   - Assets are returned sorted in (policy, name) order: the contract treats
 //     them as a set, and a duplicate is rejected.
 //   - Strings must be valid UTF-8; escapes, including surrogate pairs, are

@@ -83,9 +83,20 @@ func runIngest(e *env, args []string) error {
 	// Signals are caught before the store opens: one that arrives during a
 	// slow open stops the ingest before its first block, with the store
 	// closed cleanly, instead of killing the process.
+	// Only the first signal is ours: once it is delivered, a second one
+	// kills the process (an operator who insists need not wait for a slow
+	// open or the block in flight; Pebble recovers from that).
+	caught := make(chan os.Signal, 1)
+	defer close(caught) // after signal.Stop (deferred calls run last first): ends the relay
+	signal.Notify(caught, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(caught)
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	go func() {
+		if sig, ok := <-caught; ok {
+			signal.Stop(caught)
+			sigs <- sig
+		}
+	}()
 
 	store, err := openStore(e, *dataDir, disk.Options{PruneDepth: *pruneDepth, RollbackWindow: *window}, false)
 	if err != nil {

@@ -123,6 +123,9 @@ func (m *Model) Apply(b *chain.Block, skipUnknown bool) (applied bool, err error
 		if b.Height != m.tip.Height+1 {
 			return false, fmt.Errorf("model: block %d, tip %s: %w", b.Height, m.tip, chain.ErrNotNextBlock)
 		}
+		if b.PrevHash.IsZero() { // required but for the first block of an empty store
+			return false, fmt.Errorf("model: block %d without prev_hash: %w", b.Height, chain.ErrInvalidBlock)
+		}
 		if b.PrevHash != m.tip.Hash {
 			return false, fmt.Errorf("model: block %d prev %s, tip %s: %w", b.Height, b.PrevHash, m.tip, chain.ErrNotNextBlock)
 		}

@@ -12,6 +12,10 @@ import (
 // undoPointDeleteMax is the largest undo backlog pruned with point deletions.
 const undoPointDeleteMax = 64
 
+// pruneWork counts what one block's pruning deleted; the store's counters
+// take it only once the batch has committed.
+type pruneWork struct{ records, undo uint64 }
+
 // prune adds to the block's batch b the deletion of spent records and undo
 // deltas that no reachable state needs, with bounded work, and advances the
 // cursors in st. touched holds the rows the block itself writes: those are
@@ -23,10 +27,6 @@ const undoPointDeleteMax = 64
 // are pruned as usual. Undo deltas: a rollback to
 // tip - RollbackWindow needs the deltas of the heights above it, so the delta
 // of height h goes once h <= tip - RollbackWindow.
-// pruneWork counts what one block's pruning deleted; the store's counters
-// take it only once the batch has committed.
-type pruneWork struct{ records, undo uint64 }
-
 func (s *Store) prune(b *pebble.Batch, st *State, touched map[chain.OutPoint]*txnEntry, work *pruneWork) error {
 	tip := st.Tip.Height
 	if keep := s.opts.PruneDepth + s.opts.RollbackWindow; tip > keep {

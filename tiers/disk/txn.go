@@ -255,15 +255,17 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 		return nil, fmt.Errorf("disk: commit block %d: %w", h, err)
 	}
 
-	for _, op := range t.order {
+	var lastTx chain.Hash // a tx's outputs are consecutive in t.order: add its hash once
+	for i, op := range t.order {
 		e := t.entries[op]
 		if e.after.Spent == nil {
 			s.recent.add(&e.after.Utxo)
 		} else {
 			s.recent.remove(op)
 		}
-		if e.created {
+		if e.created && (i == 0 || op.TxHash != lastTx) {
 			s.txFilterAdded(&op.TxHash)
+			lastTx = op.TxHash
 		}
 	}
 	d.commitBalances(s.balances)

@@ -19,10 +19,17 @@ import (
 // the same check a synchronous Set makes, so a fill that arrives after the
 // invalidation of its guard (or after an outage's fencing) is refused. A
 // full queue drops the fill (counted): Set is best effort.
+//
+// Bounds: the queue holds at most fillQueue fills and fillQueueBytes of
+// bodies; a batch carries at most maxFillBatch fills and maxFillBatchBytes
+// (one larger fill goes alone), so that it fits the CallTimeout that bounds
+// a single call.
 const (
-	fillPipelines = 2
-	maxFillBatch  = 64
-	fillQueue     = 4096
+	fillPipelines     = 2
+	maxFillBatch      = 64
+	maxFillBatchBytes = 1 << 20
+	fillQueue         = 4096
+	fillQueueBytes    = 64 << 20
 )
 
 type fillCall struct {
@@ -43,33 +50,55 @@ func (t *Tier) SetAsync(key, guard string, e query.Entry) {
 	if !t.up.Load() {
 		return
 	}
+	size := int64(len(e.Body))
+	if t.fillBytes.Add(size) > fillQueueBytes {
+		t.fillBytes.Add(-size)
+		t.counters.fillsDropped.Add(1)
+		return
+	}
 	select {
 	case t.fills <- fillCall{key, guard, e}:
 	default:
+		t.fillBytes.Add(-size)
 		t.counters.fillsDropped.Add(1)
 	}
 }
 
 func (t *Tier) fillPipeline() {
 	batch := make([]fillCall, 0, maxFillBatch)
+	var next *fillCall // taken from the queue, for the next batch
 	for {
-		select {
-		case c := <-t.fills:
-			batch = append(batch[:0], c)
-		case <-t.ctx.Done():
-			return
+		if next != nil {
+			batch = append(batch[:0], *next)
+			next = nil
+		} else {
+			select {
+			case c := <-t.fills:
+				batch = append(batch[:0], c)
+			case <-t.ctx.Done():
+				return
+			}
 		}
+		bytes := len(batch[0].e.Body)
 	more:
 		for len(batch) < maxFillBatch {
 			select {
 			case c := <-t.fills:
+				if bytes+len(c.e.Body) > maxFillBatchBytes {
+					next = &c
+					break more
+				}
+				bytes += len(c.e.Body)
 				batch = append(batch, c)
 			default:
 				break more
 			}
 		}
+		t.fillBytes.Add(-int64(bytes))
 		if t.up.Load() {
 			t.runFills(batch)
+		} else {
+			t.counters.fillsDropped.Add(uint64(len(batch))) // degraded meanwhile
 		}
 		clear(batch) // drop the bodies
 	}
@@ -103,6 +132,7 @@ func (t *Tier) runFills(batch []fillCall) {
 		cmds, err = run(true)
 	}
 	if err != nil {
+		t.counters.errSet.Add(uint64(len(batch) - 1)) // failed counts one
 		t.failed(t.ctx, opSet, err)
 		return
 	}

@@ -1,8 +1,10 @@
 package redis
 
 import (
+	"bytes"
 	"context"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,6 +65,8 @@ func TestSetAsyncLateFillRefused(t *testing.T) {
 		e, ok := tier.Get(ctx, "k", "g")
 		return ok && e.Seq == 9
 	})
+	// Redis stores the entry before the pipeline counts it.
+	waitFor(t, 10*time.Second, "the fill counted", func() bool { return tier.Stats().Fills == 1 })
 	if st := tier.Stats(); st.Fills != 1 || st.FillsRefused != 1 || st.FillsDropped != 0 {
 		t.Fatalf("fills %d, refused %d, dropped %d; want 1, 1, 0", st.Fills, st.FillsRefused, st.FillsDropped)
 	}
@@ -84,5 +88,31 @@ func TestSetAsyncAfterScriptFlush(t *testing.T) {
 	})
 	if !tier.Healthy() {
 		t.Fatal("NOSCRIPT degraded the tier")
+	}
+}
+
+// TestSetAsyncLargeEntries: large pages are batched by bytes, so a burst of
+// them neither degrades the tier nor leaves bytes counted in the queue.
+func TestSetAsyncLargeEntries(t *testing.T) {
+	s := startRedis(t)
+	tier := newTier(t, s, func(o *Options) {
+		o.ProbeInterval = 2 * time.Minute
+		o.CallTimeout = 250 * time.Millisecond
+	})
+	ctx := context.Background()
+	const n = 20
+	body := bytes.Repeat([]byte("x"), 300<<10)
+	for i := range n {
+		e := entryAt(uint64(10 + i))
+		e.Body = body
+		tier.SetAsync("big"+strconv.Itoa(i), "g"+strconv.Itoa(i), e)
+	}
+	waitFor(t, 20*time.Second, "every large fill", func() bool { return tier.Stats().Fills == n })
+	if !tier.Healthy() || tier.Stats().Outages != 0 {
+		t.Fatalf("healthy %v, outages %d after a burst of large fills", tier.Healthy(), tier.Stats().Outages)
+	}
+	waitFor(t, 5*time.Second, "the queue's byte count back to zero", func() bool { return tier.fillBytes.Load() == 0 })
+	if e, ok := tier.Get(ctx, "big7", "g7"); !ok || len(e.Body) != len(body) {
+		t.Fatalf("big7: hit %v, %d bytes", ok, len(e.Body))
 	}
 }

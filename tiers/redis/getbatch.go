@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"time"
 
 	"github.com/utxo-cache/utxo-cache/query"
 )
@@ -17,9 +18,14 @@ import (
 // syscalls on each side per round trip). Every read is judged exactly as
 // before, against its own floor and the global floor of the same reply, so
 // the guard invariant does not depend on how calls are grouped.
+//
+// Bounds: a Get waits at most CallTimeout in all (a full queue is a miss at
+// once), and a batch holds at most maxGetBatch calls, so that one batch's
+// replies (pages of up to a few hundred KiB each) still fit the same
+// CallTimeout that bounds a single call.
 const (
-	getPipelines = 4   // concurrent coalesced MGETs in flight
-	maxGetBatch  = 128 // calls per MGET
+	getPipelines = 4  // concurrent MGETs in flight
+	maxGetBatch  = 32 // calls per MGET
 	getQueue     = 1024
 )
 
@@ -45,6 +51,7 @@ func (t *Tier) getPipeline() {
 	batch := make([]*getCall, 0, maxGetBatch)
 	keys := make([]string, 0, 2*maxGetBatch+1)
 	for {
+		clear(batch) // drop the last batch's calls and their replies
 		select {
 		case c := <-t.gets:
 			batch = append(batch[:0], c)
@@ -54,11 +61,14 @@ func (t *Tier) getPipeline() {
 		select {
 		case t.slots <- struct{}{}:
 		case <-t.ctx.Done():
-			for _, c := range batch {
-				c.err = ErrClosed
-				close(c.done)
-			}
+			finishGets(batch, ErrClosed)
 			return
+		}
+		if !t.up.Load() {
+			// Degraded meanwhile: a degraded tier does not touch the network.
+			<-t.slots
+			finishGets(batch, errDegraded)
+			continue
 		}
 	more:
 		for len(batch) < maxGetBatch {
@@ -78,20 +88,30 @@ func (t *Tier) getPipeline() {
 		vals, err := t.rdb.MGet(cctx, keys...).Result()
 		cancel()
 		<-t.slots
-		if err == nil && len(vals) != len(keys) {
-			err = errShortReply
-		}
-		if err != nil {
+		switch {
+		case err != nil:
+			t.counters.errGet.Add(uint64(len(batch) - 1)) // failed counts one
 			t.failed(t.ctx, opGet, err)
+			finishGets(batch, err)
+			continue
+		case len(vals) != len(keys):
+			// A protocol surprise, not an outage: misses, counted.
+			t.counters.errGet.Add(uint64(len(batch)))
+			finishGets(batch, errShortReply)
+			continue
 		}
 		for i, c := range batch {
-			if err != nil {
-				c.err = err
-			} else {
-				c.vals = [3]any{vals[2*i], vals[2*i+1], vals[len(vals)-1]}
-			}
+			c.vals = [3]any{vals[2*i], vals[2*i+1], vals[len(vals)-1]}
 			close(c.done)
 		}
+	}
+}
+
+// finishGets answers every call of batch with err (a miss).
+func finishGets(batch []*getCall, err error) {
+	for _, c := range batch {
+		c.err = err
+		close(c.done)
 	}
 }
 
@@ -116,13 +136,15 @@ func (t *Tier) coalescedGet(ctx context.Context, key, guard string) (query.Entry
 	select {
 	case t.gets <- c:
 		t.counters.coalesced.Add(1)
-	case <-ctx.Done():
-		return query.Entry{}, false
-	case <-t.ctx.Done():
+	default: // the queue is full: the tier is overloaded, read the disk
 		return query.Entry{}, false
 	}
+	timeout := time.NewTimer(t.opts.CallTimeout)
+	defer timeout.Stop()
 	select {
 	case <-c.done:
+	case <-timeout.C:
+		return query.Entry{}, false
 	case <-ctx.Done():
 		return query.Entry{}, false
 	case <-t.ctx.Done():

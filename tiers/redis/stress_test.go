@@ -138,7 +138,11 @@ func runStress(t *testing.T, tier *Tier, d time.Duration, disturb func()) *stres
 			if rng.IntN(4) == 0 {     // a slow reader: the disk read takes a while
 				time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
 			}
-			timed(1, func() { tier.Set(ctx, key, guard, entryAt(seq)) })
+			if rng.IntN(2) == 0 { // the server's path: queued, stored later
+				timed(1, func() { tier.SetAsync(key, guard, entryAt(seq)) })
+			} else {
+				timed(1, func() { tier.Set(ctx, key, guard, entryAt(seq)) })
+			}
 		})
 	}
 	for w := range stressCheckers {

@@ -23,6 +23,9 @@ var ErrClosed = errors.New("redis: closed")
 // errUnfenced reports a missing global floor: Redis lost the tier's keys.
 var errUnfenced = errors.New("redis: global floor missing: Redis lost its data")
 
+// errDegraded answers queued calls the tier stopped serving.
+var errDegraded = errors.New("redis: tier degraded")
+
 // errShortReply is an MGET reply with fewer values than keys.
 var errShortReply = errors.New("redis: MGET answered fewer values than keys")
 
@@ -174,11 +177,13 @@ type Tier struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the prober has returned
 
-	gets  chan *getCall  // queued Gets (getbatch.go)
-	slots chan struct{}  // MGETs in flight (getbatch.go)
-	fills chan fillCall  // queued fills (fillbatch.go)
-	pipes sync.WaitGroup // the Get and fill pipelines
-	close sync.Once
+	gets  chan *getCall // queued Gets (getbatch.go)
+	slots chan struct{} // MGETs in flight (getbatch.go)
+	fills chan fillCall // queued fills (fillbatch.go)
+	// fillBytes is the body bytes of the fills queued or being batched.
+	fillBytes atomic.Int64
+	pipes     sync.WaitGroup // the Get and fill pipelines
+	close     sync.Once
 
 	counters counters
 }
