@@ -4,8 +4,6 @@ import (
 	"context"
 	"strconv"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/utxo-cache/utxo-cache/query"
 )
 
@@ -110,27 +108,16 @@ func (t *Tier) fillPipeline() {
 func (t *Tier) runFills(batch []fillCall) {
 	ctx, cancel := context.WithTimeout(t.ctx, t.opts.CallTimeout)
 	defer cancel()
-	run := func(eval bool) ([]*goredis.Cmd, error) {
-		pipe := t.rdb.Pipeline()
-		cmds := make([]*goredis.Cmd, len(batch))
-		for i := range batch {
-			c := &batch[i]
-			keys := []string{t.entryPrefix + c.key, t.floorPrefix + c.guard, t.globalKey}
-			buf := query.AppendEntry(make([]byte, 0, entryHeaderMax+len(c.e.ETag)+len(c.e.Body)), &c.e)
-			args := []any{strconv.FormatUint(c.e.Seq, 10), buf, t.ttlMillis}
-			if eval {
-				cmds[i] = setScript.Eval(ctx, pipe, keys, args...)
-			} else {
-				cmds[i] = setScript.EvalSha(ctx, pipe, keys, args...)
-			}
+	calls := make([]scriptCall, len(batch))
+	for i := range batch {
+		c := &batch[i]
+		buf := query.AppendEntry(make([]byte, 0, entryHeaderMax+len(c.e.ETag)+len(c.e.Body)), &c.e)
+		calls[i] = scriptCall{
+			keys: []string{t.entryPrefix + c.key, t.floorPrefix + c.guard, t.globalKey},
+			args: []any{strconv.FormatUint(c.e.Seq, 10), buf, t.ttlMillis},
 		}
-		_, err := pipe.Exec(ctx)
-		return cmds, err
 	}
-	cmds, err := run(false)
-	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmds, err = run(true)
-	}
+	cmds, err := t.runPipelined(ctx, setScript, calls)
 	if err != nil {
 		t.counters.errSet.Add(uint64(len(batch) - 1)) // failed counts one
 		t.failed(t.ctx, opSet, err)

@@ -1,6 +1,10 @@
 package redis
 
-import goredis "github.com/redis/go-redis/v9"
+import (
+	"context"
+
+	goredis "github.com/redis/go-redis/v9"
+)
 
 // The tier's Lua scripts. Each runs atomically on the server, which is what
 // makes "check the floors, then write" one step that no invalidation can
@@ -94,3 +98,33 @@ end
 redis.call('SET', KEYS[1], ARGV[1])
 return 1
 `
+
+// scriptCall is one call of a script: its keys and arguments.
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// runPipelined sends calls of script as one pipeline of EVALSHA; after a
+// Redis restart or SCRIPT FLUSH (NOSCRIPT) it sends the pipeline once more
+// with the script text. The replies are in the order of calls.
+func (t *Tier) runPipelined(ctx context.Context, script *goredis.Script, calls []scriptCall) ([]*goredis.Cmd, error) {
+	run := func(eval bool) ([]*goredis.Cmd, error) {
+		pipe := t.rdb.Pipeline()
+		cmds := make([]*goredis.Cmd, len(calls))
+		for i, c := range calls {
+			if eval {
+				cmds[i] = script.Eval(ctx, pipe, c.keys, c.args...)
+			} else {
+				cmds[i] = script.EvalSha(ctx, pipe, c.keys, c.args...)
+			}
+		}
+		_, err := pipe.Exec(ctx)
+		return cmds, err
+	}
+	cmds, err := run(false)
+	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmds, err = run(true)
+	}
+	return cmds, err
+}

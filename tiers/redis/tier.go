@@ -418,7 +418,7 @@ func (t *Tier) Invalidate(ctx context.Context, seq uint64, guards []string) erro
 // Redis restart (NOSCRIPT) it sends the pipeline again with the script text.
 func (t *Tier) raiseFloors(ctx context.Context, seq uint64, guards []string) error {
 	args := []any{strconv.FormatUint(seq, 10), t.floorTTLMillis}
-	chunks := make([][]string, 0, (len(guards)+maxKeysPerScript-1)/maxKeysPerScript)
+	calls := make([]scriptCall, 0, (len(guards)+maxKeysPerScript-1)/maxKeysPerScript)
 	for len(guards) > 0 {
 		n := min(len(guards), maxKeysPerScript)
 		keys := make([]string, 0, n+1)
@@ -426,26 +426,10 @@ func (t *Tier) raiseFloors(ctx context.Context, seq uint64, guards []string) err
 		for _, g := range guards[:n] {
 			keys = append(keys, t.floorPrefix+g)
 		}
-		chunks = append(chunks, keys)
+		calls = append(calls, scriptCall{keys: keys, args: args})
 		guards = guards[n:]
 	}
-	run := func(eval bool) ([]*goredis.Cmd, error) {
-		pipe := t.rdb.Pipeline()
-		cmds := make([]*goredis.Cmd, len(chunks))
-		for i, keys := range chunks {
-			if eval {
-				cmds[i] = raiseFloorsScript.Eval(ctx, pipe, keys, args...)
-			} else {
-				cmds[i] = raiseFloorsScript.EvalSha(ctx, pipe, keys, args...)
-			}
-		}
-		_, err := pipe.Exec(ctx)
-		return cmds, err
-	}
-	cmds, err := run(false)
-	if goredis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmds, err = run(true)
-	}
+	cmds, err := t.runPipelined(ctx, raiseFloorsScript, calls)
 	if err != nil {
 		return fmt.Errorf("raise floors: %w", err)
 	}
