@@ -207,7 +207,17 @@ func (w *Writer) handle(r request) {
 	}
 	if r.prepare {
 		start := time.Now()
-		if err := w.store.PrepareWrites(); err != nil {
+		closing := func() bool {
+			select {
+			case <-w.stop:
+				return true
+			default:
+				return false
+			}
+		}
+		if err := w.store.PrepareWritesUntil(closing); errors.Is(err, disk.ErrStopped) {
+			w.opts.Logger.Info("writer preparation abandoned: closing")
+		} else if err != nil {
 			// NewBlock retries, and reports the error with the first block.
 			w.opts.Logger.Error("preparing the writer failed", "err", err)
 		} else {

@@ -83,7 +83,7 @@ const txFilterHeadroom = 1 << 21
 // buildTxFilter scans the outpoint keyspace of r twice (count, then add), so
 // memory is the filter alone, and returns a filter holding every tx hash in
 // it, with room for as many again (at least txFilterHeadroom). stop, when it
-// returns true, abandons the scan with errStopped.
+// returns true, abandons the scan with ErrStopped.
 func buildTxFilter(r pebble.Reader, stop func() bool) (*txFilter, error) {
 	n, err := scanTxHashes(r, stop, nil)
 	if err != nil {
@@ -97,7 +97,8 @@ func buildTxFilter(r pebble.Reader, stop func() bool) (*txFilter, error) {
 	return f, nil
 }
 
-var errStopped = errors.New("disk: stopped")
+// ErrStopped reports a scan abandoned because its caller asked to stop.
+var ErrStopped = errors.New("disk: stopped")
 
 // scanTxHashes calls fn (if set) once per distinct tx hash of the outpoint
 // keyspace of r and returns how many there are.
@@ -120,7 +121,7 @@ func scanTxHashes(r pebble.Reader, stop func() bool, fn func(*chain.Hash)) (int,
 		copy(last[:], k[1:33])
 		n++
 		if n%4096 == 0 && stop != nil && stop() {
-			return 0, errStopped
+			return 0, ErrStopped
 		}
 		if fn != nil {
 			fn(&last)
@@ -169,7 +170,7 @@ func (s *Store) maintainTxFilter() {
 			if built.err != nil {
 				// The old filter is still a superset: only its false
 				// positive rate suffers. The next commit tries again.
-				if !errors.Is(built.err, errStopped) {
+				if !errors.Is(built.err, ErrStopped) {
 					s.opts.Logger.Warn("rebuilding the tx-hash filter failed; retrying", "err", built.err)
 				}
 				return

@@ -211,3 +211,28 @@ func TestParallel(t *testing.T) {
 		t.Fatalf("err %v, want boom", err)
 	}
 }
+
+// TestPrepareWritesUntilStops: a closing writer abandons the start-up scan,
+// and the store stays unprepared (the next block prepares it).
+func TestPrepareWritesUntilStops(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tip := commitTestBlock(t, s, 1, chain.Hash{}, 0, 5000) // past one stop check
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.PrepareWritesUntil(func() bool { return true }); !errors.Is(err, ErrStopped) || s.txf != nil {
+		t.Fatalf("stopped prepare: err %v, prepared %v", err, s.txf != nil)
+	}
+	commitTestBlock(t, s, 2, tip, 5000, 1) // NewBlock prepares
+	if h := testHash(4999); s.txf == nil || !s.txf.mayContain(&h) {
+		t.Fatal("the next block did not prepare the store fully")
+	}
+}

@@ -38,11 +38,16 @@ type txnEntry struct {
 // scan of the outpoint keyspace, about a second per million transactions).
 // The writer calls it when it starts; NewBlock calls it if nobody did.
 // Writer goroutine only.
-func (s *Store) PrepareWrites() error {
+func (s *Store) PrepareWrites() error { return s.PrepareWritesUntil(nil) }
+
+// PrepareWritesUntil is PrepareWrites that gives up with ErrStopped once
+// stop (polled during the scan; nil: never) reports true, leaving the store
+// unprepared, so a writer that is closing need not finish the scan.
+func (s *Store) PrepareWritesUntil(stop func() bool) error {
 	if s.txf != nil {
 		return nil
 	}
-	f, err := buildTxFilter(s.db, nil)
+	f, err := buildTxFilter(s.db, stop)
 	if err != nil {
 		return err
 	}
