@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"time"
 
 	"github.com/utxo-cache/utxo-cache/query"
 )
@@ -139,13 +138,11 @@ func (t *Tier) coalescedGet(ctx context.Context, key, guard string) (query.Entry
 	default: // the queue is full: the tier is overloaded, read the disk
 		return query.Entry{}, false
 	}
-	timeout := time.NewTimer(t.opts.CallTimeout)
-	defer timeout.Stop()
+	wctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
+	defer cancel()
 	select {
 	case <-c.done:
-	case <-timeout.C:
-		return query.Entry{}, false
-	case <-ctx.Done():
+	case <-wctx.Done(): // the caller gave up, or CallTimeout passed
 		return query.Entry{}, false
 	case <-t.ctx.Done():
 		return query.Entry{}, false
