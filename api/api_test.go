@@ -314,9 +314,38 @@ func (s *stack) apply(txs ...chain.Tx) *chain.Block {
 func wantApplied(t testing.TB, r *response, applied bool, b *chain.Block) {
 	t.Helper()
 	want := fmt.Sprintf(`{"applied":%t,"tip":{"height":%d,"hash":"%s"}}`, applied, b.Height, b.Hash)
-	if r.code != http.StatusOK || string(r.body) != want {
+	if r.code != http.StatusOK || withoutSeq(t, r) != want {
 		t.Fatalf("post block %d: %s, want 200 %s", b.Height, r, want)
 	}
+}
+
+// writeSeq returns the "seq" of a write's answer, which must end the body
+// and equal its X-Commit-Seq header.
+func writeSeq(t testing.TB, r *response) uint64 {
+	t.Helper()
+	i := bytes.LastIndex(r.body, []byte(`,"seq":`))
+	if i < 0 || !bytes.HasSuffix(r.body, []byte("}")) {
+		t.Fatalf("write answer without seq: %s", r)
+	}
+	n, err := strconv.ParseUint(string(r.body[i+len(`,"seq":`):len(r.body)-1]), 10, 64)
+	if err != nil {
+		t.Fatalf("write answer seq: %v: %s", err, r)
+	}
+	if h := r.hdr.Get("X-Commit-Seq"); h != strconv.FormatUint(n, 10) {
+		t.Fatalf("write answer seq %d, X-Commit-Seq %q", n, h)
+	}
+	return n
+}
+
+// withoutSeq is a write's answer without its seq member (checked by writeSeq).
+func withoutSeq(t testing.TB, r *response) string {
+	t.Helper()
+	if r.code != http.StatusOK {
+		return string(r.body)
+	}
+	writeSeq(t, r)
+	i := bytes.LastIndex(r.body, []byte(`,"seq":`))
+	return string(r.body[:i]) + "}"
 }
 
 // state is the body of GET /v1/tip: tip, UTXO count and digest.
@@ -467,7 +496,7 @@ func TestPostBlocks(t *testing.T) {
 	wantApplied(t, s.postBlockCBOR(b2), false, b2)
 	s.unchanged(before, "re-posting the tip")
 	r = s.postBlock(b1)
-	if want := `{"applied":false,"tip":` + tipJSON(b2) + `}`; r.code != 200 || string(r.body) != want {
+	if want := `{"applied":false,"tip":` + tipJSON(b2) + `}`; r.code != 200 || withoutSeq(t, r) != want {
 		t.Fatalf("re-posting block 1: %s, want %s", r, want)
 	}
 	s.unchanged(before, "re-posting block 1")
@@ -772,9 +801,16 @@ func TestRollback(t *testing.T) {
 	}
 	wantTip := func(r *response, b *chain.Block) {
 		t.Helper()
-		if want := `{"tip":` + tipJSON(b) + `}`; r.code != 200 || string(r.body) != want {
+		if want := `{"tip":` + tipJSON(b) + `}`; r.code != 200 || withoutSeq(t, r) != want {
 			t.Fatalf("rollback: %s, want 200 %s", r, want)
 		}
+	}
+	// A rollback of two blocks is one change of the commit sequence.
+	seqBefore := s.store.Published().Seq
+	r := s.postJSON("/v1/rollback", `{"height":3}`)
+	wantTip(r, blocks[3])
+	if got := writeSeq(t, r); got != seqBefore+1 {
+		t.Fatalf("rollback of 2 blocks: seq %d, want %d (one change)", got, seqBefore+1)
 	}
 	wantState := func(h uint64) {
 		t.Helper()
@@ -782,10 +818,13 @@ func TestRollback(t *testing.T) {
 			t.Fatalf("after the rollback to %d the answers differ from those right after block %d:\n got\n%s\nwant\n%s", h, h, got, snaps[h])
 		}
 	}
-	wantTip(s.postJSON("/v1/rollback", `{"height":3}`), blocks[3])
 	wantState(3)
 	before := s.state()
-	wantTip(s.postJSON("/v1/rollback", `{"height":3}`), blocks[3]) // the tip: a no-op
+	r = s.postJSON("/v1/rollback", `{"height":3}`) // the tip: a no-op
+	wantTip(r, blocks[3])
+	if got := writeSeq(t, r); got != seqBefore+1 {
+		t.Fatalf("no-op rollback: seq %d, want %d (no change)", got, seqBefore+1)
+	}
 	wantTip(s.postJSON("/v1/rollback", `{"hash":"`+blocks[3].Hash.String()+`"}`), blocks[3])
 	s.unchanged(before, "a rollback to the tip")
 
@@ -826,7 +865,7 @@ func TestRollback(t *testing.T) {
 	wantError(t, s.postJSON("/v1/rollback", fmt.Sprintf(`{"height":%d}`, tip.Height-4)), 409, "rollback_too_deep")
 	wantError(t, s.postJSON("/v1/rollback", `{"height":0}`), 409, "rollback_too_deep")
 	s.unchanged(before, "a rollback too deep")
-	r := s.postJSON("/v1/rollback", fmt.Sprintf(`{"height":%d}`, tip.Height-3))
+	r = s.postJSON("/v1/rollback", fmt.Sprintf(`{"height":%d}`, tip.Height-3))
 	if r.code != 200 {
 		t.Fatalf("rollback of exactly the window: %s", r)
 	}
@@ -844,7 +883,7 @@ func TestRollbackHeightIsUint64(t *testing.T) {
 	b2 := &chain.Block{Height: h + 1, Hash: hx("big", 2), PrevHash: b1.Hash, Txs: []chain.Tx{tx("b2", nil, out("bob", 2))}}
 	wantApplied(t, s.postBlock(b2), true, b2)
 	r := s.postJSON("/v1/rollback", fmt.Sprintf(`{"height":%d}`, uint64(h)))
-	if want := `{"tip":` + tipJSON(b1) + `}`; r.code != 200 || string(r.body) != want {
+	if want := `{"tip":` + tipJSON(b1) + `}`; r.code != 200 || withoutSeq(t, r) != want {
 		t.Fatalf("rollback to %d: %s, want 200 %s", uint64(h), r, want)
 	}
 	if tip := s.store.State().Tip; tip.Height != h || tip.Hash != b1.Hash {
@@ -1365,7 +1404,7 @@ func TestRollbackBelowFirstBlock(t *testing.T) {
 		wantApplied(t, s.postBlock(b10), true, b10)
 		wantApplied(t, s.postBlock(b11), true, b11)
 		r := s.postJSON("/v1/rollback", fmt.Sprintf(`{"height":%d}`, target))
-		if r.code != 200 || string(r.body) != `{"tip":null}` {
+		if r.code != 200 || withoutSeq(t, r) != `{"tip":null}` {
 			t.Errorf("rollback from 11 to %d, below the first block 10, within the window 6: %s, want 200 {\"tip\":null}", target, r)
 			continue
 		}

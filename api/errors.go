@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
@@ -20,31 +21,40 @@ type errorClass struct {
 	err    error
 	status int
 	code   string
+	// message, when set, replaces the error's own text (which would name
+	// internals such as file paths).
+	message string
 }
 
 // errorTable maps every error the API answers to its status and code
 // (CONTRACT §1-§3). Anything unmapped is a 500 "internal" whose message
 // says nothing of the internals.
 var errorTable = []errorClass{
-	{chain.ErrInvalidBlock, http.StatusBadRequest, "invalid_block"},
-	{chain.ErrInvalidArgument, http.StatusBadRequest, "invalid_argument"},
-	{errUnauthorized, http.StatusUnauthorized, "unauthorized"},
-	{errWritesDisabled, http.StatusForbidden, "writes_disabled"},
-	{errReadOnly, http.StatusForbidden, "read_only"},
-	{chain.ErrNotFound, http.StatusNotFound, "not_found"},
-	{chain.ErrNotNextBlock, http.StatusConflict, "not_next_block"},
-	{chain.ErrRollbackTooDeep, http.StatusConflict, "rollback_too_deep"},
-	{chain.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
-	{chain.ErrUnknownInput, http.StatusUnprocessableEntity, "unknown_input"},
-	{chain.ErrDoubleSpend, http.StatusUnprocessableEntity, "double_spend"},
-	{chain.ErrDuplicateOutpoint, http.StatusUnprocessableEntity, "duplicate_outpoint"},
-	{writer.ErrClosed, http.StatusServiceUnavailable, "unavailable"},
+	{chain.ErrInvalidBlock, http.StatusBadRequest, "invalid_block", ""},
+	{chain.ErrInvalidArgument, http.StatusBadRequest, "invalid_argument", ""},
+	{errUnauthorized, http.StatusUnauthorized, "unauthorized", ""},
+	{errWritesDisabled, http.StatusForbidden, "writes_disabled", ""},
+	{errReadOnly, http.StatusForbidden, "read_only", ""},
+	{chain.ErrNotFound, http.StatusNotFound, "not_found", ""},
+	{chain.ErrNotNextBlock, http.StatusConflict, "not_next_block", ""},
+	{chain.ErrRollbackTooDeep, http.StatusConflict, "rollback_too_deep", ""},
+	{chain.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large", ""},
+	{chain.ErrUnknownInput, http.StatusUnprocessableEntity, "unknown_input", ""},
+	{chain.ErrDoubleSpend, http.StatusUnprocessableEntity, "double_spend", ""},
+	{chain.ErrDuplicateOutpoint, http.StatusUnprocessableEntity, "duplicate_outpoint", ""},
+	{writer.ErrClosed, http.StatusServiceUnavailable, "unavailable", ""},
+	{writer.ErrFailed, http.StatusServiceUnavailable, "unavailable",
+		"the store failed a write (a full disk or an I/O error): writes are stopped until a restart; reads go on"},
+	{query.ErrBehind, http.StatusServiceUnavailable, "behind", ""},
 }
 
 // classify returns the status, code and client-safe message of err.
 func classify(err error) (status int, code, message string) {
 	for _, c := range errorTable {
 		if errors.Is(err, c.err) {
+			if c.message != "" {
+				return c.status, c.code, c.message
+			}
 			return c.status, c.code, err.Error()
 		}
 	}

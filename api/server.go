@@ -35,6 +35,7 @@ type Reader interface {
 	Utxo(ctx context.Context, op chain.OutPoint) (query.Answer, error)
 	Lookup(ctx context.Context, ops []chain.OutPoint) (query.Answer, error)
 	Published() query.Published
+	WaitFor(ctx context.Context, minSeq, minHeight uint64, maxWait time.Duration) (query.Published, error)
 }
 
 // Writer is the write side (writer.Writer); nil on a replica.
@@ -55,6 +56,9 @@ type Options struct {
 	MaxBlockBytes int64
 	// MaxRequestBytes bounds other request bodies. Default 1 MiB.
 	MaxRequestBytes int64
+	// MaxWait bounds how long a read waits for its min_seq / min_height
+	// (a wait parameter may shorten it). Default 2s; negative: no waiting.
+	MaxWait time.Duration
 	// BlockLimits bound block decoding. Zero: chain defaults.
 	BlockLimits chain.Limits
 	// Ready reports readiness for /readyz. Default: always ready.
@@ -87,6 +91,12 @@ func New(r Reader, w Writer, opts Options) *API {
 	}
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = 1 << 20
+	}
+	if opts.MaxWait == 0 {
+		opts.MaxWait = 2 * time.Second
+	}
+	if opts.MaxWait < 0 {
+		opts.MaxWait = 0
 	}
 	if opts.Ready == nil {
 		opts.Ready = func() error { return nil }
@@ -152,21 +162,65 @@ func (a *API) recovered(c *gin.Context, rec any) {
 	c.Abort()
 }
 
-func (a *API) getTip(c *gin.Context) { a.writeAnswer(c, a.r.Tip(), false) }
+// serveRead answers a read from a published state that meets rc: it waits
+// for one (WaitFor) up to rc.wait, computes the answer, and, should the
+// answer's state not meet rc after all (a rollback lowered the height in
+// between), waits again within the same deadline. When none comes in time it
+// answers 503 behind with Retry-After.
+func (a *API) serveRead(c *gin.Context, rc readConditions, conditional bool, read func(ctx context.Context) (query.Answer, error)) {
+	ctx := c.Request.Context()
+	deadline := time.Now().Add(rc.wait)
+	for {
+		if rc.minSeq > 0 || rc.minHeight > 0 {
+			if p, err := a.r.WaitFor(ctx, rc.minSeq, rc.minHeight, time.Until(deadline)); err != nil {
+				if errors.Is(err, query.ErrBehind) {
+					err = fmt.Errorf("min_seq %d, min_height %d: not reached within %s (at seq %d, tip %s): %w",
+						rc.minSeq, rc.minHeight, rc.wait, p.Seq, p.Tip, err)
+				}
+				a.fail(c, err)
+				return
+			}
+		}
+		ans, err := read(ctx)
+		if err != nil {
+			a.fail(c, err)
+			return
+		}
+		if query.Satisfies(query.Published{Seq: ans.Seq, Tip: ans.Tip}, rc.minSeq, rc.minHeight) {
+			a.writeAnswer(c, ans, conditional)
+			return
+		}
+		if !time.Now().Before(deadline) {
+			a.fail(c, fmt.Errorf("answered at seq %d, tip %s: %w", ans.Seq, ans.Tip, query.ErrBehind))
+			return
+		}
+	}
+}
+
+func (a *API) getTip(c *gin.Context) {
+	_, rc, ok := a.readQuery(c)
+	if !ok {
+		return
+	}
+	a.serveRead(c, rc, false, func(context.Context) (query.Answer, error) { return a.r.Tip(), nil })
+}
 
 func (a *API) getAddressUtxos(c *gin.Context) {
-	q := c.Request.URL.Query()
+	q, rc, ok := a.readQuery(c, "limit", "order", "cursor")
+	if !ok {
+		return
+	}
 	limit := query.DefaultPageLimit
-	if s := q.Get("limit"); s != "" || q.Has("limit") {
-		n, err := strconv.Atoi(s)
+	if s, given := q["limit"]; given {
+		n, err := parseDecimalUint64(s)
 		if err != nil || n < 1 || n > query.MaxPageLimit {
 			a.fail(c, fmt.Errorf("limit must be an integer in 1..%d: %w", query.MaxPageLimit, chain.ErrInvalidArgument))
 			return
 		}
-		limit = n
+		limit = int(n)
 	}
 	var desc bool
-	switch q.Get("order") {
+	switch q["order"] {
 	case "", "asc":
 	case "desc":
 		desc = true
@@ -174,28 +228,33 @@ func (a *API) getAddressUtxos(c *gin.Context) {
 		a.fail(c, fmt.Errorf("order must be asc or desc: %w", chain.ErrInvalidArgument))
 		return
 	}
-	if q.Has("cursor") && q.Get("cursor") == "" {
+	cursor, given := q["cursor"]
+	if given && cursor == "" {
 		a.fail(c, fmt.Errorf("cursor is empty: %w", chain.ErrInvalidArgument))
 		return
 	}
-	ans, err := a.r.AddressUtxos(c.Request.Context(), c.Param("address"), desc, limit, q.Get("cursor"))
-	if err != nil {
-		a.fail(c, err)
-		return
-	}
-	a.writeAnswer(c, ans, true)
+	address := c.Param("address")
+	a.serveRead(c, rc, true, func(ctx context.Context) (query.Answer, error) {
+		return a.r.AddressUtxos(ctx, address, desc, limit, cursor)
+	})
 }
 
 func (a *API) getBalance(c *gin.Context) {
-	ans, err := a.r.Balance(c.Request.Context(), c.Param("address"))
-	if err != nil {
-		a.fail(c, err)
+	_, rc, ok := a.readQuery(c)
+	if !ok {
 		return
 	}
-	a.writeAnswer(c, ans, true)
+	address := c.Param("address")
+	a.serveRead(c, rc, true, func(ctx context.Context) (query.Answer, error) {
+		return a.r.Balance(ctx, address)
+	})
 }
 
 func (a *API) getUtxo(c *gin.Context) {
+	_, rc, ok := a.readQuery(c)
+	if !ok {
+		return
+	}
 	h, err := chain.ParseHash(c.Param("tx_hash"))
 	if err != nil {
 		a.fail(c, fmt.Errorf("tx_hash: %v: %w", err, chain.ErrInvalidArgument))
@@ -206,12 +265,10 @@ func (a *API) getUtxo(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	ans, err := a.r.Utxo(c.Request.Context(), chain.OutPoint{TxHash: h, Index: idx})
-	if err != nil {
-		a.fail(c, err)
-		return
-	}
-	a.writeAnswer(c, ans, true)
+	op := chain.OutPoint{TxHash: h, Index: idx}
+	a.serveRead(c, rc, true, func(ctx context.Context) (query.Answer, error) {
+		return a.r.Utxo(ctx, op)
+	})
 }
 
 // parseIndex accepts a canonical decimal uint32 (no sign, no leading zeros).
@@ -232,6 +289,10 @@ type outPointJSON struct {
 }
 
 func (a *API) postLookup(c *gin.Context) {
+	_, rc, ok := a.readQuery(c)
+	if !ok {
+		return
+	}
 	body, err := a.readBody(c, a.opts.MaxRequestBytes)
 	if err != nil {
 		a.fail(c, err)
@@ -265,12 +326,9 @@ func (a *API) postLookup(c *gin.Context) {
 		}
 		ops[i] = chain.OutPoint{TxHash: h, Index: uint32(*o.Index)}
 	}
-	ans, err := a.r.Lookup(c.Request.Context(), ops)
-	if err != nil {
-		a.fail(c, err)
-		return
-	}
-	a.writeAnswer(c, ans, false)
+	a.serveRead(c, rc, false, func(ctx context.Context) (query.Answer, error) {
+		return a.r.Lookup(ctx, ops)
+	})
 }
 
 func (a *API) getReady(c *gin.Context) {
@@ -331,7 +389,9 @@ func (a *API) postBlock(c *gin.Context) {
 	}
 	out := []byte(`{"applied":` + strconv.FormatBool(res.Applied) + `,"tip":`)
 	out = query.AppendTip(out, res.Tip)
-	a.writeJSON(c, http.StatusOK, res.Tip, append(out, '}'))
+	out = append(out, `,"seq":`...)
+	out = strconv.AppendUint(out, res.Seq, 10)
+	a.writeJSON(c, http.StatusOK, res.Tip, res.Seq, append(out, '}'))
 }
 
 func (a *API) postRollback(c *gin.Context) {
@@ -376,7 +436,9 @@ func (a *API) postRollback(c *gin.Context) {
 		return
 	}
 	out := query.AppendTip([]byte(`{"tip":`), res.Tip)
-	a.writeJSON(c, http.StatusOK, res.Tip, append(out, '}'))
+	out = append(out, `,"seq":`...)
+	out = strconv.AppendUint(out, res.Seq, 10)
+	a.writeJSON(c, http.StatusOK, res.Tip, res.Seq, append(out, '}'))
 }
 
 // readBody reads at most limit bytes of the body: more is chain.ErrTooLarge.
@@ -397,11 +459,7 @@ func (a *API) readBody(c *gin.Context, limit int64) ([]byte, error) {
 // parseUint64JSON parses a JSON number that must be a uint64 written in
 // plain decimal (no sign, fraction, exponent or leading zero).
 func parseUint64JSON(raw json.RawMessage) (uint64, error) {
-	s := string(raw)
-	if s == "" || (len(s) > 1 && s[0] == '0') || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, errors.New("not a plain decimal integer")
-	}
-	return strconv.ParseUint(s, 10, 64)
+	return parseDecimalUint64(string(raw))
 }
 
 // strictJSON decodes one JSON value with no unknown fields and no trailing data.
@@ -420,28 +478,32 @@ func strictJSON(body []byte, v any) error {
 	return nil
 }
 
-// fail writes err's answer. A not_next_block answer carries the current tip.
+// fail writes err's answer. A not_next_block answer carries the current tip;
+// a behind answer asks the client to retry after a second.
 func (a *API) fail(c *gin.Context, err error) {
 	status, code, msg := classify(err)
 	if status == http.StatusInternalServerError {
 		a.opts.Logger.Error("request failed", "path", c.FullPath(), "err", err)
 	}
-	// Every error carries the served tip; for not_next_block it is the
-	// current tip the producer must extend (CONTRACT §1).
-	tip := a.r.Published().Tip
-	a.writeJSON(c, status, tip, query.AppendError(nil, tip, code, msg))
+	if status == http.StatusServiceUnavailable {
+		c.Writer.Header().Set("Retry-After", "1")
+	}
+	a.writeError(c, status, code, msg)
 }
 
+// writeError writes an error answer. Every error carries the published tip
+// and seq; for not_next_block that is the tip the producer must extend
+// (CONTRACT §1), for behind the state the node has reached.
 func (a *API) writeError(c *gin.Context, status int, code, msg string) {
-	tip := a.r.Published().Tip
-	a.writeJSON(c, status, tip, query.AppendError(nil, tip, code, msg))
+	p := a.r.Published()
+	a.writeJSON(c, status, p.Tip, p.Seq, query.AppendError(nil, p.Tip, code, msg))
 }
 
 // writeAnswer writes a read answer with its tip headers, and its ETag when
 // cacheable; If-None-Match with that ETag gets 304 and no body.
 func (a *API) writeAnswer(c *gin.Context, ans query.Answer, conditional bool) {
 	h := c.Writer.Header()
-	setTipHeaders(h, ans.Tip)
+	setTipHeaders(h, ans.Tip, ans.Seq)
 	if conditional && ans.ETag != "" {
 		h.Set("ETag", ans.ETag)
 		if inm := c.GetHeader("If-None-Match"); inm != "" && etagMatches(inm, ans.ETag) {
@@ -462,32 +524,39 @@ func (a *API) writeAnswer(c *gin.Context, ans query.Answer, conditional bool) {
 	}
 }
 
-func (a *API) writeJSON(c *gin.Context, status int, tip chain.Tip, body []byte) {
-	setTipHeaders(c.Writer.Header(), tip)
+func (a *API) writeJSON(c *gin.Context, status int, tip chain.Tip, seq uint64, body []byte) {
+	setTipHeaders(c.Writer.Header(), tip, seq)
 	c.Data(status, "application/json", body)
 }
 
-// tipHeaders are the rendered X-Tip-* values of one tip. The last one is
-// kept (lastTip) because consecutive answers almost always share a tip; the
-// slices are shared between responses and never modified.
+// tipHeaders are the rendered X-Tip-* and X-Commit-Seq values of one state.
+// The last one is kept (lastTip) because consecutive answers almost always
+// share a state; the slices are shared between responses and never modified.
 type tipHeaders struct {
 	tip          chain.Tip
+	seq          uint64
 	height, hash []string
+	seqValue     []string
 }
 
 var lastTip atomic.Pointer[tipHeaders]
 
-func setTipHeaders(h http.Header, t chain.Tip) {
-	if t.Empty {
-		return
-	}
+// setTipHeaders sets X-Commit-Seq, and X-Tip-Height / X-Tip-Hash unless the
+// store has applied no block (CONTRACT §3).
+func setTipHeaders(h http.Header, t chain.Tip, seq uint64) {
 	th := lastTip.Load()
-	if th == nil || th.tip != t {
-		th = &tipHeaders{tip: t, height: []string{strconv.FormatUint(t.Height, 10)}, hash: []string{t.Hash.String()}}
+	if th == nil || th.tip != t || th.seq != seq {
+		th = &tipHeaders{tip: t, seq: seq, seqValue: []string{strconv.FormatUint(seq, 10)}}
+		if !t.Empty {
+			th.height, th.hash = []string{strconv.FormatUint(t.Height, 10)}, []string{t.Hash.String()}
+		}
 		lastTip.Store(th)
 	}
-	h["X-Tip-Height"] = th.height
-	h["X-Tip-Hash"] = th.hash
+	h["X-Commit-Seq"] = th.seqValue
+	if !t.Empty {
+		h["X-Tip-Height"] = th.height
+		h["X-Tip-Hash"] = th.hash
+	}
 }
 
 // etagMatches implements the weak comparison of If-None-Match (RFC 9110

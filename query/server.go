@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/singleflight"
 
@@ -16,12 +17,17 @@ import (
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
-// Store is what the server reads: consistent views of the disk tier.
+// Store is what the server reads: views of the disk tier's published state
+// (never of a commit that is not published yet).
 type Store interface {
-	NewView() (*disk.View, error)
-	State() disk.State
+	PublishedView() (*disk.View, error)
+	Published() disk.State
 	Secret() []byte
 }
+
+// ErrBehind is returned by WaitFor when the published state did not reach
+// the requested seq or height in time.
+var ErrBehind = errors.New("query: behind the requested state")
 
 // Limits of the read API (CONTRACT §3).
 const (
@@ -45,7 +51,7 @@ type Options struct {
 }
 
 // Published is the state the server answers from: the latest change whose
-// invalidation has completed in every tier.
+// invalidation has completed in every tier (the store's published state).
 type Published struct {
 	Seq       uint64
 	Tip       chain.Tip
@@ -58,6 +64,8 @@ type Answer struct {
 	Status int
 	// Tip is the tip the answer reflects (also for error answers).
 	Tip chain.Tip
+	// Seq is the commit sequence of the state the answer reflects.
+	Seq uint64
 	// ETag is the weak entity tag of the content (empty when not cacheable).
 	ETag string
 	// Body lacks the opening `{"tip":…,` which AppendBody adds.
@@ -93,27 +101,33 @@ func renderedTip(t chain.Tip) []byte {
 
 // Server answers reads through the tiers. Safe for concurrent use.
 //
-// # Why a stale answer is never served
+// # Why a stale or unpublished answer is never served
 //
-// Every answer is computed from one disk View and tagged with the View's Seq.
-// After each acknowledged change, Changed raises, in every tier, the floor of
-// each affected guard (address or outpoint) to the change's Seq, and only
-// then publishes the new state; the writer acknowledges the change after
-// Changed returns. A reader loads the published state first, then asks the
+// Every answer is computed from one published disk View (Store.PublishedView)
+// and tagged with its Seq, so no entry is ever newer than the published
+// state. After each commit, Changed raises, in every tier, the floor of each
+// affected guard (address or outpoint) to the change's Seq; only then does
+// the writer publish the change (Store.Publish), tell Published, and
+// acknowledge it. A reader loads the published state P first, then asks the
 // tiers, which never return an entry below its guard's floor (the Tier
-// invariant). So a hit's content is the answer at the published Seq: no
-// change since the entry's Seq touched its guard. It is served with the
-// published tip, or with its own tip when it is newer than the published state
-// (filled after a commit whose invalidation is still running). A reader whose
-// disk read started before a commit and that fills after the invalidation
-// fills an entry below the floor, which no Get returns.
+// invariant). So a hit e with e.Seq <= P.Seq is the answer at P: no change in
+// (e.Seq, P.Seq] touched its guard, or its floor would be above e.Seq; it is
+// served with P's tip and seq. A hit with e.Seq > P.Seq (published after the
+// reader loaded P) is served with its own tip and seq, a published state too.
+// A reader whose disk read started before a commit and that fills after the
+// invalidation fills an entry below the floor, which no Get returns.
+//
+// Answers are monotonic per node: every answer reflects a published state no
+// older than the one published when the read began, and published states
+// only move forward in the commit sequence.
 type Server struct {
 	store   Store
 	tiers   []Tier
 	cursors cursorCodec
-	pub     atomic.Pointer[Published]
 	flights singleflight.Group
-	hot     *hotSet
+	// published is closed and replaced on every publish: WaitFor's wake-up.
+	published atomic.Pointer[chan struct{}]
+	hot       *hotSet
 	// tierCounters[i] are the hit and miss counters of tiers[i], resolved
 	// once (a label lookup per read shows in profiles).
 	tierCounters []tierCounters
@@ -143,6 +157,8 @@ func New(store Store, opts Options) *Server {
 		s.tierCounters = append(s.tierCounters, s.m.forTier(t.Name()))
 	}
 	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	ch := make(chan struct{})
+	s.published.Store(&ch)
 	if opts.HotAddresses > 0 {
 		s.hot = newHotSet(opts.HotAddresses)
 		s.warmQ = make(chan string, 4096)
@@ -150,7 +166,7 @@ func New(store Store, opts Options) *Server {
 	} else {
 		close(s.done)
 	}
-	s.publish(store.State())
+	s.m.tip(store.Published().Tip)
 	return s
 }
 
@@ -164,17 +180,55 @@ func (s *Server) Close() {
 	<-s.done
 }
 
-func (s *Server) publish(st disk.State) {
-	s.pub.Store(&Published{Seq: st.Seq, Tip: st.Tip, UtxoCount: st.UtxoCount, Digest: st.Digest})
-	s.m.tip(st.Tip)
+// Published returns the state reads are answered from now.
+func (s *Server) Published() Published {
+	st := s.store.Published()
+	return Published{Seq: st.Seq, Tip: st.Tip, UtxoCount: st.UtxoCount, Digest: st.Digest}
 }
 
-// Published returns the state reads are answered from.
-func (s *Server) Published() Published { return *s.pub.Load() }
+// WaitFor waits until the published state has a seq >= minSeq and a tip
+// height >= minHeight (read-your-writes, CONTRACT §7), at most maxWait, and
+// returns it. It fails with ErrBehind (and the state it has) when none came
+// in time, or with ctx's error.
+func (s *Server) WaitFor(ctx context.Context, minSeq, minHeight uint64, maxWait time.Duration) (Published, error) {
+	var timer *time.Timer
+	for {
+		ch := *s.published.Load()
+		p := s.Published()
+		if Satisfies(p, minSeq, minHeight) {
+			if timer != nil {
+				timer.Stop()
+			}
+			return p, nil
+		}
+		if timer == nil {
+			if maxWait <= 0 {
+				return p, ErrBehind
+			}
+			timer = time.NewTimer(maxWait)
+			defer timer.Stop()
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return s.Published(), ErrBehind
+		case <-ctx.Done():
+			return p, ctx.Err()
+		}
+	}
+}
 
-// Changed invalidates what cs changed in every tier, then publishes the new
-// state. It is the writer's listener: it runs on the writer goroutine before
-// the change is acknowledged.
+// Satisfies reports whether p meets a read's min_seq and min_height.
+func Satisfies(p Published, minSeq, minHeight uint64) bool {
+	if p.Seq < minSeq {
+		return false
+	}
+	return minHeight == 0 || (!p.Tip.Empty && p.Tip.Height >= minHeight)
+}
+
+// Changed invalidates what cs changed in every tier. It is the writer's
+// listener: it runs on the writer goroutine after the commit and before the
+// change is published.
 func (s *Server) Changed(cs *disk.ChangeSet) {
 	guards := make([]string, 0, len(cs.Addresses)+len(cs.OutPoints))
 	for _, a := range cs.Addresses {
@@ -192,7 +246,15 @@ func (s *Server) Changed(cs *disk.ChangeSet) {
 		}
 	}
 	s.m.invalidated(len(guards))
-	s.publish(s.store.State())
+}
+
+// AfterPublish is told that cs is published: it wakes WaitFor's waiters and
+// queues the hot addresses cs touched for re-warming (from the new state).
+// Writer goroutine, before the change is acknowledged.
+func (s *Server) AfterPublish(cs *disk.ChangeSet) {
+	s.m.tip(cs.NewTip)
+	next := make(chan struct{})
+	close(*s.published.Swap(&next))
 	if s.hot != nil {
 		for _, a := range cs.Addresses {
 			if s.hot.contains(a) {
@@ -228,13 +290,13 @@ func outPointGuard(op chain.OutPoint) string { return "o|" + op.String() }
 
 // Tip answers GET /v1/tip from the published state.
 func (s *Server) Tip() Answer {
-	p := s.pub.Load()
+	p := s.Published()
 	body := append([]byte(nil), `"utxo_count":`...)
 	body = strconv.AppendUint(body, p.UtxoCount, 10)
 	body = append(body, `,"utxo_digest":"`...)
 	body = append(body, p.Digest.String()...)
 	body = append(body, `"}`...)
-	return Answer{Status: 200, Tip: p.Tip, Body: body, Tier: "memory"}
+	return Answer{Status: 200, Tip: p.Tip, Seq: p.Seq, Body: body, Tier: "memory"}
 }
 
 // AddressUtxos answers a page of an address's live outputs. An invalid
@@ -342,7 +404,7 @@ func (s *Server) Lookup(ctx context.Context, ops []chain.OutPoint) (Answer, erro
 	if len(ops) < 1 || len(ops) > MaxLookup {
 		return Answer{}, fmt.Errorf("%d outpoints outside 1..%d: %w", len(ops), MaxLookup, chain.ErrInvalidArgument)
 	}
-	v, err := s.store.NewView()
+	v, err := s.store.PublishedView()
 	if err != nil {
 		return Answer{}, err
 	}
@@ -373,12 +435,12 @@ func (s *Server) Lookup(ctx context.Context, ops []chain.OutPoint) (Answer, erro
 		body = append(body, '}')
 	}
 	body = append(body, "]}"...)
-	return Answer{Status: 200, Tip: v.Tip(), Body: body, Tier: "disk"}, nil
+	return Answer{Status: 200, Tip: v.Tip(), Seq: v.State().Seq, Body: body, Tier: "disk"}, nil
 }
 
 // read answers key through the tiers, computing it from a View on a miss.
 func (s *Server) read(ctx context.Context, key, guard string, compute func(*disk.View) (Entry, error)) (Answer, error) {
-	pub := s.pub.Load()
+	pub := s.store.Published()
 	for i, t := range s.tiers {
 		e, ok := t.Get(ctx, key, guard)
 		s.tierCounters[i].count(ok)
@@ -388,18 +450,17 @@ func (s *Server) read(ctx context.Context, key, guard string, compute func(*disk
 		for _, up := range s.tiers[:i] {
 			fill(ctx, up, key, guard, e)
 		}
-		tip := pub.Tip
-		if e.Seq > pub.Seq {
-			tip = e.Tip
+		if e.Seq > pub.Seq { // published after this read began
+			return answerOf(e, e.Tip, e.Seq, t.Name()), nil
 		}
-		return answerOf(e, tip, t.Name()), nil
+		return answerOf(e, pub.Tip, pub.Seq, t.Name()), nil
 	}
 	// Readers that loaded the same published state share one disk read; one
 	// that started after a newer publish never joins an older flight, so its
 	// answer reflects at least the tip acknowledged before it started.
 	flight := strconv.FormatUint(pub.Seq, 10) + "|" + key
 	v, err, _ := s.flights.Do(flight, func() (any, error) {
-		view, err := s.store.NewView()
+		view, err := s.store.PublishedView()
 		if err != nil {
 			return nil, err
 		}
@@ -419,7 +480,7 @@ func (s *Server) read(ctx context.Context, key, guard string, compute func(*disk
 		return Answer{}, err
 	}
 	e := v.(Entry)
-	return answerOf(e, e.Tip, "disk"), nil
+	return answerOf(e, e.Tip, e.Seq, "disk"), nil
 }
 
 // fill stores e in t, off the read path when t can (AsyncSetter).
@@ -435,8 +496,8 @@ func okEntry(v *disk.View, body []byte) Entry {
 	return Entry{Seq: v.State().Seq, Tip: v.Tip(), Status: 200, Body: body}
 }
 
-func answerOf(e Entry, tip chain.Tip, tier string) Answer {
-	return Answer{Status: e.Status, Tip: tip, ETag: e.ETag, Body: e.Body, Tier: tier}
+func answerOf(e Entry, tip chain.Tip, seq uint64, tier string) Answer {
+	return Answer{Status: e.Status, Tip: tip, Seq: seq, ETag: e.ETag, Body: e.Body, Tier: tier}
 }
 
 // etagOf is a weak validator of the content: the tip is not part of it, so

@@ -9,43 +9,44 @@ import (
 
 // apply validates and commits b. Writer goroutine only.
 func (w *Writer) apply(b *chain.Block) (Result, error) {
-	tip := w.store.State().Tip
+	st := w.store.State()
+	tip := st.Tip
 	if done, err := w.alreadyApplied(tip, b); err != nil || done {
-		return Result{Tip: tip}, err
+		return Result{Tip: tip, Seq: st.Seq}, err
 	}
 	if err := checkLinkage(tip, b); err != nil {
-		return Result{Tip: tip}, err
+		return Result{Tip: tip, Seq: st.Seq}, err
 	}
 	txn, err := w.store.NewBlock(b)
 	if err != nil {
-		return Result{Tip: tip}, err
+		return Result{Tip: tip, Seq: st.Seq}, err
 	}
 	if err := txn.Prefetch(blockInputs(b)); err != nil {
-		return Result{Tip: tip}, fmt.Errorf("block %d: %w", b.Height, err)
+		return Result{Tip: tip, Seq: st.Seq}, fmt.Errorf("block %d: %w", b.Height, err)
 	}
 	spentInBlock := make(map[chain.OutPoint]struct{})
 	for pos := range b.Txs {
 		tx := &b.Txs[pos]
 		for _, in := range tx.Spends() {
 			if _, twice := spentInBlock[in]; twice {
-				return Result{Tip: tip}, fmt.Errorf("block %d tx %s spends %s twice in the block: %w",
+				return Result{Tip: tip, Seq: st.Seq}, fmt.Errorf("block %d tx %s spends %s twice in the block: %w",
 					b.Height, tx.Hash, in, chain.ErrDoubleSpend)
 			}
 			rec, found, err := txn.Lookup(in)
 			if err != nil {
-				return Result{Tip: tip}, fmt.Errorf("block %d: %w", b.Height, err)
+				return Result{Tip: tip, Seq: st.Seq}, fmt.Errorf("block %d: %w", b.Height, err)
 			}
 			if !found || rec.Spent != nil {
 				if w.opts.SkipUnknownInputs {
 					txn.SkipInput()
 					continue
 				}
-				return Result{Tip: tip}, fmt.Errorf("block %d tx %s input %s is not a live unspent output: %w",
+				return Result{Tip: tip, Seq: st.Seq}, fmt.Errorf("block %d tx %s input %s is not a live unspent output: %w",
 					b.Height, tx.Hash, in, chain.ErrUnknownInput)
 			}
 			spentInBlock[in] = struct{}{}
 			if err := txn.Spend(in, tx.Hash); err != nil {
-				return Result{Tip: tip}, err
+				return Result{Tip: tip, Seq: st.Seq}, err
 			}
 		}
 		var createErr error
@@ -56,14 +57,14 @@ func (w *Writer) apply(b *chain.Block) (Result, error) {
 			createErr = w.create(txn, b, uint32(pos), tx, index, out, collateral)
 		})
 		if createErr != nil {
-			return Result{Tip: tip}, createErr
+			return Result{Tip: tip, Seq: st.Seq}, createErr
 		}
 	}
 	cs, err := txn.Commit()
 	if err != nil {
-		return Result{Tip: tip}, err
+		return Result{Tip: tip, Seq: st.Seq}, err
 	}
-	return Result{Applied: true, Tip: cs.NewTip, Changes: cs}, nil
+	return Result{Applied: true, Tip: cs.NewTip, Seq: cs.Seq, Changes: cs}, nil
 }
 
 // blockInputs lists the outpoints b's transactions spend, in block order.
@@ -144,12 +145,13 @@ func checkLinkage(tip chain.Tip, b *chain.Block) error {
 func (w *Writer) rollbackRequest(r request) (Result, error) {
 	target := r.target
 	if r.targetHash != nil {
+		st := w.store.State()
 		height, found, err := w.store.HeightOfHash(*r.targetHash)
 		if err != nil {
-			return Result{Tip: w.store.State().Tip}, err
+			return Result{Tip: st.Tip, Seq: st.Seq}, err
 		}
 		if !found {
-			return Result{Tip: w.store.State().Tip}, fmt.Errorf("block %s is not on the current chain: %w",
+			return Result{Tip: st.Tip, Seq: st.Seq}, fmt.Errorf("block %s is not on the current chain: %w",
 				*r.targetHash, chain.ErrInvalidArgument)
 		}
 		target = height
@@ -157,47 +159,19 @@ func (w *Writer) rollbackRequest(r request) (Result, error) {
 	return w.rollback(target)
 }
 
-// rollback reverts blocks one synced batch at a time down to target.
+// rollback reverts the chain to target: one change, however many blocks.
 // Writer goroutine only.
 func (w *Writer) rollback(target uint64) (Result, error) {
 	st := w.store.State()
 	if err := w.store.CheckRollback(target); err != nil {
-		return Result{Tip: st.Tip}, err
+		return Result{Tip: st.Tip, Seq: st.Seq}, err
 	}
 	if target == st.Tip.Height {
-		return Result{Tip: st.Tip}, nil
+		return Result{Tip: st.Tip, Seq: st.Seq}, nil
 	}
-	merged := &ChangeSet{OldTip: st.Tip, Rollback: true}
-	seenAddr := make(map[string]struct{})
-	seenOp := make(map[chain.OutPoint]struct{})
-	for !w.store.State().Tip.Empty && w.store.State().Tip.Height > target {
-		cs, err := w.store.RollbackBlock()
-		if err != nil {
-			// Blocks reverted so far are committed: report them so caches
-			// still learn what changed.
-			merged.NewTip, merged.Seq = w.store.State().Tip, w.store.State().Seq
-			return Result{Tip: merged.NewTip, Changes: merged}, fmt.Errorf("rollback to %d: %w", target, err)
-		}
-		mergeInto(merged, cs, seenAddr, seenOp)
+	cs, err := w.store.RollbackTo(target)
+	if err != nil {
+		return Result{Tip: st.Tip, Seq: st.Seq}, fmt.Errorf("rollback to %d: %w", target, err)
 	}
-	merged.NewTip = w.store.State().Tip
-	merged.Seq = w.store.State().Seq
-	return Result{Applied: true, Tip: merged.NewTip, Changes: merged}, nil
-}
-
-func mergeInto(dst, src *ChangeSet, seenAddr map[string]struct{}, seenOp map[chain.OutPoint]struct{}) {
-	for _, a := range src.Addresses {
-		if _, ok := seenAddr[a]; !ok {
-			seenAddr[a] = struct{}{}
-			dst.Addresses = append(dst.Addresses, a)
-		}
-	}
-	for _, op := range src.OutPoints {
-		if _, ok := seenOp[op]; !ok {
-			seenOp[op] = struct{}{}
-			dst.OutPoints = append(dst.OutPoints, op)
-		}
-	}
-	dst.Created += src.Created
-	dst.Spent += src.Spent
+	return Result{Applied: true, Tip: cs.NewTip, Seq: cs.Seq, Changes: cs}, nil
 }

@@ -15,20 +15,29 @@ import (
 // the writer stopped.
 var ErrClosed = errors.New("writer: closed")
 
+// ErrFailed matches every error of a writer whose store failed a write (an
+// I/O error, a full disk): it takes no more writes until restarted, and its
+// readers keep the last published state.
+var ErrFailed = disk.ErrFailed
+
 // ChangeSet is what one acknowledged apply or rollback changed.
 type ChangeSet = disk.ChangeSet
 
-// Listener is told of every acknowledged change, in commit order, on the
-// writer goroutine. It must not block for long and must not call the writer.
+// Listener is told of every change, in commit order, on the writer
+// goroutine, after the change is committed and before it is published: it
+// invalidates what the change made stale (the cache tiers). It must not block
+// for long and must not call the writer.
 type Listener interface {
 	Changed(cs *ChangeSet)
 }
 
-// ListenerFunc adapts a function to Listener.
-type ListenerFunc func(cs *ChangeSet)
-
-// Changed calls f(cs).
-func (f ListenerFunc) Changed(cs *ChangeSet) { f(cs) }
+// PublishListener is a Listener that is also told, on the writer goroutine,
+// once a change is published (readers see it), before the change is
+// acknowledged.
+type PublishListener interface {
+	Listener
+	AfterPublish(cs *ChangeSet)
+}
 
 // Options configure a Writer.
 type Options struct {
@@ -50,11 +59,29 @@ type Result struct {
 	// (an idempotent re-post).
 	Applied bool
 	Tip     chain.Tip
+	// Seq is the commit sequence of the state the request left (the current
+	// one when it changed nothing).
+	Seq     uint64
 	Changes *ChangeSet // nil when nothing was applied
 }
 
 // Writer is the single writer. Its methods are safe for concurrent use;
 // the work itself happens on one goroutine.
+//
+// # Commit, invalidate, publish, acknowledge
+//
+// Each change goes through four steps on the writer goroutine, in this
+// order: the store commits it (one synced batch, or one per block of a
+// rollback); the listeners invalidate what it changed (Changed); the store
+// publishes it (Store.Publish: readers now see it, and only now); the
+// publish listeners hear of it (AfterPublish); the request is answered. So a
+// reader never sees a change whose invalidation is running, every read that
+// starts after an acknowledgement sees the change or a later one, and
+// published states follow the commit sequence, never going back.
+//
+// A storage failure (disk.ErrFailed) stops the writer for good: the store
+// refuses further writes, every later request is answered with the failure,
+// and readers keep the last published state. A restart recovers.
 type Writer struct {
 	store *disk.Store
 	opts  Options
@@ -118,8 +145,12 @@ func (w *Writer) Subscribe(l Listener) {
 	w.listeners = append(w.listeners, l)
 }
 
-// Tip returns the latest acknowledged tip.
-func (w *Writer) Tip() chain.Tip { return w.store.State().Tip }
+// Tip returns the latest published tip.
+func (w *Writer) Tip() chain.Tip { return w.store.Published().Tip }
+
+// Failed returns the storage failure that stopped the writer, nil while it
+// takes writes.
+func (w *Writer) Failed() error { return w.store.Failed() }
 
 // Apply applies b, or confirms it is already applied (Result.Applied false).
 // Errors match chain.ErrNotNextBlock, chain.ErrUnknownInput,
@@ -225,6 +256,11 @@ func (w *Writer) handle(r request) {
 		}
 		return
 	}
+	if err := w.store.Failed(); err != nil {
+		st := w.store.Published()
+		r.reply <- reply{res: Result{Tip: st.Tip, Seq: st.Seq}, err: err}
+		return
+	}
 	var res Result
 	var err error
 	start := time.Now()
@@ -239,16 +275,24 @@ func (w *Writer) handle(r request) {
 		w.opts.Logger.Debug("writer request refused", "err", err)
 	}
 	if res.Changes != nil {
-		w.notify(res.Changes)
+		w.publish(res.Changes)
 	}
 	r.reply <- reply{res: res, err: err}
 }
 
-func (w *Writer) notify(cs *ChangeSet) {
+// publish runs the invalidate and publish steps of a committed change (see
+// the type comment). Writer goroutine only.
+func (w *Writer) publish(cs *ChangeSet) {
 	w.mu.Lock()
 	ls := append([]Listener(nil), w.listeners...)
 	w.mu.Unlock()
 	for _, l := range ls {
 		l.Changed(cs)
+	}
+	w.store.Publish()
+	for _, l := range ls {
+		if p, ok := l.(PublishListener); ok {
+			p.AfterPublish(cs)
+		}
 	}
 }

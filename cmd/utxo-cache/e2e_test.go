@@ -341,6 +341,7 @@ type e2eRun struct {
 	seen   map[chain.OutPoint]bool
 	step   int
 	kinds  map[string]int // steps taken, by kind
+	seq    uint64         // the commit sequence the server must be at
 }
 
 func newE2ERun(t *testing.T, seed uint64) *e2eRun {
@@ -413,7 +414,8 @@ func (r *e2eRun) postBlock(b *chain.Block) httpResult {
 func (r *e2eRun) applyBlock() {
 	b := r.gen.Block(r.m)
 	res := r.postBlock(b)
-	want := fmt.Sprintf(`{"applied":true,"tip":{"height":%d,"hash":"%s"}}`, b.Height, b.Hash)
+	r.seq++ // every applied block is one change
+	want := fmt.Sprintf(`{"applied":true,"tip":{"height":%d,"hash":"%s"},"seq":%d}`, b.Height, b.Hash, r.seq)
 	if res.code != 200 || string(res.body) != want {
 		r.fatalf("block %d: %s, want %s", b.Height, res, want)
 	}
@@ -447,7 +449,7 @@ func (r *e2eRun) repost() {
 	first, _ := r.m.FirstHeight()
 	b := r.blocks[first+r.rng.Uint64N(tip.Height-first+1)]
 	res := r.postBlock(b)
-	want := fmt.Sprintf(`{"applied":false,"tip":%s}`, jsonOf(tipOf(tip)))
+	want := fmt.Sprintf(`{"applied":false,"tip":%s,"seq":%d}`, jsonOf(tipOf(tip)), r.seq)
 	if res.code != 200 || string(res.body) != want {
 		r.fatalf("re-posting block %d: %s, want %s", b.Height, res, want)
 	}
@@ -466,6 +468,9 @@ func (r *e2eRun) rollback() {
 		body = `{"height":` + strconv.FormatUint(target, 10) + `}`
 	}
 	res := r.p.do(http.MethodPost, "/v1/rollback", "application/json", []byte(body))
+	if target < tip.Height {
+		r.seq++ // a rollback is one change, however many blocks it reverts
+	}
 	if err := r.m.Rollback(target); err != nil {
 		r.fatalf("model rollback to %d (floor %d, tip %s): %v", target, floor, tip, err)
 	}
@@ -474,7 +479,7 @@ func (r *e2eRun) rollback() {
 			delete(r.blocks, h)
 		}
 	}
-	if want := `{"tip":` + jsonOf(tipOf(r.m.Tip())) + `}`; res.code != 200 || string(res.body) != want {
+	if want := `{"tip":` + jsonOf(tipOf(r.m.Tip())) + `,"seq":` + strconv.FormatUint(r.seq, 10) + `}`; res.code != 200 || string(res.body) != want {
 		r.fatalf("rollback %s from %s: %s, want 200 %s", body, tip, res, want)
 	}
 }

@@ -62,10 +62,10 @@ func runImportBitcoin(e *env, args []string) error {
 	if err != nil {
 		return usagef("--network %q: want mainnet, testnet, signet or regtest", *networkName)
 	}
-	if err := checkBlocks("prune-depth", *pruneDepth); err != nil {
+	if err := checkBlocks(cl, "prune-depth", *pruneDepth); err != nil {
 		return err
 	}
-	if err := checkBlocks("rollback-window", *window); err != nil {
+	if err := checkBlocks(cl, "rollback-window", *window); err != nil {
 		return err
 	}
 	var firstHeight *uint64
@@ -96,7 +96,10 @@ func runImportBitcoin(e *env, args []string) error {
 		return err
 	}
 
-	store, err := openStore(e, *dataDir, disk.Options{PruneDepth: *pruneDepth, RollbackWindow: *window}, false)
+	store, err := openStore(e, *dataDir, disk.Options{
+		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
+		RollbackWindow: storeDepth(cl, "rollback-window", *window),
+	}, false)
 	if err != nil {
 		return err
 	}

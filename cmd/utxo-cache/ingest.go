@@ -62,10 +62,10 @@ func runIngest(e *env, args []string) error {
 	if err := cl.parse(e, args); err != nil {
 		return err
 	}
-	if err := checkBlocks("prune-depth", *pruneDepth); err != nil {
+	if err := checkBlocks(cl, "prune-depth", *pruneDepth); err != nil {
 		return err
 	}
-	if err := checkBlocks("rollback-window", *window); err != nil {
+	if err := checkBlocks(cl, "rollback-window", *window); err != nil {
 		return err
 	}
 	sources, err := ingestSources(cl.fs.Args(), *formatName)
@@ -98,7 +98,10 @@ func runIngest(e *env, args []string) error {
 		}
 	}()
 
-	store, err := openStore(e, *dataDir, disk.Options{PruneDepth: *pruneDepth, RollbackWindow: *window}, false)
+	store, err := openStore(e, *dataDir, disk.Options{
+		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
+		RollbackWindow: storeDepth(cl, "rollback-window", *window),
+	}, false)
 	if err != nil {
 		return err
 	}

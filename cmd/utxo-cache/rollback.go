@@ -17,11 +17,12 @@ was right after the block at --height (or the block with hash --hash) was
 applied (CONTRACT §2), then print the new tip. Exactly one of --height and
 --hash is required. A target equal to the tip changes nothing.
 
-The store keeps undo data for --rollback-window blocks: give the window the
-store is run with. A target deeper than that, above the tip, or a hash that
-is not on the store's chain is refused with exit status 1 and nothing
-changed. Each block is reverted in its own synced batch, so an interrupted
-rollback leaves the store at a block in between; run it again.`
+The store keeps undo data for the rollback window it recorded (or the
+--rollback-window given, recorded as a change). A target deeper than that,
+above the tip, or a hash that is not on the store's chain is refused with
+exit status 1 and nothing changed. A rollback is one change of the store's
+commit sequence; it reverts one block per synced batch, and a rollback
+interrupted in between is completed the next time the store is opened.`
 
 func runRollback(e *env, args []string) error {
 	cl := newCommandLine("rollback", "rollback [flags] (--height H | --hash HEX)", rollbackAbout)
@@ -35,7 +36,7 @@ func runRollback(e *env, args []string) error {
 	if cl.fs.NArg() > 0 {
 		return usagef("unexpected arguments %q", cl.fs.Args())
 	}
-	if err := checkBlocks("rollback-window", *window); err != nil {
+	if err := checkBlocks(cl, "rollback-window", *window); err != nil {
 		return err
 	}
 	// The target is a pair of flags: one given on the command line overrides
@@ -66,7 +67,7 @@ func runRollback(e *env, args []string) error {
 		targetHash = h
 	}
 
-	store, err := openStore(e, *dataDir, disk.Options{RollbackWindow: *window}, true)
+	store, err := openStore(e, *dataDir, disk.Options{RollbackWindow: storeDepth(cl, "rollback-window", *window)}, true)
 	if err != nil {
 		return err
 	}

@@ -43,10 +43,10 @@ in-flight requests and the block being applied finish, the store is closed.`
 type serveSettings struct {
 	dataDir, listen, adminToken, redisURL, memoryBytes string
 	adminListen, logLevel, logFormat, config           string
-	pruneDepth, rollbackWindow                         uint64
+	pruneDepth, rollbackWindow                         uint64 // 0: the store's recorded values
 	skipUnknown                                        bool
 	maxBlockBytes                                      int64
-	redisTTL, redisTimeout, shutdownTimeout            time.Duration
+	redisTTL, redisTimeout, shutdownTimeout, maxWait   time.Duration
 	followURL, bitcoinNetwork                          string
 }
 
@@ -58,8 +58,9 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.dataDir, "data-dir", "./data", "`DIR` holding the Pebble store (created if missing)")
 	fs.StringVar(&s.listen, "listen", "127.0.0.1:8080", "HTTP `ADDRESS` of the API")
 	fs.StringVar(&s.adminToken, "admin-token", "", "bearer `TOKEN` that enables POST /v1/blocks and /v1/rollback (none: writes answer 403)")
-	fs.Uint64Var(&s.pruneDepth, "prune-depth", storeDefaults.PruneDepth, "`BLOCKS` a spent record stays visible")
-	fs.Uint64Var(&s.rollbackWindow, "rollback-window", storeDefaults.RollbackWindow, "deepest exact rollback, in `BLOCKS`")
+	fs.Uint64Var(&s.pruneDepth, "prune-depth", storeDefaults.PruneDepth, pruneDepthUsage)
+	fs.Uint64Var(&s.rollbackWindow, "rollback-window", storeDefaults.RollbackWindow, rollbackWindowUsage)
+	fs.DurationVar(&s.maxWait, "max-wait", 2*time.Second, "longest a read waits for its min_seq / min_height before answering 503 behind (0: never waits)")
 	fs.StringVar(&s.redisURL, "redis-url", "", "shared Redis tier `URL` (redis://host:port/db); none: tier off")
 	fs.StringVar(&s.memoryBytes, "memory-cache-bytes", "256MiB", "in-process cache budget (`SIZE`: bytes, or with KiB/MiB/GiB; 0 turns the tier off)")
 	fs.BoolVar(&s.skipUnknown, "skip-unknown-inputs", false, "skip and count inputs that are not live outputs (stores that start mid-chain)")
@@ -81,11 +82,17 @@ func runServe(e *env, args []string) error {
 	if err := applyConfigFile(cl, s.config); err != nil {
 		return err
 	}
-	if err := checkBlocks("prune-depth", s.pruneDepth); err != nil {
+	if err := checkBlocks(cl, "prune-depth", s.pruneDepth); err != nil {
 		return err
 	}
-	if err := checkBlocks("rollback-window", s.rollbackWindow); err != nil {
+	if err := checkBlocks(cl, "rollback-window", s.rollbackWindow); err != nil {
 		return err
+	}
+	if s.maxWait < 0 {
+		return usagef("--max-wait %s: must not be negative", s.maxWait)
+	}
+	if s.maxWait == 0 {
+		s.maxWait = -1 // api.Options: no waiting
 	}
 	memBytes, err := parseSize(s.memoryBytes)
 	if err != nil {
@@ -100,6 +107,9 @@ func runServe(e *env, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Not given: 0, the values the store recorded.
+	s.pruneDepth = storeDepth(cl, "prune-depth", s.pruneDepth)
+	s.rollbackWindow = storeDepth(cl, "rollback-window", s.rollbackWindow)
 	return serve(ctx, e, s, memBytes, logger)
 }
 
@@ -148,6 +158,7 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	handler := api.New(reads, w, api.Options{
 		AdminToken:    s.adminToken,
 		MaxBlockBytes: s.maxBlockBytes,
+		MaxWait:       s.maxWait,
 		Registry:      reg,
 		Gatherer:      reg,
 		Logger:        log,
@@ -189,7 +200,7 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	if s.followURL != "" {
 		network, _ := bitcoin.ParseNetwork(s.bitcoinNetwork)
 		f := follow.New(follow.Options{
-			URL: s.followURL, Network: network, MaxReorgDepth: s.rollbackWindow,
+			URL: s.followURL, Network: network, MaxReorgDepth: store.Options().RollbackWindow,
 			Writer: w, Hashes: store, Metrics: reg, Logger: log,
 		})
 		go func() {
@@ -201,8 +212,9 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	} else {
 		close(followDone)
 	}
-	st := store.State()
-	log.Info("serving", "listen", ln.Addr().String(), "data_dir", s.dataDir, "tip", st.Tip.String(),
+	st := store.Published()
+	log.Info("serving", "listen", ln.Addr().String(), "data_dir", s.dataDir, "tip", st.Tip.String(), "seq", st.Seq,
+		"prune_depth", store.Options().PruneDepth, "rollback_window", store.Options().RollbackWindow,
 		"utxos", st.UtxoCount, "memory_tier_bytes", memBytes, "redis", s.redisURL != "", "writes", s.adminToken != "")
 	fmt.Fprintf(e.stderr, "utxo-cache: serving on http://%s (tip %s)\n", ln.Addr(), st.Tip)
 
@@ -274,6 +286,10 @@ func applyConfigFile(cl *commandLine, path string) error {
 		if err := f.Value.Set(fmt.Sprint(v)); err != nil {
 			return usagef("config file %s: %s: %v", path, k, err)
 		}
+		if cl.fromConfig == nil {
+			cl.fromConfig = make(map[string]bool)
+		}
+		cl.fromConfig[k] = true
 	}
 	return nil
 }

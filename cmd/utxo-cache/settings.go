@@ -32,6 +32,8 @@ type commandLine struct {
 
 	// fromEnv holds the flags that parse took from the environment.
 	fromEnv map[string]bool
+	// fromConfig holds the flags applyConfigFile took from the config file.
+	fromConfig map[string]bool
 }
 
 func newCommandLine(name, synopsis, about string) *commandLine {
@@ -108,10 +110,10 @@ func (c *commandLine) usage(w io.Writer) {
 	})
 }
 
-// given reports whether flag name has a value from the command line or the
-// environment (after parse).
+// given reports whether flag name has a value from the command line, the
+// environment or the config file (after parse and applyConfigFile).
 func (c *commandLine) given(name string) bool {
-	found := c.fromEnv[name]
+	found := c.fromEnv[name] || c.fromConfig[name]
 	c.fs.Visit(func(f *flag.Flag) {
 		if f.Name == name {
 			found = true

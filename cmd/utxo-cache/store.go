@@ -12,7 +12,9 @@ import (
 )
 
 // Flags shared by the commands that open a store (CONTRACT §6). Their
-// defaults are the store's own, so the help never disagrees with disk.Options.
+// defaults are the store's own, so the help never disagrees with
+// disk.Options. The depth flags are passed to the store only when given
+// (storeDepth): otherwise the store keeps what it recorded.
 var storeDefaults = disk.Options{}.EnsureDefaults()
 
 func dataDirFlag(fs *flag.FlagSet) *string {
@@ -20,22 +22,40 @@ func dataDirFlag(fs *flag.FlagSet) *string {
 }
 
 func pruneDepthFlag(fs *flag.FlagSet) *uint64 {
-	return fs.Uint64("prune-depth", storeDefaults.PruneDepth,
-		"`BLOCKS` a spent record stays visible to outpoint lookups (at least 1)")
+	return fs.Uint64("prune-depth", storeDefaults.PruneDepth, pruneDepthUsage)
 }
 
 func rollbackWindowFlag(fs *flag.FlagSet) *uint64 {
-	return fs.Uint64("rollback-window", storeDefaults.RollbackWindow,
-		"deepest exact rollback, in `BLOCKS` (at least 1); the store keeps undo data for this many blocks")
+	return fs.Uint64("rollback-window", storeDefaults.RollbackWindow, rollbackWindowUsage)
 }
 
+const (
+	pruneDepthUsage = "`BLOCKS` a spent record stays visible to outpoint lookups (at least 1).\n" +
+		"The store records it when created; not given, the recorded value applies (the default\n" +
+		"below is for a new store); a different value is recorded as a deliberate change"
+	rollbackWindowUsage = "deepest exact rollback, in `BLOCKS` (at least 1); the store keeps undo data for this many blocks.\n" +
+		"The store records it when created; not given, the recorded value applies (the default\n" +
+		"below is for a new store); a different value is recorded as a deliberate change"
+)
+
 // checkBlocks rejects 0 for a depth in blocks: disk.Options reads 0 as "the
-// default", so passing it through would silently mean 2160 or 4320.
-func checkBlocks(name string, v uint64) error {
-	if v == 0 {
+// recorded value", so passing it through would silently mean something else
+// than what the operator typed.
+func checkBlocks(cl *commandLine, name string, v uint64) error {
+	if v == 0 && cl.given(name) {
 		return usagef("--%s must be at least 1", name)
 	}
 	return nil
+}
+
+// storeDepth is the value of depth flag name for disk.Options: v when the
+// operator gave it (flag, environment or config file), else 0, which keeps
+// the value the store recorded.
+func storeDepth(cl *commandLine, name string, v uint64) uint64 {
+	if cl.given(name) {
+		return v
+	}
+	return 0
 }
 
 // openStore opens the store in dir with opts. With mustExist, a directory

@@ -57,6 +57,12 @@ func FuzzValueDecoders(f *testing.F) {
 			var s State
 			if s, err = decodeState(b); err == nil {
 				got = appendState(nil, &s)
+				if b[0] == stateVersion1 { // migrated: written back as version 2
+					if again, err := decodeState(got); err != nil || again != s {
+						t.Fatalf("state %x migrates to %x, which decodes as %+v, %v", b, got, again, err)
+					}
+					return
+				}
 			}
 		case 5:
 			var s schema

@@ -534,25 +534,49 @@ var stateGoldens = []struct {
 	{
 		name:  "new store",
 		state: State{Tip: chain.Tip{Empty: true}},
-		hex: "01  01 0000000000000000 " + hex00 + "  0000000000000000 " + hex00 +
-			"  0000000000000000 0000000000000000 00000000 0000000000000000 0000000000000000 0000000000000000",
+		hex: "02  01 0000000000000000 " + hex00 + "  0000000000000000 " + hex00 +
+			"  0000000000000000 0000000000000000 00000000 0000000000000000 0000000000000000 0000000000000000  00 0000000000000000",
 	},
 	{
 		name: "every field",
 		state: State{
-			Tip:           chain.Tip{Height: math.MaxUint64, Hash: goldHash(0xaa)},
-			UtxoCount:     0x0102030405060708,
-			Digest:        chain.Digest(goldHash(0xdd)),
-			SkippedInputs: 1,
-			PruneHeight:   2,
-			PruneOffset:   math.MaxUint32,
-			UndoFloor:     3,
-			MaxHeight:     math.MaxUint64,
-			Seq:           4,
+			Tip:            chain.Tip{Height: math.MaxUint64, Hash: goldHash(0xaa)},
+			UtxoCount:      0x0102030405060708,
+			Digest:         chain.Digest(goldHash(0xdd)),
+			SkippedInputs:  1,
+			PruneHeight:    2,
+			PruneOffset:    math.MaxUint32,
+			UndoFloor:      3,
+			MaxHeight:      math.MaxUint64,
+			Seq:            4,
+			RollingBack:    true,
+			RollbackTarget: math.MaxUint64 - 1,
 		},
-		hex: "01  00 ffffffffffffffff " + hexAA + "  0102030405060708 " + hexDD +
-			"  0000000000000001 0000000000000002 ffffffff 0000000000000003 ffffffffffffffff 0000000000000004",
+		hex: "02  00 ffffffffffffffff " + hexAA + "  0102030405060708 " + hexDD +
+			"  0000000000000001 0000000000000002 ffffffff 0000000000000003 ffffffffffffffff 0000000000000004" +
+			"  01 fffffffffffffffe",
 	},
+}
+
+// TestStateVersion1 is the migration test of the state row: a version-1 row
+// (written before rollbacks recorded their progress) decodes with no
+// rollback in progress, and is written back as version 2.
+func TestStateVersion1(t *testing.T) {
+	v1 := unhex(t, "01  00 0000000000000007 "+hexAA+"  0000000000000003 "+hexDD+
+		"  0000000000000000 0000000000000002 00000001 0000000000000004 0000000000000009 000000000000000b")
+	got, err := decodeState(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := State{Tip: chain.Tip{Height: 7, Hash: goldHash(0xaa)}, UtxoCount: 3, Digest: chain.Digest(goldHash(0xdd)),
+		PruneHeight: 2, PruneOffset: 1, UndoFloor: 4, MaxHeight: 9, Seq: 11}
+	if got != want {
+		t.Fatalf("version 1 decodes as\n %#v\nwant %#v", got, want)
+	}
+	again := appendState(nil, &got)
+	if again[0] != stateVersion || !bytes.Equal(again[1:len(v1)], v1[1:]) || !bytes.Equal(again[len(v1):], make([]byte, 9)) {
+		t.Fatalf("version 1 re-encodes as %x", again)
+	}
 }
 
 func TestGoldenState(t *testing.T) {
@@ -730,18 +754,24 @@ func goldenCodecs() []goldenCodec {
 		undo.goldens = append(undo.goldens, g.hex)
 	}
 
-	const stateRest = "  0000000000000000 " + "0000000000000000000000000000000000000000000000000000000000000000" +
+	const stateRest1 = "  0000000000000000 " + "0000000000000000000000000000000000000000000000000000000000000000" +
 		"  0000000000000000 0000000000000000 00000000 0000000000000000 0000000000000000 0000000000000000"
+	const stateRest = stateRest1 + "  00 0000000000000000"
 	state := goldenCodec{
 		name:   "state",
 		decode: func(b []byte) error { _, err := decodeState(b); return err },
 		bad: []badInput{
-			{"well formed, for reference", "01  01 0000000000000000 " + hex00 + stateRest, ""},
+			{"well formed, for reference", "02  01 0000000000000000 " + hex00 + stateRest, ""},
+			{"version 1, for reference", "01  01 0000000000000000 " + hex00 + stateRest1, ""},
 			{"version 0", "00  01 0000000000000000 " + hex00 + stateRest, "unknown version"},
-			{"version 2", "02  01 0000000000000000 " + hex00 + stateRest, "unknown version"},
-			{"empty flag 2", "01  02 0000000000000000 " + hex00 + stateRest, "bad empty flag"},
-			{"seq cut", "01  01 0000000000000000 " + hex00 + stateRest[:len(stateRest)-2], "short uint64"},
-			{"trailing byte", "01  01 0000000000000000 " + hex00 + stateRest + " 00", "1 trailing bytes"},
+			{"version 3", "03  01 0000000000000000 " + hex00 + stateRest, "unknown version"},
+			{"version 1 with version 2 fields", "01  01 0000000000000000 " + hex00 + stateRest, "9 trailing bytes"},
+			{"empty flag 2", "02  02 0000000000000000 " + hex00 + stateRest, "bad empty flag"},
+			{"seq cut", "01  01 0000000000000000 " + hex00 + stateRest1[:len(stateRest1)-2], "short uint64"},
+			{"rolling-back flag 2", "02  01 0000000000000000 " + hex00 + stateRest1 + "  02 0000000000000000", "bad rolling-back flag"},
+			{"target without rollback", "02  01 0000000000000000 " + hex00 + stateRest1 + "  00 0000000000000001", "without a rollback in progress"},
+			{"target cut", "02  01 0000000000000000 " + hex00 + stateRest[:len(stateRest)-2], "short uint64"},
+			{"trailing byte", "02  01 0000000000000000 " + hex00 + stateRest + " 00", "1 trailing bytes"},
 		},
 	}
 	for _, g := range stateGoldens {

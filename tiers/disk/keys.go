@@ -31,6 +31,9 @@ var (
 	keySchema = []byte{prefixMeta, 'V'}
 	keyState  = []byte{prefixMeta, 'T'}
 	keySecret = []byte{prefixMeta, 'K'}
+	// keySettings holds the settings row (meta.go); added in schema 1
+	// without a version bump: a store without it records it on open.
+	keySettings = []byte{prefixMeta, 'S'}
 )
 
 // DimKey is the fixed-size hash of an index dimension value: the first 16 bytes

@@ -14,9 +14,10 @@ const SchemaVersion uint32 = 1
 // State is the state row (0x01 'T'), written in every block's batch, so it is
 // always consistent with the rest of the store.
 //
-// Layout (version 1):
+// Layout (version 2; version 1 lacks the last two fields and decodes with no
+// rollback in progress):
 //
-//	version          1 byte = 0x01
+//	version          1 byte = 0x02
 //	empty            1 byte (1: nothing applied yet)
 //	tip height       uint64
 //	tip hash         32 bytes
@@ -27,11 +28,25 @@ const SchemaVersion uint32 = 1
 //	prune offset     uint32  records of that height already pruned
 //	undo floor       uint64  lowest height whose undo delta may still exist
 //	max height       uint64  highest tip ever applied
-//	seq              uint64  committed batches so far (applies and rolled-back blocks)
+//	seq              uint64  the commit sequence: changes (applies, rollbacks) so far
+//	rolling back     1 byte  1: a multi-block rollback is in progress (0 or 1)
+//	rollback target  uint64  its target height (0 when none is in progress)
 //
-// Seq orders every state the store has been in, rollbacks included: it never
+// Seq numbers the changes of the store: each applied block and each rollback,
+// however many blocks it reverts, is one change (CONTRACT §7). It never
 // decreases, so caches tag answers with the Seq of the snapshot they were
 // computed from and discard them once a change with a higher Seq touched them.
+//
+// A rollback of several blocks commits one batch per block; every batch but
+// the last records the rollback in progress and keeps Seq, the last clears it
+// and raises Seq. A store opened with a rollback in progress is not at any
+// state of its sequence, so Open completes the rollback first (see
+// Store.RollbackTo): a crash in the middle of a rollback ends, after restart,
+// in the rollback's target state, never in between.
+//
+// Worked example: tip 10, seq 7; rollback to 8. Batch 1 reverts block 10:
+// tip 9, seq 7, rolling back to 8. (A crash here: Open reverts block 9.)
+// Batch 2 reverts block 9: tip 8, seq 8, nothing in progress.
 type State struct {
 	Tip           chain.Tip
 	UtxoCount     uint64
@@ -42,9 +57,16 @@ type State struct {
 	UndoFloor     uint64
 	MaxHeight     uint64
 	Seq           uint64
+	// RollingBack is set while a multi-block rollback to RollbackTarget is
+	// in progress (only between its batches, or after a crash in one).
+	RollingBack    bool
+	RollbackTarget uint64
 }
 
-const stateVersion byte = 0x01
+const (
+	stateVersion1 byte = 0x01
+	stateVersion  byte = 0x02
+)
 
 func appendState(dst []byte, s *State) []byte {
 	dst = append(dst, stateVersion)
@@ -56,13 +78,20 @@ func appendState(dst []byte, s *State) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, s.PruneOffset)
 	dst = binary.BigEndian.AppendUint64(dst, s.UndoFloor)
 	dst = binary.BigEndian.AppendUint64(dst, s.MaxHeight)
-	return binary.BigEndian.AppendUint64(dst, s.Seq)
+	dst = binary.BigEndian.AppendUint64(dst, s.Seq)
+	var rolling byte
+	if s.RollingBack {
+		rolling = 1
+	}
+	dst = append(dst, rolling)
+	return binary.BigEndian.AppendUint64(dst, s.RollbackTarget)
 }
 
 func decodeState(b []byte) (State, error) {
 	d := decbuf{b: b, ctx: "state"}
 	var s State
-	if v := d.byte1(); d.err() == nil && v != stateVersion {
+	version := d.byte1()
+	if d.err() == nil && version != stateVersion && version != stateVersion1 {
 		d.fail("unknown version")
 	}
 	s.Tip = d.tip()
@@ -74,6 +103,19 @@ func decodeState(b []byte) (State, error) {
 	s.UndoFloor = d.u64()
 	s.MaxHeight = d.u64()
 	s.Seq = d.u64()
+	if version == stateVersion {
+		switch d.byte1() {
+		case 0:
+		case 1:
+			s.RollingBack = true
+		default:
+			d.fail("bad rolling-back flag")
+		}
+		s.RollbackTarget = d.u64()
+		if !s.RollingBack && s.RollbackTarget != 0 && d.err() == nil {
+			d.fail("rollback target without a rollback in progress")
+		}
+	}
 	return s, d.done()
 }
 
@@ -149,4 +191,44 @@ func (d *decbuf) tip() chain.Tip {
 	t.Height = d.u64()
 	copy(t.Hash[:], d.fixed(chain.HashSize))
 	return t
+}
+
+// settings is the settings row (0x01 'S'): the options that shape what is on
+// disk, recorded when the store is created and whenever an Open changes them,
+// so that a store keeps them without the operator passing them every time.
+//
+// Layout (version 1):
+//
+//	version          1 byte = 0x01
+//	prune depth      uint64
+//	rollback window  uint64
+//
+// Example: prune depth 2160, rollback window 4320:
+//
+//	01 0000000000000870 00000000000010e0
+type settings struct {
+	pruneDepth     uint64
+	rollbackWindow uint64
+}
+
+const settingsVersion byte = 0x01
+
+func appendSettings(dst []byte, s *settings) []byte {
+	dst = append(dst, settingsVersion)
+	dst = binary.BigEndian.AppendUint64(dst, s.pruneDepth)
+	return binary.BigEndian.AppendUint64(dst, s.rollbackWindow)
+}
+
+func decodeSettings(b []byte) (settings, error) {
+	d := decbuf{b: b, ctx: "settings"}
+	var s settings
+	if v := d.byte1(); d.err() == nil && v != settingsVersion {
+		d.fail("unknown version")
+	}
+	s.pruneDepth = d.u64()
+	s.rollbackWindow = d.u64()
+	if d.err() == nil && (s.pruneDepth == 0 || s.rollbackWindow == 0) {
+		d.fail("zero setting")
+	}
+	return s, d.done()
 }

@@ -92,9 +92,45 @@ func (s *Store) CheckRollback(target uint64) error {
 	return fmt.Errorf("rollback to %d: no undo data kept for height %d: %w", target, want, chain.ErrRollbackTooDeep)
 }
 
-// RollbackBlock reverts the tip block in one synced batch and publishes the
-// new state. Writer goroutine only. It returns what changed.
-func (s *Store) RollbackBlock() (*ChangeSet, error) {
+// RollbackTo reverts the chain to height target (CheckRollback must have
+// passed): one change of the commit sequence, committed as one synced batch
+// per reverted block. Every batch but the last records the rollback in
+// progress (State.RollingBack), so that a crash in between is completed by
+// the next Open; the last raises Seq. It returns what the whole rollback
+// changed. Writer goroutine only; nothing is published (see Publish).
+//
+// On an error the blocks reverted so far stay reverted, the rollback stays
+// recorded as in progress, and the store takes no more writes (ErrFailed):
+// reopening it completes the rollback.
+func (s *Store) RollbackTo(target uint64) (*ChangeSet, error) {
+	if err := s.writable(); err != nil {
+		return nil, err
+	}
+	st := s.State()
+	merged := newChanges(st.Tip)
+	merged.cs.Rollback = true
+	for !st.Tip.Empty && st.Tip.Height > target {
+		cs, err := s.rollbackBlock(target)
+		if err != nil {
+			return nil, s.fail(err)
+		}
+		for _, a := range cs.Addresses {
+			merged.address(a)
+		}
+		for _, op := range cs.OutPoints {
+			merged.outPoint(op)
+		}
+		merged.cs.Created += cs.Created
+		merged.cs.Spent += cs.Spent
+		st = s.State()
+	}
+	merged.cs.NewTip, merged.cs.Seq = st.Tip, st.Seq
+	return &merged.cs, nil
+}
+
+// rollbackBlock reverts the tip block in one synced batch, on the way down
+// to target. Writer goroutine only.
+func (s *Store) rollbackBlock(target uint64) (*ChangeSet, error) {
 	prev := s.State()
 	if prev.Tip.Empty {
 		return nil, fmt.Errorf("disk: rollback of an empty store: %w", chain.ErrInvalidArgument)
@@ -114,7 +150,12 @@ func (s *Store) RollbackBlock() (*ChangeSet, error) {
 	st := prev
 	st.Tip = undo.prev
 	st.SkippedInputs -= min(st.SkippedInputs, undo.skipped)
-	st.Seq++
+	if st.Tip.Empty || st.Tip.Height <= target {
+		st.Seq++ // the last batch: the rollback is one change
+		st.RollingBack, st.RollbackTarget = false, 0
+	} else {
+		st.RollingBack, st.RollbackTarget = true, target
+	}
 	// The rows of heights >= h go with this block; new blocks will write
 	// them again, so the prune cursors must not stay above h (or above 0,
 	// when the store empties: its next block may have any height).
@@ -183,11 +224,11 @@ func (s *Store) RollbackBlock() (*ChangeSet, error) {
 		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
 	}
 	_ = b.Set(keyState, appendState(nil, &st), nil)
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.commit(b); err != nil {
 		return nil, fmt.Errorf("disk: commit rollback of %d: %w", h, err)
 	}
-	// The view may hold outputs this block created: drop it (exactness over
-	// a warm view; rollbacks are rare).
+	// The young-output view may hold outputs this block created: drop it
+	// (exactness over a warm view; rollbacks are rare).
 	s.recent.reset()
 	d.commitBalances(s.balances)
 	s.state.Store(&st)

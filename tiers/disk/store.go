@@ -27,9 +27,13 @@ var ErrClosed = errors.New("disk: store closed")
 // Options configure a Store. The zero value of every field means its default.
 type Options struct {
 	// PruneDepth is how many blocks a spent record stays visible (CONTRACT
-	// §2). Default 2160.
+	// §2). Zero: the value the store recorded, or 2160 for a new store. A
+	// value that differs from the recorded one is a deliberate change: Open
+	// applies it, records it and logs it.
 	PruneDepth uint64
-	// RollbackWindow is the deepest exact rollback, in blocks. Default 4320.
+	// RollbackWindow is the deepest exact rollback, in blocks. Zero: the
+	// value the store recorded, or 4320 for a new store; a different value is
+	// recorded like PruneDepth's.
 	RollbackWindow uint64
 	// UndoMode chooses compact or self-contained undo deltas. Default compact.
 	// It applies to blocks applied from now on; a store may mix both.
@@ -124,16 +128,31 @@ func (o Options) Validate() error {
 }
 
 // Store is the Pebble store. Reads (View) are safe from any goroutine. All
-// mutations (NewBlock, Commit, Rollback) must come from one goroutine at a
-// time: the writer; the store does not lock them.
+// mutations (NewBlock, Commit, RollbackTo, Publish) must come from one
+// goroutine at a time: the writer; the store does not lock them.
+//
+// # Committed and published state
+//
+// The store has two states. The committed state (State) is what the last
+// synced batch left; the writer reads it. The published state (Published,
+// PublishedView) is a Pebble snapshot the writer fixes with Publish once the
+// caches have forgotten what the commit changed; readers see only it. So no
+// reader can see a commit before its invalidation is done, and, since
+// publishes only move forward in the commit sequence, no reader can see the
+// published state go back (see publish.go).
 type Store struct {
 	db   *pebble.DB
 	opts Options
 	dims []Dimension // enabled dimensions, DimAddress first
 
-	// state is the committed state, published after each commit. Only the
-	// writer stores it; readers may load it for a cheap tip.
+	// state is the committed state, stored after each commit. Only the
+	// writer stores it.
 	state atomic.Pointer[State]
+	// published is the snapshot readers use; see publish.go.
+	published atomic.Pointer[publishedSnapshot]
+	// failed is the first storage failure of a write; once set, the store
+	// takes no more writes (ErrFailed) and keeps serving what is published.
+	failed atomic.Pointer[error]
 
 	// secret is the store's random secret (0x01 'K'), created with the store:
 	// it keys the MAC of listing cursors so they survive restarts.
@@ -169,6 +188,7 @@ type storeCounters struct {
 
 // Open opens (or creates) the store in dir.
 func Open(dir string, opts Options) (*Store, error) {
+	given := opts
 	opts = opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -193,15 +213,25 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("disk: open %s: %w", dir, err)
 	}
 	s := &Store{db: db, opts: opts, recent: newRecentOutputs(opts.RecentOutputs), balances: newBalanceCache(opts.BalanceCache)}
-	if err := s.init(); err != nil {
+	if err := s.init(given); err != nil {
 		db.Close()
 		return nil, err
 	}
+	if st := s.State(); st.RollingBack {
+		opts.Logger.Warn("completing a rollback interrupted by a crash",
+			"tip", st.Tip.String(), "target", st.RollbackTarget)
+		if _, err := s.RollbackTo(st.RollbackTarget); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("disk: complete the interrupted rollback to %d: %w", st.RollbackTarget, err)
+		}
+	}
+	s.Publish()
 	return s, nil
 }
 
-// init checks or writes the schema row and loads the state.
-func (s *Store) init() error {
+// init checks or writes the schema row, loads the state and resolves the
+// recorded settings against given (the options as the caller passed them).
+func (s *Store) init(given Options) error {
 	want := schema{version: SchemaVersion, dims: append([]Dimension{DimAddress}, s.opts.Dimensions...)}
 	slices.Sort(want.dims[1:])
 	want.dims = slices.Compact(want.dims)
@@ -218,6 +248,7 @@ func (s *Store) init() error {
 		_ = b.Set(keySecret, s.secret, nil)
 		_ = b.Set(keySchema, appendSchema(nil, &want), nil)
 		_ = b.Set(keyState, appendState(nil, &st), nil)
+		_ = b.Set(keySettings, appendSettings(nil, &settings{pruneDepth: s.opts.PruneDepth, rollbackWindow: s.opts.RollbackWindow}), nil)
 		if err := b.Commit(pebble.Sync); err != nil {
 			return fmt.Errorf("disk: initialise store: %w", err)
 		}
@@ -251,6 +282,55 @@ func (s *Store) init() error {
 		return err
 	}
 	s.state.Store(&st)
+	return s.resolveSettings(given)
+}
+
+// resolveSettings adopts the recorded settings where given leaves them zero,
+// and records a deliberate change (or, for a store created before settings
+// were recorded, the values in force).
+func (s *Store) resolveSettings(given Options) error {
+	raw, err := s.get(keySettings)
+	var have settings
+	recorded := err == nil
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return fmt.Errorf("disk: read settings: %w", err)
+	default:
+		if have, err = decodeSettings(raw); err != nil {
+			return err
+		}
+	}
+	want := settings{pruneDepth: s.opts.PruneDepth, rollbackWindow: s.opts.RollbackWindow}
+	if recorded {
+		if given.PruneDepth == 0 {
+			want.pruneDepth = have.pruneDepth
+		}
+		if given.RollbackWindow == 0 {
+			want.rollbackWindow = have.rollbackWindow
+		}
+	}
+	s.opts.PruneDepth, s.opts.RollbackWindow = want.pruneDepth, want.rollbackWindow
+	if recorded && want == have {
+		return nil
+	}
+	switch {
+	case !recorded:
+		s.opts.Logger.Info("recording the store's settings",
+			"prune_depth", want.pruneDepth, "rollback_window", want.rollbackWindow)
+	default:
+		if want.pruneDepth != have.pruneDepth {
+			s.opts.Logger.Warn("prune depth changed: spent records already pruned stay pruned",
+				"from", have.pruneDepth, "to", want.pruneDepth)
+		}
+		if want.rollbackWindow != have.rollbackWindow {
+			s.opts.Logger.Warn("rollback window changed: undo data already pruned stays pruned",
+				"from", have.rollbackWindow, "to", want.rollbackWindow)
+		}
+	}
+	if err := s.db.Set(keySettings, appendSettings(nil, &want), pebble.Sync); err != nil {
+		return fmt.Errorf("disk: record settings: %w", err)
+	}
 	return nil
 }
 
@@ -264,8 +344,9 @@ func (s *Store) get(key []byte) ([]byte, error) {
 	return slices.Clone(v), nil
 }
 
-// State returns the committed state (tip, count, digest). Safe from any
-// goroutine; for an answer consistent with other reads use a View.
+// State returns the committed state (tip, count, digest): the writer's view,
+// which may be ahead of what readers may see. Safe from any goroutine;
+// readers use Published or PublishedView.
 func (s *Store) State() State { return *s.state.Load() }
 
 // Secret returns the store's 32-byte random secret, fixed for its life.
@@ -283,6 +364,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.stopping.Store(true)
 	s.bg.Wait()
+	s.unpublish()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("disk: close: %w", err)
 	}
@@ -298,9 +380,14 @@ func (p pebbleLogger) Infof(format string, args ...any) {
 func (p pebbleLogger) Errorf(format string, args ...any) {
 	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
 }
+
+// Fatalf panics with fatalCommit: on the committing goroutine (Pebble's
+// fatal commit errors) Store.commit recovers it into ErrFailed; anywhere else
+// it ends the process, as Pebble requires.
 func (p pebbleLogger) Fatalf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-	panic(fmt.Sprintf(format, args...))
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error(msg, "component", "pebble")
+	panic(fatalCommit{msg: msg})
 }
 
 var _ io.Closer = (*Store)(nil)

@@ -58,6 +58,12 @@ func (s *Store) PrepareWritesUntil(stop func() bool) error {
 // NewBlock starts collecting block b's changes. The caller has checked that b
 // extends the tip.
 func (s *Store) NewBlock(b *chain.Block) (*BlockTxn, error) {
+	if err := s.writable(); err != nil {
+		return nil, err
+	}
+	if s.State().RollingBack {
+		return nil, fmt.Errorf("disk: a rollback is in progress: %w", ErrFailed)
+	}
 	if err := s.PrepareWrites(); err != nil {
 		return nil, err
 	}
@@ -196,9 +202,10 @@ func (t *BlockTxn) Create(u *chain.Utxo) error {
 // SkipInput counts an unknown input the writer chose to skip.
 func (t *BlockTxn) SkipInput() { t.skipped++ }
 
-// Commit writes the block in one synced batch and publishes the new state.
-// On error nothing is written and the store is unchanged; the BlockTxn is
-// spent either way.
+// Commit writes the block in one synced batch and makes it the committed
+// state (readers see it once the writer calls Publish). On error the
+// committed state is unchanged; an error of the commit itself fails the
+// store (ErrFailed). The BlockTxn is spent either way.
 func (t *BlockTxn) Commit() (*ChangeSet, error) {
 	if t.done {
 		return nil, errors.New("disk: block already committed")
@@ -256,7 +263,7 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 		return nil, fmt.Errorf("disk: prune at block %d: %w", h, err)
 	}
 	_ = b.Set(keyState, appendState(nil, &st), nil)
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.commit(b); err != nil {
 		return nil, fmt.Errorf("disk: commit block %d: %w", h, err)
 	}
 

@@ -11,14 +11,17 @@ import (
 
 // View is a consistent read of the store at one tip: every answer from one
 // View reflects the same committed block (a Pebble snapshot). A View is safe
-// for concurrent use; Close it when done (an open View pins old data).
+// for concurrent use; Close it once when done (an open View pins old data).
 type View struct {
 	s     *Store
 	snap  *pebble.Snapshot
 	state State
+	ref   *publishedSnapshot // the shared snapshot of PublishedView; nil: snap is the view's own
 }
 
-// NewView opens a view of the latest committed state.
+// NewView opens a view of the latest committed state, which may not be
+// published yet: for the writer's side and offline tools. Readers that
+// answer clients use PublishedView.
 func (s *Store) NewView() (*View, error) {
 	snap := s.db.NewSnapshot()
 	v, closer, err := snap.Get(keyState)
@@ -35,8 +38,14 @@ func (s *Store) NewView() (*View, error) {
 	return &View{s: s, snap: snap, state: st}, nil
 }
 
-// Close releases the snapshot.
-func (v *View) Close() error { return v.snap.Close() }
+// Close releases the snapshot (for a published view, its reference to it).
+func (v *View) Close() error {
+	if v.ref != nil {
+		v.ref.release()
+		return nil
+	}
+	return v.snap.Close()
+}
 
 // State returns the state (tip, count, digest) the view reflects.
 func (v *View) State() State { return v.state }

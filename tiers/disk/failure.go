@@ -1,0 +1,63 @@
+package disk
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// ErrFailed is returned for every write after a storage failure (an I/O
+// error or a full disk while committing). The store is then at the last
+// state it committed, which may be in the middle of a rollback; it keeps
+// serving its published state to readers, and reopening it recovers a state
+// of its commit sequence (Open completes an interrupted rollback).
+var ErrFailed = errors.New("disk: store failed a write; restart to recover")
+
+// fatalCommit is what pebbleLogger.Fatalf panics with: Pebble calls Fatalf
+// on the committing goroutine when it cannot write its log, and commit turns
+// it back into an error.
+type fatalCommit struct{ msg string }
+
+// commit commits b with Sync. A failure of any kind, including Pebble's
+// fatal commit errors, leaves the batch uncommitted as far as the caller
+// knows (it may have reached the log: a reopen decides) and fails the store.
+func (s *Store) commit(b *pebble.Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(fatalCommit)
+			if !ok {
+				panic(r)
+			}
+			err = s.fail(fmt.Errorf("pebble: %s", f.msg))
+		}
+	}()
+	if err := b.Commit(pebble.Sync); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
+// fail records err as the store's first storage failure and returns it
+// wrapped with ErrFailed.
+func (s *Store) fail(err error) error {
+	if errors.Is(err, ErrFailed) {
+		return err
+	}
+	wrapped := fmt.Errorf("%w: %w", ErrFailed, err)
+	s.failed.CompareAndSwap(nil, &wrapped)
+	s.opts.Logger.Error("storage failure: the store takes no more writes", "err", err)
+	return wrapped
+}
+
+// writable returns nil, or the first storage failure (matching ErrFailed).
+func (s *Store) writable() error {
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Failed reports the store's first storage failure, nil while it has none.
+// Safe from any goroutine.
+func (s *Store) Failed() error { return s.writable() }
