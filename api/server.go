@@ -427,7 +427,7 @@ func (a *API) fail(c *gin.Context, err error) {
 		a.opts.Logger.Error("request failed", "path", c.FullPath(), "err", err)
 	}
 	// Every error carries the served tip; for not_next_block it is the
-	// current tip the producer must extend (CONTRACT §1).
+	// current tip the producer must extend (docs/blocks.md).
 	tip := a.r.Published().Tip
 	a.writeJSON(c, status, tip, query.AppendError(nil, tip, code, msg))
 }

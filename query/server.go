@@ -23,7 +23,7 @@ type Store interface {
 	Secret() []byte
 }
 
-// Limits of the read API (CONTRACT §3).
+// Limits of the read API (docs/api.md).
 const (
 	DefaultPageLimit = 100
 	MaxPageLimit     = 1000

@@ -11,7 +11,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
-// Flags shared by the commands that open a store (CONTRACT §6). Their
+// Flags shared by the commands that open a store (docs/settings.md). Their
 // defaults are the store's own, so the help never disagrees with disk.Options.
 var storeDefaults = disk.Options{}.EnsureDefaults()
 

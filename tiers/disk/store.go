@@ -26,8 +26,8 @@ var ErrClosed = errors.New("disk: store closed")
 
 // Options configure a Store. The zero value of every field means its default.
 type Options struct {
-	// PruneDepth is how many blocks a spent record stays visible (CONTRACT
-	// §2). Default 2160.
+	// PruneDepth is how many blocks a spent record stays visible (see
+	// docs/rollback-and-retention.md). Default 2160.
 	PruneDepth uint64
 	// RollbackWindow is the deepest exact rollback, in blocks. Default 4320.
 	RollbackWindow uint64
