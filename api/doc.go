@@ -1,4 +1,4 @@
-// Package api is the HTTP face of utxo-cache (CONTRACT §3): Gin routes for
+// Package api is the HTTP face of utxo-cache (docs/api.md): Gin routes for
 // the reads, the bearer-protected writes, health, readiness, metrics and the
 // OpenAPI document. It is the only package that imports Gin, and the only
 // place that maps errors to HTTP statuses (errors.go).

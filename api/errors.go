@@ -27,7 +27,7 @@ type errorClass struct {
 }
 
 // errorTable maps every error the API answers to its status and code
-// (CONTRACT §1-§3). Anything unmapped is a 500 "internal" whose message
+// (docs/api.md, "Error codes"). Anything unmapped is a 500 "internal" whose message
 // says nothing of the internals.
 var errorTable = []errorClass{
 	{chain.ErrInvalidBlock, http.StatusBadRequest, "invalid_block", ""},

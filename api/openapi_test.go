@@ -281,6 +281,20 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		{name: "metrics", s: m, mk: get("/metrics"), want: 200},
 		{name: "openapi", s: m, mk: get("/openapi.yaml"), want: 200},
 
+		// Read conditions (min_seq, min_height, wait), strict query strings,
+		// media types, and a stopped writer.
+		{name: "tip min_seq met", s: m, mk: get("/v1/tip?min_seq=1&min_height=1&wait=0.5"), want: 200},
+		{name: "tip unknown parameter", s: m, mk: get("/v1/tip?nope=1"), want: 400},
+		{name: "tip behind", s: m, mk: get("/v1/tip?min_seq=1000000&wait=0"), want: 503},
+		{name: "utxos behind", s: m, mk: get("/v1/addresses/alice/utxos?min_height=1000000&wait=0"), want: 503},
+		{name: "balance behind", s: m, mk: get("/v1/addresses/alice/balance?min_seq=1000000&wait=0"), want: 503},
+		{name: "utxo behind", s: m, mk: get("/v1/utxos/" + h + "/0?min_seq=1000000&wait=0"), want: 503},
+		{name: "lookup behind", s: m, mk: post("/v1/utxos/lookup?min_seq=1000000&wait=0", "application/json", []byte(
+			`{"outpoints":[{"tx_hash":"`+h+`","index":0}]}`)), want: 503},
+		{name: "block media type", s: m, mk: post("/v1/blocks", "text/xml", []byte(`{}`)), want: 415},
+		{name: "block writer closed", s: closed, mk: post("/v1/blocks", "application/json", chain.AppendBlockJSON(nil, closed.next())), want: 503},
+		{name: "rollback writer closed", s: closed, mk: post("/v1/rollback", "application/json", []byte(`{"height":0}`)), want: 503},
+
 		// Statuses the server answers that the document does not declare.
 		{name: "rollback too large", s: m, mk: post("/v1/rollback", "application/json", []byte(`{"height":5`+strings.Repeat(" ", 5000)+`}`)), want: 413},
 		{name: "panic", s: m, mk: get("/v1/addresses/alice/balance"), want: 500, arm: func() { pr.armed.Store(true) }},
@@ -288,8 +302,6 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		{name: "rollback by uppercase hash", s: m, mk: postFn("/v1/rollback", "application/json", func() []byte {
 			return []byte(`{"hash":"` + strings.ToUpper(b5.Hash.String()) + `"}`)
 		}), want: 200},
-		{name: "block writer closed", s: closed, mk: post("/v1/blocks", "application/json", chain.AppendBlockJSON(nil, closed.next())), want: 503},
-		{name: "rollback writer closed", s: closed, mk: post("/v1/rollback", "application/json", []byte(`{"height":0}`)), want: 503},
 	}
 	covered := map[string]bool{}
 	for _, r := range rows {

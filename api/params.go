@@ -13,7 +13,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/chain"
 )
 
-// Query parameters every read accepts (read-your-writes, CONTRACT §7).
+// Query parameters every read accepts (read-your-writes, docs/consistency.md).
 const (
 	paramMinSeq    = "min_seq"
 	paramMinHeight = "min_height"

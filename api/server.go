@@ -493,7 +493,7 @@ func (a *API) fail(c *gin.Context, err error) {
 
 // writeError writes an error answer. Every error carries the published tip
 // and seq; for not_next_block that is the tip the producer must extend
-// (CONTRACT §1), for behind the state the node has reached.
+// (docs/blocks.md), for behind the state the node has reached.
 func (a *API) writeError(c *gin.Context, status int, code, msg string) {
 	p := a.r.Published()
 	a.writeJSON(c, status, p.Tip, p.Seq, query.AppendError(nil, p.Tip, code, msg))
@@ -542,7 +542,7 @@ type tipHeaders struct {
 var lastTip atomic.Pointer[tipHeaders]
 
 // setTipHeaders sets X-Commit-Seq, and X-Tip-Height / X-Tip-Hash unless the
-// store has applied no block (CONTRACT §3).
+// store has applied no block (docs/api.md).
 func setTipHeaders(h http.Header, t chain.Tip, seq uint64) {
 	th := lastTip.Load()
 	if th == nil || th.tip != t || th.seq != seq {

@@ -61,7 +61,7 @@
 // Output costs about 100 bytes.
 //
 // Unspendable is not part of the JSON/CBOR block format: a converted block
-// with such an output cannot be exported as CONTRACT §1 blocks. Its empty
+// with such an output cannot be exported as docs/blocks.md blocks. Its empty
 // address makes chain.ValidateBlock (and so the stream writers) refuse it
 // rather than silently turning the output into a spendable one.
 //

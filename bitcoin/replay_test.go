@@ -8,7 +8,7 @@ import (
 )
 
 // model is an independent, map-based UTXO set that applies chain blocks the
-// way CONTRACT §1 says a writer does: transactions in order, inputs spent
+// way docs/blocks.md says a writer does: transactions in order, inputs spent
 // (they must be live), outputs created (they must not be live).
 type model struct {
 	live    map[chain.OutPoint]chain.Utxo
@@ -122,7 +122,7 @@ func TestReplayChain0To14131(t *testing.T) {
 	if pseudo != 0 {
 		t.Errorf("%d pseudo-transactions in blocks 0..14131, want none (no OP_RETURN yet)", pseudo)
 	}
-	// Regression golden: the §5 digest of the set after 14131 under this
+	// Regression golden: the digest (docs/digest.md) of the set after 14131 under this
 	// package's address rules; a change here changes every store's digest.
 	const wantDigest = "f30c6b1e158c14cf7b29b8d49fbb70c746923d227643098f73c28f9901bca826"
 	if got := m.digest.String(); got != wantDigest {

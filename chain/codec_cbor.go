@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// The CBOR block encoding (CONTRACT §1, Content-Type application/cbor; files
+// The CBOR block encoding (docs/blocks.md, Content-Type application/cbor; files
 // *.cbor hold an RFC 8742 CBOR sequence of blocks).
 //
 // The data model is the JSON one: maps with the contract's field names as

@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// The JSON block encoding (CONTRACT §1, Content-Type application/json;
+// The JSON block encoding (docs/blocks.md, Content-Type application/json;
 // files *.jsonl hold one block per line).
 //
 // # Decoding (strict)

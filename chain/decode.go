@@ -8,7 +8,7 @@ import (
 )
 
 // This file holds the part of block decoding that both encodings share: the
-// schema of CONTRACT §1 (which fields exist, which are required, their types,
+// schema of docs/blocks.md (which fields exist, which are required, their types,
 // defaults and count limits) walked over a tokenSource.
 //
 // # Why not encoding/json or fxamacker's struct decoding
@@ -273,7 +273,7 @@ func (d *blockDecoder) txs() ([]Tx, error) {
 
 var txFields = []string{"hash", "inputs", "outputs", "collateral_inputs", "collateral_return", "valid", "coinbase"}
 
-const txRequired = 1<<0 | 1<<1 | 1<<2 // hash, inputs, outputs (CONTRACT §1: required unless "optional")
+const txRequired = 1<<0 | 1<<1 | 1<<2 // hash, inputs, outputs (docs/blocks.md: required unless optional)
 
 func (d *blockDecoder) tx(tx *Tx) error {
 	if err := d.src.objectStart(); err != nil {
@@ -299,7 +299,7 @@ func (d *blockDecoder) tx(tx *Tx) error {
 			if err = d.enter(&seen, 1, "inputs"); err != nil {
 				return err
 			}
-			// Required (CONTRACT §1): null is as wrong as a missing key.
+			// Required (docs/blocks.md): null is as wrong as a missing key.
 			if tx.Inputs, err = d.outPoints(d.lim.MaxInputsPerTx); err != nil {
 				return err
 			}

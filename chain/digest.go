@@ -9,7 +9,7 @@ import (
 	"slices"
 )
 
-// Digest is the order-independent digest of a UTXO set (CONTRACT §5): the sum
+// Digest is the order-independent digest of a UTXO set (docs/digest.md): the sum
 // modulo 2^256 of uint256_be(SHA-256(enc(u))) over the live UTXOs u. The zero
 // value is the digest of the empty set. Adding and then subtracting the same
 // UTXO restores the previous digest exactly, which is what makes rollbacks and
@@ -47,7 +47,7 @@ func UtxoTerm(u *Utxo) [32]byte {
 	return sha256.Sum256(AppendDigestEncoding(stack[:0], u))
 }
 
-// AppendDigestEncoding appends enc(u) of CONTRACT §5 to dst:
+// AppendDigestEncoding appends enc(u) of docs/digest.md to dst:
 //
 //	tx hash      32 bytes
 //	output index uint32

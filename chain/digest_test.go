@@ -31,7 +31,7 @@ func goldenUtxo() *Utxo {
 	}
 }
 
-// goldenEnc is enc(goldenUtxo()) of CONTRACT §5, written out by hand.
+// goldenEnc is enc(goldenUtxo()) of docs/digest.md, written out by hand.
 var goldenEnc = strings.Join([]string{
 	strings.Repeat("aa", 32),  // tx hash
 	"01020304",                // output index

@@ -2,7 +2,7 @@ package chain
 
 import "errors"
 
-// The contract's rejection classes (CONTRACT §1, §2, §3). Producers wrap them
+// The contract's rejection classes (docs/api.md, "Error codes"). Producers wrap them
 // with context (block height, tx, outpoint); consumers match with errors.Is,
 // and the API maps each to one HTTP status and error code.
 var (

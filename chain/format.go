@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Format is a block encoding of CONTRACT §1. A single block (an HTTP body)
+// Format is a block encoding of docs/blocks.md. A single block (an HTTP body)
 // is one JSON document or one CBOR data item; a file or pipe of blocks is
 // JSON lines or an RFC 8742 CBOR sequence. The values are explicit because
 // they may be persisted or logged; the zero value is no format.

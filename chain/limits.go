@@ -1,6 +1,6 @@
 package chain
 
-// Fixed sizes of CONTRACT §1. They are part of the external contract, not
+// Fixed sizes of the block format (docs/blocks.md). They are part of the external contract, not
 // settings: every reader and writer of blocks enforces the same values.
 const (
 	// MinAddressLen and MaxAddressLen bound an output's address, in bytes of

@@ -135,7 +135,7 @@ func (t Tip) String() string {
 }
 
 // Flags of a stored UTXO. The values are persisted and part of the digest
-// (CONTRACT §5): never renumber them.
+// (docs/digest.md): never renumber them.
 const (
 	FlagCoinbase         uint8 = 1 << 0
 	FlagCollateralReturn uint8 = 1 << 1

@@ -7,7 +7,7 @@ import (
 
 // Uint128 is an unsigned 128-bit integer for sums of uint64 amounts. A sum of
 // fewer than 2^64 uint64 values cannot overflow it, and a UTXO set never holds
-// 2^64 outputs, so balances kept as Uint128 never overflow (CONTRACT §3).
+// 2^64 outputs, so balances kept as Uint128 never overflow (docs/api.md).
 type Uint128 struct {
 	Hi, Lo uint64
 }

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// ValidateBlock checks b against the field rules of CONTRACT §1 that its Go
+// ValidateBlock checks b against the field rules of docs/blocks.md that its Go
 // types do not already guarantee (address, policy, name, datum and script
 // sizes, positive and unique asset quantities) and against lim. It does not
 // check chain rules (height, prev_hash, spends): those need the store.

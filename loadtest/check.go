@@ -163,7 +163,7 @@ func (c *checker) loop() {
 	}
 }
 
-// Answer shapes of CONTRACT §3, as the checker decodes them.
+// Answer shapes of docs/api.md, as the checker decodes them.
 type (
 	wireTip struct {
 		Height uint64 `json:"height"`
@@ -337,7 +337,7 @@ func checkOutpoint(m *model.Model, op chain.OutPoint, status int, got *wireOutpo
 	u, spent, err := m.Utxo(op)
 	if errors.Is(err, chain.ErrNotFound) {
 		// The model forgets a spent record prune_depth blocks after the
-		// spend; the service may keep it a while longer (CONTRACT §2).
+		// spend; the service may keep it a while longer (docs/rollback-and-retention.md).
 		if status == 200 && got.Spent != nil && tip.Height-got.Spent.Height > m.PruneDepth() {
 			return nil
 		}

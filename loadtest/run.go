@@ -562,7 +562,7 @@ func (r *runner) preloadHTTP(ctx context.Context, writer string) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("loadtest: the writer's GET /v1/tip answers %d", resp.StatusCode)
 	}
-	// An empty store's answers carry no tip headers (CONTRACT §3: tip null).
+	// An empty store's answers carry no tip headers (docs/api.md: tip null).
 	if height := resp.Header.Get("X-Tip-Height"); height != "" {
 		return fmt.Errorf("loadtest: the writer %s holds a chain (tip %s): an external run needs an empty store, "+
 			"because the harness checks answers against the chain it generates", writer, height)

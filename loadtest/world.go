@@ -69,7 +69,7 @@ func (p *opPool) pick(r *rand.Rand) chain.OutPoint {
 	return p.base[n-1-min(age, n-1)]
 }
 
-// Model retention: the service's defaults (CONTRACT §6).
+// Model retention: the service's defaults (docs/settings.md).
 const (
 	modelPruneDepth     = 2160
 	modelRollbackWindow = 4320

@@ -13,7 +13,7 @@ import (
 
 // A cursor is the position of the last item of a page, bound to the address
 // and order it was issued for and authenticated with the store's secret, so
-// a cursor the service did not issue is refused (CONTRACT §3).
+// a cursor the service did not issue is refused (docs/api.md).
 //
 // Layout, then base64url without padding (32 characters):
 //

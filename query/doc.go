@@ -1,4 +1,4 @@
-// Package query answers the contract's reads (CONTRACT §3): it computes an
+// Package query answers the contract's reads (docs/api.md): it computes an
 // answer from one disk snapshot, encodes it once as JSON, and reads through
 // the cache tiers (memory, then Redis, then disk), filling upwards, with
 // concurrent misses on one key collapsed into one disk read. After every

@@ -8,7 +8,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/chain"
 )
 
-// The answers of CONTRACT §3 are encoded by hand, appending to a buffer: they
+// The answers of docs/api.md are encoded by hand, appending to a buffer: they
 // are computed once per cache fill but on every disk read, and the shapes are
 // fixed. Amounts are decimal strings; optional members are omitted when absent.
 

@@ -29,7 +29,7 @@ type Store interface {
 // the requested seq or height in time.
 var ErrBehind = errors.New("query: behind the requested state")
 
-// Limits of the read API (CONTRACT §3).
+// Limits of the read API (docs/api.md).
 const (
 	DefaultPageLimit = 100
 	MaxPageLimit     = 1000
@@ -187,7 +187,7 @@ func (s *Server) Published() Published {
 }
 
 // WaitFor waits until the published state has a seq >= minSeq and a tip
-// height >= minHeight (read-your-writes, CONTRACT §7), at most maxWait, and
+// height >= minHeight (read-your-writes, docs/consistency.md), at most maxWait, and
 // returns it. It fails with ErrBehind (and the state it has) when none came
 // in time, or with ctx's error.
 func (s *Server) WaitFor(ctx context.Context, minSeq, minHeight uint64, maxWait time.Duration) (Published, error) {

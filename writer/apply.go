@@ -105,7 +105,7 @@ func (w *Writer) create(txn *disk.BlockTxn, b *chain.Block, pos uint32, tx *chai
 }
 
 // alreadyApplied reports whether b is the block already at its height on the
-// current chain: re-posting it is a no-op that succeeds (CONTRACT §1).
+// current chain: re-posting it is a no-op that succeeds (docs/blocks.md).
 func (w *Writer) alreadyApplied(tip chain.Tip, b *chain.Block) (bool, error) {
 	if tip.Empty || b.Height > tip.Height {
 		return false, nil
@@ -120,7 +120,7 @@ func (w *Writer) alreadyApplied(tip chain.Tip, b *chain.Block) (bool, error) {
 // checkLinkage enforces that b extends tip: the next height and the tip's
 // hash as parent. The first block of an empty store may start at any height
 // and may omit its parent; any other block without one (the zero hash) is
-// invalid (CONTRACT §1: a required field missing), not merely misplaced.
+// invalid (docs/blocks.md: a required field missing), not merely misplaced.
 func checkLinkage(tip chain.Tip, b *chain.Block) error {
 	if tip.Empty {
 		return nil

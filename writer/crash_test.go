@@ -27,7 +27,7 @@ import (
 // "ACK <op> <tip height>" once each request has returned. The parent kills
 // it with SIGKILL right after reading a chosen ACK line (the child is then
 // somewhere in a later request: mid-commit, mid-rollback, between batches),
-// reopens the store and checks CONTRACT §4: the store is exactly the state
+// reopens the store and checks docs/consistency.md: the store is exactly the state
 // after the last acknowledged request, or after a later one (the request in
 // flight committed, or some of the blocks of a rollback in flight were
 // reverted: each is its own synced batch). Then the next child resumes the

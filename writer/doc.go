@@ -9,7 +9,7 @@
 // them one at a time, so the store's write path never runs concurrently and
 // needs no lock. A request's future is answered only after its batch has been
 // committed with Sync and the new tip published, so an acknowledged block
-// survives a crash (CONTRACT §4). Listeners run on the writer goroutine after
+// survives a crash (docs/consistency.md). Listeners run on the writer goroutine after
 // the commit, with no lock held, before the next request is taken: by the
 // time the next block is acknowledged, every listener has seen the previous
 // change-set.

@@ -397,7 +397,7 @@ func (h *harness) rollback() {
 
 // cursorAcrossBlocks reads part of an address's listing, applies blocks,
 // and resumes from the cursor: nothing repeats, order holds, and every output
-// live all along shows exactly once (CONTRACT §3).
+// live all along shows exactly once (docs/api.md).
 func (h *harness) cursorAcrossBlocks() {
 	var addr string
 	for _, a := range h.g.Addresses() {
@@ -745,7 +745,7 @@ func openTestStore(t *testing.T, opts disk.Options) (*disk.Store, *Writer) {
 // CheckRollback, which took the lowest delta below target+2 to mean "every
 // delta from there to the tip exists", passed rollbacks that RollbackBlock
 // could not finish: the writer answered chain.ErrRollbackTooDeep after
-// reverting some blocks, against CONTRACT §2 ("deeper answers 409
+// reverting some blocks, against docs/rollback-and-retention.md ("deeper answers 409
 // rollback_too_deep with nothing changed").
 func TestRollbackRefusedAfterRestartChangesNothing(t *testing.T) {
 	st, w := openTestStore(t, disk.Options{PruneDepth: 2, RollbackWindow: 3})
@@ -775,7 +775,7 @@ func TestRollbackRefusedAfterRestartChangesNothing(t *testing.T) {
 // within the window and every delta it needed was kept: with blocks
 // 100..102, a rollback to 99 emptied the store, but a rollback to 98
 // answered "no undo data kept for height 99". Both targets name the same
-// state (nothing applied), and CONTRACT §2 says a rollback within
+// state (nothing applied), and docs/rollback-and-retention.md says a rollback within
 // rollback_window must succeed.
 func TestRollbackBelowFirstBlock(t *testing.T) {
 	st, w := openTestStore(t, disk.Options{PruneDepth: 2, RollbackWindow: 10})

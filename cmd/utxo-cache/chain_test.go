@@ -17,7 +17,7 @@ import (
 // The tests' chain: a small deterministic chain that touches every feature
 // ingest must carry through (coinbase flags, assets, datums, reference
 // scripts, in-block spends, phase-2-invalid transactions with collateral),
-// and a model of the UTXO set written from CONTRACT §1 alone, independent of
+// and a model of the UTXO set written from docs/blocks.md alone, independent of
 // the writer, to compute the expected count and digest.
 
 func testHash(parts ...any) chain.Hash {
@@ -88,7 +88,7 @@ type testChain struct {
 	states []utxoModel
 }
 
-// stats is CONTRACT §5's line for the state after block h, as stats --json
+// stats is the line of docs/digest.md for the state after block h, as stats --json
 // prints it.
 func (c *testChain) stats(h int) string {
 	if h == 0 {

@@ -85,7 +85,7 @@ func writeBlkFile(t *testing.T, dir, name string, blocks []rawBlock) string {
 }
 
 // bitcoinStats is `stats --json` of a store fed blocks in order, computed
-// from CONTRACT §1 alone (utxoModel), not by the writer.
+// from docs/blocks.md alone (utxoModel), not by the writer.
 func bitcoinStats(blocks []rawBlock) string {
 	m := utxoModel{}
 	for _, b := range blocks {

@@ -18,10 +18,10 @@ import (
 const ingestAbout = `
 Apply the blocks of each FILE, in order, to the store in --data-dir (created
 when missing), one block at a time through the single writer. A FILE is JSON
-lines (.jsonl, .json) or an RFC 8742 CBOR sequence (.cbor) of CONTRACT §1
+lines (.jsonl, .json) or an RFC 8742 CBOR sequence (.cbor) of docs/blocks.md
 blocks; - reads standard input and needs --format.
 
-Every applied block is durable when the next one starts (CONTRACT §4), so
+Every applied block is durable when the next one starts (docs/consistency.md), so
 ingest is resumable: run it again on the same files after an interruption
 and the blocks already applied (same height and hash) are skipped. A block
 below the store's tip that is not on the store's chain is an error.

@@ -51,7 +51,7 @@ var commands = []command{
 	{"loadtest", "measure the service under load against the bare-handler ceiling (make loadtest)", runLoadtest},
 	{"rollback", "roll a store's chain back to a height or block hash", runRollback},
 	{"serve", "run the writer and the HTTP API over a store (the service)", runServe},
-	{"stats", "print a store's tip, UTXO count and digest (--json: CONTRACT §5)", runStats},
+	{"stats", "print a store's tip, UTXO count and digest (--json: docs/digest.md)", runStats},
 }
 
 // env is what a command sees of its process, so that everything it prints

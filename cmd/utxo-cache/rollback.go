@@ -14,7 +14,7 @@ import (
 const rollbackAbout = `
 Roll the chain of the store in --data-dir back so that it is exactly as it
 was right after the block at --height (or the block with hash --hash) was
-applied (CONTRACT §2), then print the new tip. Exactly one of --height and
+applied (docs/rollback-and-retention.md), then print the new tip. Exactly one of --height and
 --hash is required. A target equal to the tip changes nothing.
 
 The store keeps undo data for the rollback window it recorded (or the

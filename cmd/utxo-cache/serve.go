@@ -32,7 +32,7 @@ import (
 )
 
 const serveAbout = `
-Runs the single writer and the HTTP API (CONTRACT §3) over one store: reads go
+Runs the single writer and the HTTP API (docs/api.md) over one store: reads go
 through the memory tier, then Redis (when --redis-url is set), then the store.
 Settings come from flags, then UTXO_CACHE_* environment variables, then the
 optional YAML file of --config (keys are flag names: "listen: 127.0.0.1:8080"),

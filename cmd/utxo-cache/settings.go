@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// envPrefix starts the environment variable of every flag (CONTRACT §6).
+// envPrefix starts the environment variable of every flag (docs/settings.md).
 const envPrefix = "UTXO_CACHE_"
 
 // envName returns the environment variable that sets flag name:

@@ -95,7 +95,7 @@ func TestHelp(t *testing.T) {
 		}
 	}
 
-	// serve's help gives each setting of CONTRACT §6 its default, under
+	// serve's help gives each setting of docs/settings.md its default, under
 	// that flag, and its variable. A setting whose default is "none" has no
 	// default line and says what none means.
 	r = mustCLI(t, "serve", "--help")
@@ -117,12 +117,12 @@ func TestHelp(t *testing.T) {
 			t.Errorf("serve --help lacks --%s:\n%s", want.flag, r.stdout)
 			continue
 		case e.def != want.def:
-			t.Errorf("serve --help: --%s default %q, want %q (CONTRACT §6)", want.flag, e.def, want.def)
+			t.Errorf("serve --help: --%s default %q, want %q (docs/settings.md)", want.flag, e.def, want.def)
 		case want.def == "" && !strings.Contains(e.text, want.none):
 			t.Errorf("serve --help: --%s does not say %q:\n%s", want.flag, want.none, e.text)
 		}
 		if env := "UTXO_CACHE_" + strings.ToUpper(strings.ReplaceAll(want.flag, "-", "_")); e.env != env {
-			t.Errorf("serve --help: --%s env %q, want %q (CONTRACT §6)", want.flag, e.env, env)
+			t.Errorf("serve --help: --%s env %q, want %q (docs/settings.md)", want.flag, e.env, env)
 		}
 	}
 	if n, err := parseSize(entries["memory-cache-bytes"].def); err != nil || n != 256<<20 {

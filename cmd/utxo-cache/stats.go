@@ -11,10 +11,10 @@ import (
 
 const statsAbout = `
 Print the figures of the store in --data-dir: its tip, live UTXO count and
-UTXO-set digest (CONTRACT §5), then the store's own figures (disk size,
+UTXO-set digest (docs/digest.md), then the store's own figures (disk size,
 Pebble's shape, retention cursors).
 
-With --json, print exactly CONTRACT §5's one line:
+With --json, print exactly this one line (docs/digest.md):
   {"tip": {"height": H, "hash": "…"}, "utxo_count": N, "utxo_digest": "…"}
 For a store that has applied no block, "tip" is null, utxo_count 0 and the
 digest 64 zeros. Two stores with the same line hold the same UTXO set.
@@ -22,7 +22,7 @@ digest 64 zeros. Two stores with the same line hold the same UTXO set.
 The store must exist and no other process may have it open (a running
 server holds it).`
 
-// statsTip and statsJSON are CONTRACT §5's answer; field order is the
+// statsTip and statsJSON are the answer of docs/digest.md; field order is the
 // contract's.
 type statsTip struct {
 	Height uint64 `json:"height"`
@@ -38,7 +38,7 @@ type statsJSON struct {
 func runStats(e *env, args []string) error {
 	cl := newCommandLine("stats", "stats [flags]", statsAbout)
 	dataDir := dataDirFlag(cl.fs)
-	asJSON := cl.fs.Bool("json", false, "print CONTRACT §5's JSON line only")
+	asJSON := cl.fs.Bool("json", false, "print only the JSON line of docs/digest.md")
 	if err := cl.parse(e, args); err != nil {
 		return err
 	}

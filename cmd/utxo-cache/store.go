@@ -11,7 +11,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
-// Flags shared by the commands that open a store (CONTRACT §6). Their
+// Flags shared by the commands that open a store (docs/settings.md). Their
 // defaults are the store's own, so the help never disagrees with
 // disk.Options. The depth flags are passed to the store only when given
 // (storeDepth): otherwise the store keeps what it recorded.

@@ -324,7 +324,7 @@ func (f Fault) String() string {
 	return fmt.Sprintf("fault(%d)", int(f))
 }
 
-// Want returns the rejection class a block with fault f gets (CONTRACT §1).
+// Want returns the rejection class a block with fault f gets (docs/blocks.md).
 func (f Fault) Want() error {
 	switch f {
 	case FaultUnknownInput, FaultSpentInput:

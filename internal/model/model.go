@@ -1,13 +1,13 @@
 // Package model is a small in-memory reference implementation of the
-// contract's block, rollback and read semantics (CONTRACT §1, §2, §3 and the
-// §5 digest). Tests apply the same blocks and rollbacks to the real store and
+// contract's block, rollback and read semantics (docs/blocks.md, docs/rollback-and-retention.md, docs/api.md and the
+// digest of docs/digest.md). Tests apply the same blocks and rollbacks to the real store and
 // to a Model and compare every answer.
 //
 // The model is written to be obviously right rather than fast: plain maps,
 // answers recomputed from scratch on every query (the digest, balances and
 // listings are never maintained incrementally), and a per-block list of
 // before-images for rollback. It shares nothing with tiers/disk or writer;
-// from package chain it uses the domain types, Digest.Add (the §5 term),
+// from package chain it uses the domain types, Digest.Add (the digest term),
 // the asset order and Uint128.
 package model
 
@@ -26,13 +26,13 @@ import (
 // # Rollback window
 //
 // The model can roll back any number of blocks (it keeps the whole history),
-// and refuses exactly what CONTRACT §2 refuses: a target below
+// and refuses exactly what docs/rollback-and-retention.md refuses: a target below
 // tip - rollbackWindow (chain.ErrRollbackTooDeep), above the tip or on an
 // empty model (chain.ErrInvalidArgument). A rollback that passes the first
 // block of the chain (the block applied to an empty model) leaves the model
 // empty: that is the state "right after" any height below the chain's start.
 //
-// Read literally, §2 cannot be implemented with bounded storage: after a
+// Read literally, the contract's window cannot be implemented with bounded storage: after a
 // rollback of W blocks a second rollback of W needs 2W blocks of history, a
 // third 3W, and so on. A store keeps the history of the blocks above
 // max(applied tip) - W instead. RollbackFloor says where that bounded reading
@@ -103,7 +103,7 @@ func (m *Model) PruneDepth() uint64 { return m.pruneDepth }
 // RollbackWindow returns the model's rollback window.
 func (m *Model) RollbackWindow() uint64 { return m.rollbackWindow }
 
-// Apply applies b as CONTRACT §1 says. It returns applied == false and no
+// Apply applies b as docs/blocks.md says. It returns applied == false and no
 // error when b is the block already at its height on the current chain (same
 // hash). A rejected block leaves the model unchanged; the error wraps
 // chain.ErrNotNextBlock, chain.ErrUnknownInput, chain.ErrDoubleSpend or
@@ -244,7 +244,7 @@ func cloneOutput(out *chain.Output) chain.Output {
 }
 
 // Rollback makes every answer what it was right after block target was
-// applied (CONTRACT §2). It fails with chain.ErrInvalidArgument when the
+// applied (docs/rollback-and-retention.md). It fails with chain.ErrInvalidArgument when the
 // model is empty or target is above the tip, and with
 // chain.ErrRollbackTooDeep when tip - target exceeds the window; on failure
 // nothing changes. A target equal to the tip is a no-op.
@@ -324,7 +324,7 @@ func (m *Model) Count() uint64 {
 	return n
 }
 
-// Digest recomputes the §5 digest of the live set from scratch.
+// Digest recomputes the digest (docs/digest.md) of the live set from scratch.
 func (m *Model) Digest() chain.Digest {
 	var d chain.Digest
 	for _, r := range m.rows {

@@ -33,7 +33,7 @@ const SchemaVersion uint32 = 1
 //	rollback target  uint64  its target height (0 when none is in progress)
 //
 // Seq numbers the changes of the store: each applied block and each rollback,
-// however many blocks it reverts, is one change (CONTRACT §7). It never
+// however many blocks it reverts, is one change (docs/consistency.md). It never
 // decreases, so caches tag answers with the Seq of the snapshot they were
 // computed from and discard them once a change with a higher Seq touched them.
 //

@@ -43,7 +43,7 @@ const (
 	stateSpent    byte = 0x02
 )
 
-// Contract limits (CONTRACT §1) bound what a decoder accepts, so a corrupt
+// Contract limits (docs/blocks.md) bound what a decoder accepts, so a corrupt
 // length cannot make it allocate without bound.
 const (
 	maxAddressLen = 1024

@@ -26,8 +26,8 @@ var ErrClosed = errors.New("disk: store closed")
 
 // Options configure a Store. The zero value of every field means its default.
 type Options struct {
-	// PruneDepth is how many blocks a spent record stays visible (CONTRACT
-	// §2). Zero: the value the store recorded, or 2160 for a new store. A
+	// PruneDepth is how many blocks a spent record stays visible (see
+	// docs/rollback-and-retention.md). Zero: the value the store recorded, or 2160 for a new store. A
 	// value that differs from the recorded one is a deliberate change: Open
 	// applies it, records it and logs it.
 	PruneDepth uint64

@@ -55,7 +55,7 @@ func (v *View) Tip() chain.Tip { return v.state.Tip }
 
 // Utxo returns the output at op and, when it is spent, who spent it. It
 // answers chain.ErrNotFound when op never existed at this tip or its spent
-// record is older than PruneDepth blocks (CONTRACT §2).
+// record is older than PruneDepth blocks (docs/rollback-and-retention.md).
 func (v *View) Utxo(op chain.OutPoint) (chain.Utxo, *chain.Spent, error) {
 	var kb [outPointKeyLen]byte
 	raw, closer, err := v.snap.Get(appendOutPointKey(kb[:0], op))
