@@ -3,6 +3,9 @@
 // UTXO-set digest), with the contract's rejection classes as sentinel errors.
 //
 // It owns the external block format of ../shared/CONTRACT.md §1 (strict JSON and
-// CBOR decoding, size limits) and the digest of §5. It depends on no storage,
-// cache or HTTP library; every other package speaks in these types.
+// CBOR decoding, size limits), the digest of §5 and the deterministic CBOR
+// encoding of the change-log records of §7 (MarshalDeterministic). It depends
+// on no storage, cache or HTTP library; its one third-party library is
+// fxamacker/cbor, which no other package imports. Every other package speaks
+// in these types.
 package chain
