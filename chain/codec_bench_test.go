@@ -96,3 +96,80 @@ func TestBenchBlockRoundTrips(t *testing.T) {
 	}
 	checkRoundTrip(t, b, Limits{})
 }
+
+// BenchmarkDecodeBlockCBOR compares the CBOR decoders on the block of
+// BenchmarkDecodeBlock, the figures behind keeping the hand walker (see
+// decode.go):
+//
+//	go test -run='^$' -bench=DecodeBlockCBOR -benchmem ./chain/
+//
+// decoder=walker is DecodeBlockCBOR; decoder=fxamacker the strict reference
+// of codec_cbor_fxamacker_test.go; decoder=fxamacker-lenient is fxamacker
+// decoding into plain tagged structs (lenientBlock) with the same DecOptions:
+// not a usable decoder (none of the contract's checks), but the floor of any
+// decoder built on fxamacker's struct decoding.
+func BenchmarkDecodeBlockCBOR(b *testing.B) {
+	data := AppendBlockCBOR(nil, benchBlock(300))
+	lenient, err := fxDecOptions(DefaultMaxTxs).DecMode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	decoders := []struct {
+		name   string
+		decode func([]byte) error
+	}{
+		{"walker", func(d []byte) error { _, err := DecodeBlockCBOR(d, Limits{}); return err }},
+		{"fxamacker", func(d []byte) error { _, err := decodeBlockCBORFxamacker(d, Limits{}); return err }},
+		{"fxamacker-lenient", func(d []byte) error { var lb lenientBlock; return lenient.Unmarshal(d, &lb) }},
+	}
+	for _, dec := range decoders {
+		b.Run("decoder="+dec.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if err := dec.decode(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// lenientBlock and the types below it are the block as plain structs for
+// fxamacker: a null is a zero, a short hash is zero-filled, nothing is
+// required. Only BenchmarkDecodeBlockCBOR uses them.
+type (
+	lenientBlock struct {
+		Height   uint64      `cbor:"height"`
+		Hash     Hash        `cbor:"hash"`
+		PrevHash Hash        `cbor:"prev_hash"`
+		Time     int64       `cbor:"time"`
+		Txs      []lenientTx `cbor:"txs"`
+	}
+	lenientTx struct {
+		Hash             Hash              `cbor:"hash"`
+		Inputs           []lenientOutPoint `cbor:"inputs"`
+		Outputs          []lenientOutput   `cbor:"outputs"`
+		CollateralInputs []lenientOutPoint `cbor:"collateral_inputs"`
+		CollateralReturn *lenientOutput    `cbor:"collateral_return"`
+		Valid            *bool             `cbor:"valid"`
+		Coinbase         bool              `cbor:"coinbase"`
+	}
+	lenientOutPoint struct {
+		TxHash Hash   `cbor:"tx_hash"`
+		Index  uint32 `cbor:"index"`
+	}
+	lenientOutput struct {
+		Address   string         `cbor:"address"`
+		Value     uint64         `cbor:"value"`
+		Assets    []lenientAsset `cbor:"assets"`
+		DatumHash *Hash          `cbor:"datum_hash"`
+		Datum     []byte         `cbor:"datum"`
+		ScriptRef []byte         `cbor:"script_ref"`
+	}
+	lenientAsset struct {
+		Policy   []byte `cbor:"policy"`
+		Name     []byte `cbor:"name"`
+		Quantity uint64 `cbor:"quantity"`
+	}
+)

@@ -31,6 +31,11 @@ import (
 //     remaining input is a truncation.
 //   - Nothing may follow the block's data item.
 //
+// The walker of decode.go does the decoding; codec_cbor_fxamacker_test.go
+// holds a second decoder built on fxamacker/cbor's struct decoding, and
+// FuzzCBORDecodersAgree checks that both accept the same inputs and decode
+// them to the same blocks (decode.go says why the service uses the walker).
+//
 // # Canonical encoding
 //
 // RFC 8949 §4.2.1 core deterministic encoding: shortest heads, definite

@@ -2,7 +2,10 @@
 // outpoints, outputs and the values derived from them (tips, balances, the
 // UTXO-set digest), with the contract's rejection classes as sentinel errors.
 //
-// It owns the external block format of docs/blocks.md (strict JSON and
-// CBOR decoding, size limits) and the digest of docs/digest.md. It depends on no storage,
-// cache or HTTP library; every other package speaks in these types.
+// It owns the external block format of docs/blocks.md (strict JSON and CBOR
+// decoding, size limits), the digest of docs/digest.md and the deterministic
+// CBOR encoding of the replication change-log records (MarshalDeterministic).
+// It depends on no storage, cache or HTTP library; its one third-party library
+// is fxamacker/cbor, which no other package imports. Every other package
+// speaks in these types.
 package chain

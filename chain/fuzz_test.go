@@ -2,6 +2,7 @@ package chain
 
 import (
 	"bytes"
+	"errors"
 	"reflect"
 	"testing"
 )
@@ -64,6 +65,31 @@ func FuzzDecodeBlockCBOR(f *testing.F) {
 		b2, err := r.Next()
 		if err != nil || !reflect.DeepEqual(b, b2) {
 			t.Fatalf("CBORSeqReader: %v", err)
+		}
+	})
+}
+
+// FuzzCBORDecodersAgree is the differential test of the two CBOR decoders:
+// the hand walker (DecodeBlockCBOR) and the fxamacker reference
+// (codec_cbor_fxamacker_test.go) accept the same inputs and decode them to
+// the same block. Of an input both reject, only the rejection is compared:
+// which of two defects is reported, and how a malformed item is named,
+// differ by design (see decodeBlockCBORFxamacker).
+func FuzzCBORDecodersAgree(f *testing.F) {
+	addSeeds(f, encCBOR)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := DecodeBlockCBOR(data, fuzzLimits)
+		ref, refErr := decodeBlockCBORFxamacker(data, fuzzLimits)
+		if (err == nil) != (refErr == nil) {
+			t.Fatalf("the decoders disagree:\n walker:    %v\n fxamacker: %v", err, refErr)
+		}
+		if err == nil && !reflect.DeepEqual(b, ref) {
+			t.Fatalf("decoded blocks differ:\n walker:    %+v\n fxamacker: %+v", b, ref)
+		}
+		for _, err := range []error{err, refErr} {
+			if err != nil && errors.Is(err, ErrTooLarge) == errors.Is(err, ErrInvalidBlock) {
+				t.Fatalf("error %q wraps neither or both sentinels", err)
+			}
 		}
 	})
 }

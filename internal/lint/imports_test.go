@@ -30,6 +30,7 @@ var confined = []struct {
 	{"github.com/dgraph-io/ristretto", "tiers/memory"},
 	{"github.com/gin-gonic/gin", "api"},
 	{"github.com/btcsuite", "bitcoin"},
+	{"github.com/fxamacker/cbor", "chain"},
 }
 
 // exempt packages are not checked (none today: keep the list for a package
