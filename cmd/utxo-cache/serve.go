@@ -139,7 +139,8 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 		tiers = append(tiers, mem)
 	}
 	if s.redisURL != "" {
-		rt, err := redis.New(redis.Options{URL: s.redisURL, TTL: s.redisTTL, CallTimeout: s.redisTimeout, Logger: log, Metrics: reg})
+		rt, err := redis.New(redis.Options{URL: s.redisURL, TTL: s.redisTTL, CallTimeout: s.redisTimeout, Logger: log, Metrics: reg,
+			StartSeq: store.Published().Seq})
 		if err != nil {
 			return fmt.Errorf("redis tier: %w", err)
 		}

@@ -53,6 +53,14 @@ type Options struct {
 	// Metrics, when set, receives the tier's figures (utxo_cache_redis_*).
 	// Register one Tier per registry.
 	Metrics prometheus.Registerer
+	// StartSeq is the commit sequence of the writer's store when the writer
+	// starts: the first fencing raises the global floor to it, so no entry
+	// computed below it is ever served. A writer killed between a commit and
+	// its invalidation restarts with a store ahead of the floors in Redis;
+	// the entries of the last published state (computed at StartSeq, whose
+	// floors were raised before it was published) stay. Only the writer sets
+	// it; 0 fences nothing.
+	StartSeq uint64
 }
 
 // EnsureDefaults fills the zero fields of o with their defaults and returns o.

@@ -258,3 +258,42 @@ func TestExpiredFloorCoveredByGlobalFloor(t *testing.T) {
 		t.Fatal("degraded")
 	}
 }
+
+// TestStartSeqFencesAWriterRestart: a writer killed between a commit (seq 8)
+// and its invalidation left Redis with an entry at 7 whose guard 8 touched
+// and a floor of 7. The restarted writer's tier, started at the store's seq
+// 8, serves nothing below it, and keeps serving fills at 8.
+func TestStartSeqFencesAWriterRestart(t *testing.T) {
+	s := startRedis(t)
+	ctx := context.Background()
+	before := newTier(t, s, func(o *Options) { o.ProbeInterval = 2 * time.Minute })
+	if err := before.Invalidate(ctx, 7, []string{"g"}); err != nil {
+		t.Fatal(err)
+	}
+	e := entryAt(7)
+	if got := before.set(ctx, "k", "g", &e); got != fillStored {
+		t.Fatalf("fill at 7: %v", got)
+	}
+	if _, ok := before.Get(ctx, "k", "g"); !ok {
+		t.Fatal("the entry at 7 is not served before the restart")
+	}
+	_ = before.Close() // the writer dies; commit 8 touched g, never invalidated
+
+	after := newTier(t, s, func(o *Options) { o.ProbeInterval = 2 * time.Minute; o.StartSeq = 8 })
+	if !after.Healthy() {
+		t.Fatal("the restarted tier is not healthy")
+	}
+	if e, ok := after.Get(ctx, "k", "g"); ok {
+		t.Fatalf("served the entry at %d after a restart at seq 8", e.Seq)
+	}
+	if v := rawGet(t, s.Client(), testNS+":F"); v != "8" {
+		t.Fatalf("global floor %s, want 8", v)
+	}
+	e = entryAt(8)
+	if got := after.set(ctx, "k", "g", &e); got != fillStored {
+		t.Fatalf("fill at 8 after the restart: %v", got)
+	}
+	if e, ok := after.Get(ctx, "k", "g"); !ok || e.Seq != 8 {
+		t.Fatalf("the fill at 8 is not served: %v %d", ok, e.Seq)
+	}
+}

@@ -243,6 +243,7 @@ func New(opts Options) (*Tier, error) {
 	// A new tier has not fenced its namespace yet: it starts degraded.
 	t.mu.degraded = true
 	t.mu.since = time.Now()
+	t.mu.maxSeen = opts.StartSeq
 	if opts.Metrics != nil {
 		if err := t.register(opts.Metrics); err != nil {
 			t.cancel()
