@@ -6,6 +6,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
@@ -46,6 +47,10 @@ var errorTable = []errorClass{
 	{writer.ErrFailed, http.StatusServiceUnavailable, "unavailable",
 		"the store failed a write (a full disk or an I/O error): writes are stopped until a restart; reads go on"},
 	{query.ErrBehind, http.StatusServiceUnavailable, "behind", ""},
+	{errReplicationDisabled, http.StatusForbidden, "replication_disabled", ""},
+	{replication.ErrLogTruncated, http.StatusGone, "log_truncated", ""},
+	{replication.ErrAhead, http.StatusConflict, "ahead", ""},
+	{replication.ErrBusy, http.StatusTooManyRequests, "too_many_requests", ""},
 }
 
 // classify returns the status, code and client-safe message of err.

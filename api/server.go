@@ -16,8 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"crypto/subtle"
-
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -52,6 +50,14 @@ type Options struct {
 	AdminToken string
 	// ReadOnly marks a replica: writes answer 403 read_only.
 	ReadOnly bool
+	// ReplicationToken enables the replication endpoints for bearers of it,
+	// when Replication serves them (the writer). Empty: 403
+	// replication_disabled.
+	ReplicationToken string
+	Replication      Replication
+	// ReplicaStatus, on a replica, gives the "replication" member of GET
+	// /v1/tip. Nil on the writer.
+	ReplicaStatus func() ReplicaStatus
 	// MaxBlockBytes bounds a POST /v1/blocks body. Default: BlockLimits'.
 	MaxBlockBytes int64
 	// MaxRequestBytes bounds other request bodies. Default 1 MiB.
@@ -132,6 +138,8 @@ func New(r Reader, w Writer, opts Options) *API {
 	a.route(http.MethodPost, "/v1/utxos/lookup", a.postLookup)
 	a.route(http.MethodPost, "/v1/blocks", a.postBlock)
 	a.route(http.MethodPost, "/v1/rollback", a.postRollback)
+	a.route(http.MethodGet, "/v1/replication/changes", a.getChanges)
+	a.route(http.MethodGet, "/v1/replication/checkpoint", a.getCheckpoint)
 	a.route(http.MethodGet, "/healthz", func(c *gin.Context) { c.Data(200, "application/json", []byte(`{"status":"ok"}`)) })
 	a.route(http.MethodGet, "/readyz", a.getReady)
 	a.route(http.MethodGet, "/openapi.yaml", func(c *gin.Context) { c.Data(200, "application/yaml", a.opts.OpenAPI) })
@@ -202,7 +210,16 @@ func (a *API) getTip(c *gin.Context) {
 	if !ok {
 		return
 	}
-	a.serveRead(c, rc, false, func(context.Context) (query.Answer, error) { return a.r.Tip(), nil })
+	a.serveRead(c, rc, false, func(context.Context) (query.Answer, error) {
+		ans := a.r.Tip()
+		if a.opts.ReplicaStatus != nil && len(ans.Body) > 0 {
+			body := append([]byte(nil), ans.Body[:len(ans.Body)-1]...)
+			body = append(body, ',')
+			body = append(body, replicationMember(a.opts.ReplicaStatus())...)
+			ans.Body = append(body, '}')
+		}
+		return ans, nil
+	})
 }
 
 func (a *API) getAddressUtxos(c *gin.Context) {
@@ -348,10 +365,7 @@ func (a *API) authorize(c *gin.Context) error {
 	case a.opts.AdminToken == "":
 		return errWritesDisabled
 	}
-	const prefix = "bearer " // the scheme is case-insensitive (RFC 9110 §11.1)
-	h := c.GetHeader("Authorization")
-	if len(h) < len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) ||
-		subtle.ConstantTimeCompare([]byte(h[len(prefix):]), []byte(a.opts.AdminToken)) != 1 {
+	if !bearerIs(c.GetHeader("Authorization"), a.opts.AdminToken) {
 		return errUnauthorized
 	}
 	return nil
@@ -485,7 +499,7 @@ func (a *API) fail(c *gin.Context, err error) {
 	if status == http.StatusInternalServerError {
 		a.opts.Logger.Error("request failed", "path", c.FullPath(), "err", err)
 	}
-	if status == http.StatusServiceUnavailable {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		c.Writer.Header().Set("Retry-After", "1")
 	}
 	a.writeError(c, status, code, msg)

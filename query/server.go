@@ -41,6 +41,11 @@ const (
 type Options struct {
 	// Tiers are the caches in read order (memory, then Redis). May be empty.
 	Tiers []Tier
+	// Shared are tiers read and filled after Tiers but never invalidated by
+	// this server: on a replica, the Redis tier its writer invalidates.
+	// Entries from a state above this node's published one are not served
+	// from them (an answer from the node's future).
+	Shared []Tier
 	// HotAddresses is how many frequently read addresses are re-warmed after
 	// a change touches them. Default 1024; negative disables warming.
 	HotAddresses int
@@ -112,8 +117,10 @@ func renderedTip(t chain.Tip) []byte {
 // tiers, which never return an entry below its guard's floor (the Tier
 // invariant). So a hit e with e.Seq <= P.Seq is the answer at P: no change in
 // (e.Seq, P.Seq] touched its guard, or its floor would be above e.Seq; it is
-// served with P's tip and seq. A hit with e.Seq > P.Seq (published after the
-// reader loaded P) is served with its own tip and seq, a published state too.
+// served with P's tip and seq. A hit with e.Seq > P.Seq is served with its own
+// tip and seq when this node has published e.Seq by now (it was published
+// after the reader loaded P), and is a miss otherwise: on a replica, an entry
+// of the shared Redis tier computed by a node ahead of this one (Shared).
 // A reader whose disk read started before a commit and that fills after the
 // invalidation fills an entry below the floor, which no Get returns.
 //
@@ -122,7 +129,8 @@ func renderedTip(t chain.Tip) []byte {
 // only move forward in the commit sequence.
 type Server struct {
 	store   Store
-	tiers   []Tier
+	tiers   []Tier // read order: the owned tiers, then the shared ones
+	owned   int    // tiers[:owned] are invalidated by Changed
 	cursors cursorCodec
 	flights singleflight.Group
 	// published is closed and replaced on every publish: WaitFor's wake-up.
@@ -148,7 +156,8 @@ func New(store Store, opts Options) *Server {
 	}
 	s := &Server{
 		store:   store,
-		tiers:   opts.Tiers,
+		tiers:   append(append([]Tier(nil), opts.Tiers...), opts.Shared...),
+		owned:   len(opts.Tiers),
 		cursors: cursorCodec{secret: store.Secret()},
 		m:       opts.Metrics,
 		log:     opts.Logger,
@@ -238,7 +247,7 @@ func (s *Server) Changed(cs *disk.ChangeSet) {
 		guards = append(guards, outPointGuard(op))
 	}
 	ctx := context.Background()
-	for _, t := range s.tiers {
+	for _, t := range s.tiers[:s.owned] {
 		// A tier that fails to invalidate must stop serving what it held
 		// (the Tier contract): the error is for logs and metrics only.
 		if err := t.Invalidate(ctx, cs.Seq, guards); err != nil {
@@ -443,6 +452,12 @@ func (s *Server) read(ctx context.Context, key, guard string, compute func(*disk
 	pub := s.store.Published()
 	for i, t := range s.tiers {
 		e, ok := t.Get(ctx, key, guard)
+		ahead := ok && e.Seq > pub.Seq
+		if ahead && e.Seq > s.store.Published().Seq {
+			// Computed by a node ahead of this one (a shared tier on a
+			// replica): an answer from this node's future is a miss.
+			ok = false
+		}
 		s.tierCounters[i].count(ok)
 		if !ok {
 			continue
@@ -450,7 +465,9 @@ func (s *Server) read(ctx context.Context, key, guard string, compute func(*disk
 		for _, up := range s.tiers[:i] {
 			fill(ctx, up, key, guard, e)
 		}
-		if e.Seq > pub.Seq { // published after this read began
+		if ahead {
+			// Published after this read began: the entry is the answer at
+			// its own state, a published one, newer than pub.
 			return answerOf(e, e.Tip, e.Seq, t.Name()), nil
 		}
 		return answerOf(e, pub.Tip, pub.Seq, t.Name()), nil

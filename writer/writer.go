@@ -3,8 +3,10 @@ package writer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/utxo-cache/utxo-cache/chain"
@@ -51,6 +53,11 @@ type Options struct {
 	Metrics *Metrics
 	// Logger. Default: discard.
 	Logger *slog.Logger
+	// Verify, when set, checks each committed change before it is published
+	// (a replica compares the figures with its writer's). An error stops the
+	// writer for good, like a storage failure: the change stays unpublished,
+	// so no reader ever sees it, and a restart or a new store must follow.
+	Verify func(st disk.State) error
 }
 
 // Result answers an Apply.
@@ -89,6 +96,10 @@ type Writer struct {
 	stop  chan struct{} // closed by Close: no new requests
 	done  chan struct{} // closed when the goroutine has exited
 
+	// failed is the error of a failed Verify: the writer takes no more
+	// requests.
+	failed atomic.Pointer[error]
+
 	closeOnce sync.Once
 	// mu guards listeners; the writer goroutine copies the slice under it
 	// and calls them without it.
@@ -103,13 +114,15 @@ type request struct {
 	// targetHash, when set, names the rollback target by block hash.
 	targetHash *chain.Hash
 	rollback   bool
-	prepare    bool // build the store's write-side state; nobody waits
+	prepare    bool   // build the store's write-side state; nobody waits
+	checkpoint string // write a checkpoint into this directory
 	reply      chan reply
 }
 
 type reply struct {
-	res Result
-	err error
+	res   Result
+	state disk.State // of a checkpoint
+	err   error
 }
 
 // New starts the writer goroutine over store. The writer does not own the
@@ -148,9 +161,14 @@ func (w *Writer) Subscribe(l Listener) {
 // Tip returns the latest published tip.
 func (w *Writer) Tip() chain.Tip { return w.store.Published().Tip }
 
-// Failed returns the storage failure that stopped the writer, nil while it
-// takes writes.
-func (w *Writer) Failed() error { return w.store.Failed() }
+// Failed returns the storage failure or failed verification that stopped
+// the writer, nil while it takes writes.
+func (w *Writer) Failed() error {
+	if p := w.failed.Load(); p != nil {
+		return *p
+	}
+	return w.store.Failed()
+}
 
 // Apply applies b, or confirms it is already applied (Result.Applied false).
 // Errors match chain.ErrNotNextBlock, chain.ErrUnknownInput,
@@ -176,26 +194,40 @@ func (w *Writer) RollbackToHash(ctx context.Context, h chain.Hash) (Result, erro
 	return w.submit(ctx, request{rollback: true, targetHash: &h})
 }
 
+// Checkpoint writes a consistent copy of the store into dir (which must not
+// exist) between two changes, so the copy is exactly the published state it
+// returns. It runs on the writer goroutine: a queued block waits for it (a
+// checkpoint is mostly hard links: milliseconds).
+func (w *Writer) Checkpoint(ctx context.Context, dir string) (disk.State, error) {
+	rep, err := w.submitReply(ctx, request{checkpoint: dir})
+	return rep.state, err
+}
+
 func (w *Writer) submit(ctx context.Context, r request) (Result, error) {
+	rep, err := w.submitReply(ctx, r)
+	return rep.res, err
+}
+
+func (w *Writer) submitReply(ctx context.Context, r request) (reply, error) {
 	r.ctx = ctx
 	r.reply = make(chan reply, 1)
 	select {
 	case <-w.stop:
-		return Result{}, ErrClosed
+		return reply{}, ErrClosed
 	default:
 	}
 	select {
 	case w.reqs <- r:
 	case <-w.stop:
-		return Result{}, ErrClosed
+		return reply{}, ErrClosed
 	case <-ctx.Done():
-		return Result{}, ctx.Err()
+		return reply{}, ctx.Err()
 	}
 	// Once queued, the request runs to completion or is refused with
 	// ErrClosed: waiting for the reply (not ctx) tells the caller the truth
 	// about whether the block was committed.
 	rep := <-r.reply
-	return rep.res, rep.err
+	return rep, rep.err
 }
 
 // Close stops taking requests, finishes the one in flight, refuses the
@@ -256,7 +288,12 @@ func (w *Writer) handle(r request) {
 		}
 		return
 	}
-	if err := w.store.Failed(); err != nil {
+	if r.checkpoint != "" {
+		st, err := w.store.Checkpoint(r.checkpoint)
+		r.reply <- reply{state: st, err: err}
+		return
+	}
+	if err := w.Failed(); err != nil {
 		st := w.store.Published()
 		r.reply <- reply{res: Result{Tip: st.Tip, Seq: st.Seq}, err: err}
 		return
@@ -273,6 +310,16 @@ func (w *Writer) handle(r request) {
 	}
 	if err != nil {
 		w.opts.Logger.Debug("writer request refused", "err", err)
+	}
+	if res.Changes != nil && w.opts.Verify != nil {
+		if verr := w.opts.Verify(w.store.State()); verr != nil {
+			verr = fmt.Errorf("writer: change %d failed verification, not published: %w", res.Changes.Seq, verr)
+			w.failed.CompareAndSwap(nil, &verr)
+			w.opts.Logger.Error("change failed verification: the writer takes no more requests", "err", verr)
+			st := w.store.Published()
+			r.reply <- reply{res: Result{Tip: st.Tip, Seq: st.Seq}, err: verr}
+			return
+		}
 	}
 	if res.Changes != nil {
 		w.publish(res.Changes)

@@ -21,6 +21,7 @@
 //	0x06    height[8]                                       undo delta of the block        rollback_window blocks
 //	0x07    height[8]                                       block hash                     while on the chain
 //	0x08    block_hash[32]                                  height[8]                      while on the chain
+//	0x09    seq[8]                                          change record (changelog.go)   LogRetention changes
 //
 // dim_key is the first 16 bytes of SHA-256(dimension id || value): an index
 // dimension (the address today; asset policy as an option) is a row in the

@@ -17,6 +17,7 @@ const (
 	prefixUndo      byte = 0x06
 	prefixBlockHash byte = 0x07
 	prefixHashBlock byte = 0x08
+	prefixChangeLog byte = 0x09
 )
 
 const (

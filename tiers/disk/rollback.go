@@ -223,10 +223,19 @@ func (s *Store) rollbackBlock(target uint64) (*ChangeSet, error) {
 	if err := s.visibilityEdge(h, ch); err != nil {
 		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
 	}
+	logFloor := s.logFloor
+	if !st.RollingBack { // the last batch: the rollback's one change
+		target := chain.Tip{Height: target, Hash: st.Tip.Hash, Empty: st.Tip.Empty}
+		var err error
+		if logFloor, err = s.logChange(b, &st, &chain.Change{Kind: chain.ChangeRollback, Target: target}); err != nil {
+			return nil, err
+		}
+	}
 	_ = b.Set(keyState, appendState(nil, &st), nil)
 	if err := s.commit(b); err != nil {
 		return nil, fmt.Errorf("disk: commit rollback of %d: %w", h, err)
 	}
+	s.logFloor = logFloor
 	// The young-output view may hold outputs this block created: drop it
 	// (exactness over a warm view; rollbacks are rare).
 	s.recent.reset()

@@ -53,6 +53,11 @@ type Options struct {
 	// Default GOMAXPROCS, at most 8; negative reads them on the writer
 	// goroutine alone.
 	PrefetchWorkers int
+	// LogRetention is how many changes the change log keeps for replicas
+	// (changelog.go): each applied block is one change. Zero: the rollback
+	// window. NoChangeLog turns the log off (a store that no replica reads).
+	LogRetention uint64
+	NoChangeLog  bool
 	// CacheBytes is Pebble's block cache. Default 256 MiB.
 	CacheBytes int64
 	// MemTableBytes is Pebble's memtable size. Default 64 MiB.
@@ -163,6 +168,7 @@ type Store struct {
 	balances   *balanceCache
 	txf        *txFilter        // built by the first block; nil before
 	txfRebuild *txFilterRebuild // a background rebuild of txf, or nil
+	logFloor   uint64           // lowest seq the change log keeps; 0: none
 	closed     bool
 
 	// bg counts background goroutines (filter rebuilds); Close sets stopping
@@ -216,6 +222,15 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := s.init(given); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if s.opts.NoChangeLog {
+		s.opts.LogRetention = 0
+	} else if s.opts.LogRetention == 0 {
+		s.opts.LogRetention = s.opts.RollbackWindow
+	}
+	if err := s.loadLogFloor(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("disk: read the change log: %w", err)
 	}
 	if st := s.State(); st.RollingBack {
 		opts.Logger.Warn("completing a rollback interrupted by a crash",

@@ -262,10 +262,15 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 	if err := s.prune(b, &st, t.entries, &pruned); err != nil {
 		return nil, fmt.Errorf("disk: prune at block %d: %w", h, err)
 	}
+	logFloor, err := s.logChange(b, &st, &chain.Change{Kind: chain.ChangeApply, Block: t.block})
+	if err != nil {
+		return nil, err
+	}
 	_ = b.Set(keyState, appendState(nil, &st), nil)
 	if err := s.commit(b); err != nil {
 		return nil, fmt.Errorf("disk: commit block %d: %w", h, err)
 	}
+	s.logFloor = logFloor
 
 	var lastTx chain.Hash // a tx's outputs are consecutive in t.order: add its hash once
 	for i, op := range t.order {

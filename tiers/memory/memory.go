@@ -73,7 +73,8 @@ import (
 type Tier struct {
 	cache    *ristretto.Cache[string, *stored]
 	floors   *floors
-	maxEntry int64 // Options.MaxEntryBytes
+	global   atomic.Uint64 // Fence's floor, under every guard's
+	maxEntry int64         // Options.MaxEntryBytes
 
 	counters counters
 	closing  atomic.Bool // set by Close, so its clearing is not counted as evictions
@@ -146,7 +147,7 @@ func (t *Tier) Get(_ context.Context, key, guard string) (query.Entry, bool) {
 		t.counters.misses.inc()
 		return query.Entry{}, false
 	}
-	if s.entry.Seq < t.floors.slot(t.floors.hash(guard)).Load() {
+	if s.entry.Seq < max(t.floors.slot(t.floors.hash(guard)).Load(), t.global.Load()) {
 		// The Del may also remove a fresh entry stored since the Get: a miss.
 		t.cache.Del(key)
 		t.counters.staleDiscards.inc()
@@ -166,7 +167,7 @@ func (t *Tier) Set(_ context.Context, key, guard string, e query.Entry) {
 		t.counters.tooLarge.Add(1)
 		return
 	}
-	if e.Seq < t.floors.slot(t.floors.hash(guard)).Load() {
+	if e.Seq < max(t.floors.slot(t.floors.hash(guard)).Load(), t.global.Load()) {
 		t.counters.refusedStale.Add(1)
 		return
 	}
@@ -185,6 +186,18 @@ func (t *Tier) Invalidate(_ context.Context, seq uint64, guards []string) error 
 	}
 	t.counters.invalidations.Add(uint64(len(guards)))
 	return nil
+}
+
+// Fence raises a floor under every guard to seq: from its return, Get serves
+// no entry with Seq below seq, and Set stores none. A replica fences when it
+// replaces its store, so nothing computed from the old one is served.
+func (t *Tier) Fence(seq uint64) {
+	for {
+		cur := t.global.Load()
+		if cur >= seq || t.global.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
 }
 
 // Wait blocks until Ristretto has applied every Set and Del made before it.

@@ -1,0 +1,159 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/replication"
+)
+
+// Replication is the writer's side of replication (replication.Source): the
+// change log and checkpoints of the published state.
+type Replication interface {
+	Changes(after uint64, maxBytes int) (data []byte, n int, seq uint64, tip chain.Tip, err error)
+	Checkpoint(ctx context.Context) (*replication.Checkpoint, error)
+}
+
+// ReplicaStatus is what a replica adds to GET /v1/tip and /readyz.
+type ReplicaStatus struct {
+	Seq, WriterSeq uint64
+	LagBlocks      uint64
+	LastContact    time.Duration // since the writer last answered; negative: never
+}
+
+// Errors of the replication endpoints.
+var (
+	errReplicationDisabled = errors.New("api: replication is disabled: no replication token is configured")
+)
+
+// maxWaitChanges bounds a change-log long poll.
+const maxWaitChanges = 30 * time.Second
+
+// maxChangesBytes bounds one change-log answer (one change may exceed it).
+const maxChangesBytes = 4 << 20
+
+// authorizeReplication enforces the replication token: none configured (or
+// no log to serve: a replica) → 403 replication_disabled; a wrong or missing
+// bearer → 401.
+func (a *API) authorizeReplication(c *gin.Context) error {
+	if a.opts.ReplicationToken == "" || a.opts.Replication == nil {
+		return errReplicationDisabled
+	}
+	if !bearerIs(c.GetHeader("Authorization"), a.opts.ReplicationToken) {
+		return errUnauthorized
+	}
+	return nil
+}
+
+// bearerIs compares a bearer header with token in constant time.
+func bearerIs(h, token string) bool {
+	const prefix = "bearer " // the scheme is case-insensitive (RFC 9110 §11.1)
+	return len(h) >= len(prefix) && strings.EqualFold(h[:len(prefix)], prefix) &&
+		subtle.ConstantTimeCompare([]byte(h[len(prefix):]), []byte(token)) == 1
+}
+
+// getChanges answers GET /v1/replication/changes?after=S&wait=SECONDS: the
+// published changes after S as a CBOR sequence (application/cbor-seq), at
+// least one when any exists; with none, it waits up to wait seconds (at most
+// 30) for one, then answers an empty 200. X-Commit-Seq and X-Tip-* give the
+// published state the answer was read at (the writer's seq, for lag).
+func (a *API) getChanges(c *gin.Context) {
+	if err := a.authorizeReplication(c); err != nil {
+		a.fail(c, err)
+		return
+	}
+	q, err := parseQuery(c.Request.URL.RawQuery, "after", paramWait)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	raw, ok := q["after"]
+	if !ok {
+		a.fail(c, fmt.Errorf("after is required: %w", chain.ErrInvalidArgument))
+		return
+	}
+	after, err := parseDecimalUint64(raw)
+	if err != nil {
+		a.fail(c, fmt.Errorf("after %q is not a uint64: %w", raw, chain.ErrInvalidArgument))
+		return
+	}
+	var wait time.Duration
+	if s, ok := q[paramWait]; ok {
+		secs, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(secs >= 0) || strings.TrimLeft(s, "0123456789.") != "" {
+			a.fail(c, fmt.Errorf("wait %q is not a number of seconds >= 0: %w", s, chain.ErrInvalidArgument))
+			return
+		}
+		wait = min(time.Duration(secs*float64(time.Second)), maxWaitChanges)
+	}
+	if wait > 0 && a.r.Published().Seq == after {
+		// Woken by the next publish, not by polling the store.
+		_, err := a.r.WaitFor(c.Request.Context(), after+1, 0, wait)
+		if err != nil && !errors.Is(err, query.ErrBehind) {
+			a.fail(c, err)
+			return
+		}
+	}
+	data, _, seq, tip, err := a.opts.Replication.Changes(after, maxChangesBytes)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	setTipHeaders(c.Writer.Header(), tip, seq)
+	c.Data(http.StatusOK, "application/cbor-seq", data)
+}
+
+// getCheckpoint answers GET /v1/replication/checkpoint: a tar stream of a
+// checkpoint of the published state, its figures in the headers.
+func (a *API) getCheckpoint(c *gin.Context) {
+	if err := a.authorizeReplication(c); err != nil {
+		a.fail(c, err)
+		return
+	}
+	if _, err := parseQuery(c.Request.URL.RawQuery); err != nil {
+		a.fail(c, err)
+		return
+	}
+	cp, err := a.opts.Replication.Checkpoint(c.Request.Context())
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	defer cp.Close()
+	m := cp.Manifest
+	h := c.Writer.Header()
+	h.Set("X-Commit-Seq", strconv.FormatUint(m.Seq, 10))
+	if m.Tip != nil {
+		h.Set("X-Tip-Height", strconv.FormatUint(m.Tip.Height, 10))
+		h.Set("X-Tip-Hash", m.Tip.Hash)
+	}
+	h.Set("X-Utxo-Count", strconv.FormatUint(m.UtxoCount, 10))
+	h.Set("X-Utxo-Digest", m.DigestHex)
+	h.Set("Content-Type", "application/x-tar")
+	c.Status(http.StatusOK)
+	if err := cp.Stream(c.Writer); err != nil {
+		// The status is out: the client sees a truncated archive, which
+		// its extraction refuses.
+		a.opts.Logger.Warn("checkpoint stream failed", "err", err)
+	}
+}
+
+// replicationMember renders `"replication":{…}` for GET /v1/tip on a replica.
+func replicationMember(st ReplicaStatus) []byte {
+	last := int64(-1)
+	if st.LastContact >= 0 {
+		last = st.LastContact.Milliseconds()
+	}
+	return fmt.Appendf(nil, `"replication":{"seq":%d,"writer_seq":%d,"lag_blocks":%d,"last_contact_ms":%d}`,
+		st.Seq, st.WriterSeq, st.LagBlocks, last)
+}

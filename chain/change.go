@@ -1,0 +1,238 @@
+package chain
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// ChangeKind says what one change of the commit sequence did. The values are
+// persisted (in the change log): never renumber them.
+type ChangeKind uint8
+
+const (
+	// ChangeApply applied one block.
+	ChangeApply ChangeKind = 1
+	// ChangeRollback rolled the chain back to a target height.
+	ChangeRollback ChangeKind = 2
+)
+
+func (k ChangeKind) String() string {
+	switch k {
+	case ChangeApply:
+		return "apply"
+	case ChangeRollback:
+		return "rollback"
+	}
+	return fmt.Sprintf("ChangeKind(%d)", uint8(k))
+}
+
+// Summary is the state a change left: the figures a replica compares with
+// its own after applying it.
+type Summary struct {
+	Tip       Tip
+	UtxoCount uint64
+	Digest    Digest
+}
+
+// Change is one change of the commit sequence, as the writer's change log
+// keeps it and serves it to replicas (docs/replication.md).
+type Change struct {
+	Seq  uint64
+	Kind ChangeKind
+	// Block is the applied block (ChangeApply).
+	Block *Block
+	// Target is the rollback's target (ChangeRollback): its height, and the
+	// block there (Empty when the rollback went below the store's first
+	// block, which empties the store).
+	Target Tip
+	After  Summary
+}
+
+// ErrInvalidChange marks a change-log record that does not decode or makes
+// no sense.
+var ErrInvalidChange = errors.New("chain: invalid change record")
+
+// Change records on the wire, version 1: one RFC 8949 core deterministic CBOR
+// map per change, and a change log is a CBOR sequence (RFC 8742) of them.
+//
+//	{
+//	  "seq":    uint,                                   the change's commit sequence
+//	  "kind":   "apply" | "rollback",
+//	  "after":  {"tip": {"height": uint, "hash": bytes(32)} | null,
+//	             "utxo_count": uint, "utxo_digest": bytes(32)},
+//	  "block":  Block (as in docs/blocks.md, CBOR),     apply only
+//	  "target": {"height": uint, "hash": bytes(32)?}    rollback only; no hash when
+//	}                                                   the rollback empties the store
+//
+// Keys appear in core deterministic order (seq, kind, after, block, target),
+// so one change always has one encoding. A rollback record for tip 9 → 8:
+//
+//	a4 63 736571 0a                 "seq": 10
+//	   64 6b696e64 68 726f6c6c6261636b   "kind": "rollback"
+//	   65 6166746572 a3 …             "after": {…}
+//	   66 746172676574 a2 …           "target": {"height": 8, "hash": …}
+type changeOut struct {
+	Seq    uint64          `cbor:"seq"`
+	Kind   string          `cbor:"kind"`
+	After  summaryOut      `cbor:"after"`
+	Block  cbor.RawMessage `cbor:"block,omitempty"`
+	Target *targetOut      `cbor:"target,omitempty"`
+}
+
+type summaryOut struct {
+	Tip       *tipOut `cbor:"tip"` // nil encodes as null: the empty store
+	UtxoCount uint64  `cbor:"utxo_count"`
+	Digest    []byte  `cbor:"utxo_digest"`
+}
+
+type tipOut struct {
+	Height uint64 `cbor:"height"`
+	Hash   []byte `cbor:"hash"`
+}
+
+type targetOut struct {
+	Height uint64 `cbor:"height"`
+	Hash   []byte `cbor:"hash,omitempty"`
+}
+
+// AppendChangeCBOR appends the wire record of c.
+func AppendChangeCBOR(dst []byte, c *Change) ([]byte, error) {
+	out := changeOut{Seq: c.Seq, Kind: c.Kind.String()}
+	out.After = summaryOut{UtxoCount: c.After.UtxoCount, Digest: c.After.Digest[:]}
+	if !c.After.Tip.Empty {
+		out.After.Tip = &tipOut{Height: c.After.Tip.Height, Hash: c.After.Tip.Hash[:]}
+	}
+	switch c.Kind {
+	case ChangeApply:
+		if c.Block == nil {
+			return dst, fmt.Errorf("apply change %d without a block: %w", c.Seq, ErrInvalidChange)
+		}
+		out.Block = AppendBlockCBOR(nil, c.Block)
+	case ChangeRollback:
+		out.Target = &targetOut{Height: c.Target.Height}
+		if !c.Target.Empty {
+			out.Target.Hash = c.Target.Hash[:]
+		}
+	default:
+		return dst, fmt.Errorf("change %d of kind %d: %w", c.Seq, c.Kind, ErrInvalidChange)
+	}
+	b, err := MarshalDeterministic(&out)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, b...), nil
+}
+
+// changeIn is the strict wire struct: presence is checked field by field.
+type changeIn struct {
+	Seq    *uint64         `cbor:"seq"`
+	Kind   *string         `cbor:"kind"`
+	After  *summaryIn      `cbor:"after"`
+	Block  cbor.RawMessage `cbor:"block"`
+	Target *targetIn       `cbor:"target"`
+}
+
+type summaryIn struct {
+	Tip       cbor.RawMessage `cbor:"tip"`
+	UtxoCount *uint64         `cbor:"utxo_count"`
+	Digest    []byte          `cbor:"utxo_digest"`
+}
+
+type tipIn struct {
+	Height *uint64 `cbor:"height"`
+	Hash   []byte  `cbor:"hash"`
+}
+
+type targetIn struct {
+	Height *uint64 `cbor:"height"`
+	Hash   []byte  `cbor:"hash"`
+}
+
+// changeDecMode is strict: duplicate keys, unknown fields, indefinite
+// lengths and tags are errors.
+var changeDecMode = func() cbor.DecMode {
+	dm, err := cbor.DecOptions{
+		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
+		IndefLength:       cbor.IndefLengthForbidden,
+		TagsMd:            cbor.TagsForbidden,
+		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
+		MaxNestedLevels:   64,
+		MaxArrayElements:  1 << 20,
+		MaxMapPairs:       1 << 20,
+	}.DecMode()
+	if err != nil {
+		panic(fmt.Sprintf("chain: change decoder options: %v", err))
+	}
+	return dm
+}()
+
+// DecodeChangeCBOR decodes the first change record of data (a CBOR sequence)
+// and returns the bytes after it. The block is decoded strictly within lim.
+// Errors match ErrInvalidChange (or ErrInvalidBlock, ErrTooLarge for the
+// block) and never panic.
+func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
+	var in changeIn
+	rest, err := changeDecMode.UnmarshalFirst(data, &in)
+	if err != nil {
+		return nil, data, fmt.Errorf("%v: %w", err, ErrInvalidChange)
+	}
+	bad := func(format string, args ...any) (*Change, []byte, error) {
+		return nil, data, fmt.Errorf("change: "+format+": %w", append(args, ErrInvalidChange)...)
+	}
+	if in.Seq == nil || in.Kind == nil || in.After == nil {
+		return bad("seq, kind and after are required")
+	}
+	c := &Change{Seq: *in.Seq}
+	if in.After.UtxoCount == nil || len(in.After.Digest) != len(c.After.Digest) {
+		return bad("change %d: after needs utxo_count and a 32-byte utxo_digest", c.Seq)
+	}
+	c.After.UtxoCount = *in.After.UtxoCount
+	copy(c.After.Digest[:], in.After.Digest)
+	if len(in.After.Tip) == 0 {
+		return bad("change %d: after.tip is required", c.Seq)
+	}
+	if in.After.Tip[0] == 0xf6 && len(in.After.Tip) == 1 { // null: the empty store
+		c.After.Tip = Tip{Empty: true}
+	} else {
+		var t tipIn
+		if err := changeDecMode.Unmarshal(in.After.Tip, &t); err != nil {
+			return bad("change %d: after.tip: %v", c.Seq, err)
+		}
+		if t.Height == nil || len(t.Hash) != HashSize {
+			return bad("change %d: after.tip needs a height and a 32-byte hash", c.Seq)
+		}
+		c.After.Tip.Height = *t.Height
+		copy(c.After.Tip.Hash[:], t.Hash)
+	}
+	switch *in.Kind {
+	case "apply":
+		c.Kind = ChangeApply
+		if len(in.Block) == 0 || in.Target != nil {
+			return bad("change %d: apply needs a block and no target", c.Seq)
+		}
+		b, err := DecodeBlockCBOR(in.Block, lim)
+		if err != nil {
+			return nil, data, fmt.Errorf("change %d: block: %w", c.Seq, err)
+		}
+		c.Block = b
+	case "rollback":
+		c.Kind = ChangeRollback
+		if len(in.Block) != 0 || in.Target == nil || in.Target.Height == nil {
+			return bad("change %d: rollback needs a target height and no block", c.Seq)
+		}
+		c.Target.Height = *in.Target.Height
+		switch len(in.Target.Hash) {
+		case 0:
+			c.Target.Empty = true
+		case HashSize:
+			copy(c.Target.Hash[:], in.Target.Hash)
+		default:
+			return bad("change %d: target hash of %d bytes", c.Seq, len(in.Target.Hash))
+		}
+	default:
+		return bad("change %d: unknown kind %q", c.Seq, *in.Kind)
+	}
+	return c, rest, nil
+}

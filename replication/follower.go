@@ -1,0 +1,337 @@
+package replication
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/writer"
+)
+
+// ErrDiverged is returned by Follower.Run when the replica's store no
+// longer follows the writer: a change did not apply, or left other figures
+// than the writer's. The store must be replaced by a fresh checkpoint.
+var ErrDiverged = errors.New("replication: replica diverged from its writer")
+
+// ErrNeedBootstrap is returned by Follower.Run when the writer no longer
+// keeps the changes the replica needs (410 log_truncated) or has none of its
+// state (409 ahead): the store must be replaced by a fresh checkpoint.
+var ErrNeedBootstrap = errors.New("replication: replica must bootstrap again")
+
+// Applier is the replica's writer: the same code that applies blocks and
+// rollbacks on the writer.
+type Applier interface {
+	Apply(ctx context.Context, b *chain.Block) (writer.Result, error)
+	Rollback(ctx context.Context, target uint64) (writer.Result, error)
+}
+
+// Published gives the replica store's published state.
+type Published interface {
+	Published() disk.State
+}
+
+// FollowerOptions configure a Follower.
+type FollowerOptions struct {
+	// URL is the writer's base URL (http://host:port).
+	URL string
+	// Token is the writer's replication token.
+	Token string
+	// Client makes the requests. Default: a client with no overall timeout
+	// (long polls), and a 10s dial and header timeout.
+	Client *http.Client
+	// Wait is the long-poll wait asked of the writer. Default 10s.
+	Wait time.Duration
+	// MaxBackoff bounds the wait between failed contacts. Default 5s.
+	MaxBackoff time.Duration
+	// BlockLimits bound the blocks of the changes. Zero: chain defaults.
+	BlockLimits chain.Limits
+	// Metrics receives the replica's figures. Default: none.
+	Metrics prometheus.Registerer
+	// Logger. Default: discard.
+	Logger *slog.Logger
+}
+
+// EnsureDefaults returns o with its zero fields filled.
+func (o FollowerOptions) EnsureDefaults() FollowerOptions {
+	if o.Client == nil {
+		o.Client = &http.Client{Transport: &http.Transport{
+			Proxy:                 nil,
+			ResponseHeaderTimeout: 45 * time.Second,
+			MaxIdleConnsPerHost:   2,
+		}}
+	}
+	if o.Wait <= 0 {
+		o.Wait = 10 * time.Second
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 5 * time.Second
+	}
+	o.BlockLimits = o.BlockLimits.WithDefaults()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Follower tails a writer's change log into a replica's store. Run applies;
+// Status is safe from any goroutine.
+//
+// # Exactly the writer's sequence
+//
+// The replica's store is at some seq S of the writer's sequence (a verified
+// checkpoint, then only the writer's changes). Run asks for the changes after
+// S, and applies change S+1 through the replica's writer (Apply or Rollback:
+// the code the writer ran), then checks that the store is at seq S+1 with
+// the tip, count and digest the writer recorded after S+1. Any difference
+// stops it (ErrDiverged): the store is not the writer's any more, and only a
+// new checkpoint can fix it. Since each change is applied and published
+// before the next is read, the replica's published states are the writer's
+// states S, S+1, … in order: reads on the replica are monotonic.
+type Follower struct {
+	opts  FollowerOptions
+	base  *url.URL
+	store Published
+	w     Applier
+	m     *followerMetrics
+
+	mu struct {
+		sync.Mutex
+		writerSeq    uint64
+		writerHeight uint64
+		contact      time.Time // last answer from the writer; zero: none
+		failed       error     // why Run stopped (divergence, truncation)
+	}
+}
+
+// NewFollower follows opts.URL into store through w.
+func NewFollower(store Published, w Applier, opts FollowerOptions) (*Follower, error) {
+	opts = opts.EnsureDefaults()
+	base, err := url.Parse(opts.URL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("replication: writer URL %q: want http://host:port", opts.URL)
+	}
+	return &Follower{opts: opts, base: base, store: store, w: w, m: newFollowerMetrics(opts.Metrics)}, nil
+}
+
+// Status is the replica's view of replication.
+type Status struct {
+	Seq, WriterSeq uint64
+	LagBlocks      uint64
+	// LastContact is the time since the writer last answered; negative when
+	// it never did.
+	LastContact time.Duration
+	// Failed is why following stopped (nil while it goes on).
+	Failed error
+}
+
+// Status returns the replica's current replication figures.
+func (f *Follower) Status() Status {
+	st := f.store.Published()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := Status{Seq: st.Seq, WriterSeq: max(f.mu.writerSeq, st.Seq), LastContact: -1, Failed: f.mu.failed}
+	if !f.mu.contact.IsZero() {
+		s.LastContact = time.Since(f.mu.contact)
+	}
+	if !st.Tip.Empty && f.mu.writerHeight > st.Tip.Height {
+		s.LagBlocks = f.mu.writerHeight - st.Tip.Height
+	} else if st.Tip.Empty {
+		s.LagBlocks = f.mu.writerHeight
+	}
+	return s
+}
+
+// Run follows the writer until ctx ends (nil), or the replica must be
+// bootstrapped again (an error matching ErrDiverged or ErrNeedBootstrap).
+// While the writer is unreachable it retries with jittered backoff, and the
+// store keeps serving its last state.
+func (f *Follower) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := f.poll(ctx)
+		switch {
+		case err == nil:
+			backoff = 100 * time.Millisecond
+			continue
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrDiverged), errors.Is(err, ErrNeedBootstrap):
+			f.mu.Lock()
+			f.mu.failed = err
+			f.mu.Unlock()
+			if errors.Is(err, ErrDiverged) {
+				f.m.divergences.Inc()
+				f.opts.Logger.Error("replica diverged from its writer: stopped applying, bootstrapping again", "err", err)
+			} else {
+				f.opts.Logger.Warn("replica must bootstrap again", "err", err)
+			}
+			return err
+		}
+		f.m.contactErrors.Inc()
+		f.opts.Logger.Warn("writer unreachable: serving the last state, retrying", "err", err, "retry_in", backoff)
+		t := time.NewTimer(backoff + rand.N(backoff/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, f.opts.MaxBackoff)
+	}
+	return nil
+}
+
+// poll fetches and applies one batch of changes.
+func (f *Follower) poll(ctx context.Context) error {
+	after := f.store.Published().Seq
+	u := f.base.JoinPath("/v1/replication/changes")
+	u.RawQuery = "after=" + strconv.FormatUint(after, 10) + "&wait=" + strconv.FormatFloat(f.opts.Wait.Seconds(), 'f', -1, 64)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+f.opts.Token)
+	resp, err := f.opts.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(f.opts.BlockLimits.MaxBlockBytes)*2+maxChangesResponse))
+	if err != nil {
+		return fmt.Errorf("read changes: %w", err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusGone, http.StatusConflict:
+		return fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
+	default:
+		return fmt.Errorf("changes after %d: writer answered %d %s", after, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	f.m.bytes.Add(float64(len(body)))
+	writerSeq, _ := strconv.ParseUint(resp.Header.Get("X-Commit-Seq"), 10, 64)
+	writerHeight, _ := strconv.ParseUint(resp.Header.Get("X-Tip-Height"), 10, 64)
+	f.mu.Lock()
+	f.mu.writerSeq, f.mu.writerHeight, f.mu.contact = writerSeq, writerHeight, time.Now()
+	f.mu.Unlock()
+	f.m.writerSeq.Set(float64(writerSeq))
+	for rest := body; len(rest) > 0; {
+		c, r, err := chain.DecodeChangeCBOR(rest, f.opts.BlockLimits)
+		if err != nil {
+			return fmt.Errorf("change after %d: %v: %w", f.store.Published().Seq, err, ErrDiverged)
+		}
+		rest = r
+		if err := f.apply(ctx, c); err != nil {
+			return err
+		}
+	}
+	f.m.observe(f.Status())
+	return nil
+}
+
+// maxChangesResponse is what a changes answer may hold beyond its one
+// largest change (the writer bounds its answers at 4 MiB).
+const maxChangesResponse = 8 << 20
+
+// apply applies change c and checks the figures after it.
+func (f *Follower) apply(ctx context.Context, c *chain.Change) error {
+	before := f.store.Published()
+	if c.Seq != before.Seq+1 {
+		return fmt.Errorf("change %d follows seq %d: %w", c.Seq, before.Seq, ErrDiverged)
+	}
+	start := time.Now()
+	var res writer.Result
+	var err error
+	switch c.Kind {
+	case chain.ChangeApply:
+		res, err = f.w.Apply(ctx, c.Block)
+	case chain.ChangeRollback:
+		res, err = f.w.Rollback(ctx, c.Target.Height)
+	}
+	if err != nil {
+		if errors.Is(err, writer.ErrClosed) || ctx.Err() != nil {
+			return err
+		}
+		return fmt.Errorf("change %d (%s): %v: %w", c.Seq, c.Kind, err, ErrDiverged)
+	}
+	st := f.store.Published()
+	if !res.Applied || st.Seq != c.Seq || st.Tip != c.After.Tip || st.UtxoCount != c.After.UtxoCount || st.Digest != c.After.Digest {
+		return fmt.Errorf("after change %d (%s) the replica is at seq %d, tip %s, %d UTXOs, digest %s; the writer was at tip %s, %d UTXOs, digest %s: %w",
+			c.Seq, c.Kind, st.Seq, st.Tip, st.UtxoCount, st.Digest, c.After.Tip, c.After.UtxoCount, c.After.Digest, ErrDiverged)
+	}
+	f.m.applied.Set(float64(st.Seq))
+	f.m.applySeconds.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// Bootstrap downloads a checkpoint of the writer's published state and
+// installs it at dir (see Install: verified before it is renamed into
+// place). It returns the installed state's manifest.
+func Bootstrap(ctx context.Context, opts FollowerOptions, dir string, maxBytes int64, storeOpts disk.Options) (Manifest, error) {
+	opts = opts.EnsureDefaults()
+	base, err := url.Parse(opts.URL)
+	if err != nil {
+		return Manifest{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.JoinPath("/v1/replication/checkpoint").String(), nil)
+	if err != nil {
+		return Manifest{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+opts.Token)
+	resp, err := opts.Client.Do(req)
+	if err != nil {
+		return Manifest{}, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return Manifest{}, fmt.Errorf("checkpoint: writer answered %d %s", resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	want, err := manifestFromHeaders(resp.Header)
+	if err != nil {
+		return Manifest{}, err
+	}
+	stop := func() bool { return ctx.Err() != nil }
+	return Install(resp.Body, dir, &want, maxBytes, storeOpts, stop)
+}
+
+func manifestFromHeaders(h http.Header) (Manifest, error) {
+	var m Manifest
+	var err error
+	bad := func(name string) (Manifest, error) {
+		return Manifest{}, fmt.Errorf("checkpoint header %s %q: %w", name, h.Get(name), ErrBadArchive)
+	}
+	if m.Seq, err = strconv.ParseUint(h.Get("X-Commit-Seq"), 10, 64); err != nil {
+		return bad("X-Commit-Seq")
+	}
+	if m.UtxoCount, err = strconv.ParseUint(h.Get("X-Utxo-Count"), 10, 64); err != nil {
+		return bad("X-Utxo-Count")
+	}
+	m.DigestHex = h.Get("X-Utxo-Digest")
+	if m.Digest, err = parseDigest(m.DigestHex); err != nil {
+		return bad("X-Utxo-Digest")
+	}
+	if hs := h.Get("X-Tip-Hash"); hs != "" {
+		height, err := strconv.ParseUint(h.Get("X-Tip-Height"), 10, 64)
+		if err != nil {
+			return bad("X-Tip-Height")
+		}
+		if _, err := chain.ParseHash(hs); err != nil {
+			return bad("X-Tip-Hash")
+		}
+		m.Tip = &tipJSON{Height: height, Hash: hs}
+	}
+	return m, nil
+}

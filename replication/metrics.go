@@ -1,0 +1,37 @@
+package replication
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// followerMetrics are a replica's figures (utxo_cache_replica_*). With no
+// registry they are kept but not exported.
+type followerMetrics struct {
+	applied, writerSeq, lagBlocks, lastContact prometheus.Gauge
+	divergences, contactErrors, bytes          prometheus.Counter
+	applySeconds                               prometheus.Histogram
+}
+
+func newFollowerMetrics(reg prometheus.Registerer) *followerMetrics {
+	m := &followerMetrics{
+		applied:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_applied_seq", Help: "Commit sequence the replica has applied and published."}),
+		writerSeq:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_writer_seq", Help: "Commit sequence of the writer, as last heard."}),
+		lagBlocks:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_lag_blocks", Help: "Blocks the replica's tip is behind the writer's, as last heard."}),
+		lastContact:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_last_contact_timestamp_seconds", Help: "Unix time of the writer's last answer."}),
+		divergences:   prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_divergences_total", Help: "Times the replica found its store no longer matched the writer's."}),
+		contactErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_contact_errors_total", Help: "Failed requests to the writer."}),
+		bytes:         prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_log_bytes_total", Help: "Change-log bytes received from the writer."}),
+		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "utxo_cache_replica_apply_seconds",
+			Help: "Time to apply and verify one change.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.applied, m.writerSeq, m.lagBlocks, m.lastContact, m.divergences, m.contactErrors, m.bytes, m.applySeconds)
+	}
+	return m
+}
+
+func (m *followerMetrics) observe(s Status) {
+	m.applied.Set(float64(s.Seq))
+	m.lagBlocks.Set(float64(s.LagBlocks))
+	if s.LastContact >= 0 {
+		m.lastContact.SetToCurrentTime()
+	}
+}
