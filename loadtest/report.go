@@ -476,12 +476,29 @@ func (r *Report) comparability(o Options) []string {
 			line += " But some services ran elsewhere: " + strings.Join(off, ", ") + "."
 		}
 		n = append(n, line)
-		if cpus, err := parseCPUList(pl.LoadCPUs); err == nil && len(cpus) > 0 {
-			if b := r.config(ConfigBare); b != nil && b.Max.Harness != nil && b.Max.Harness.CPUCores >= 0.9*float64(len(cpus)) {
-				n = append(n, fmt.Sprintf("The harness used %.2f of its %d CPU(s) during the bare handler's max phase: the ceiling was "+
-					"bounded by the load generator, so × ceiling overstates each configuration's share of what the machine can serve.",
-					b.Max.Harness.CPUCores, len(cpus)))
+		svcCPUs, err1 := parseCPUList(pl.ServiceCPUs)
+		loadCPUs, err2 := parseCPUList(pl.LoadCPUs)
+		if err1 != nil || err2 != nil {
+			break
+		}
+		if b := r.config(ConfigBare); b != nil && b.Max.Harness != nil && b.Max.Harness.CPUCores >= 0.9*float64(len(loadCPUs)) {
+			n = append(n, fmt.Sprintf("The harness used %.2f of its %d CPU(s) during the bare handler's max phase: the ceiling was "+
+				"bounded by the load generator, so × ceiling overstates each configuration's share of what the machine can serve.",
+				b.Max.Harness.CPUCores, len(loadCPUs)))
+		}
+		// A closed loop keeps the service or the harness busy: when
+		// neither used its CPUs, something else did.
+		var starved []string
+		for _, c := range r.Configs {
+			s, h := c.Max.Service, c.Max.Harness
+			if s != nil && h != nil && s.CPUCores < 0.8*float64(len(svcCPUs)) && h.CPUCores < 0.8*float64(len(loadCPUs)) {
+				starved = append(starved, fmt.Sprintf("%s %.2f/%.2f", c.Name, s.CPUCores, h.CPUCores))
 			}
+		}
+		if len(starved) > 0 {
+			n = append(n, fmt.Sprintf("In the max phase neither the service nor the harness used its CPUs fully (cores used, service/harness: %s): "+
+				"other work on the machine took the rest, so the configurations compare only as far as that share held steady.",
+				strings.Join(starved, ", ")))
 		}
 	case services > 0:
 		n = append(n, fmt.Sprintf("Not pinned (%s): the service, the harness and redis-server shared CPUs %s as the scheduler chose, "+

@@ -208,6 +208,15 @@ func TestComparability(t *testing.T) {
 	r.config(ConfigDisk).Max.Service.CPUs = "0-1"
 	r.evaluate(o)
 	has("used 0.97 of its 1 CPU(s) during the bare handler's max phase", "some services ran elsewhere: disk on CPUs 0-1")
+	if strings.Contains(strings.Join(r.Fairness.Comparable, "\n"), "neither the service nor the harness") {
+		t.Error("a starvation note with the service using its CPU")
+	}
+	// The machine's other work took CPU from both sides.
+	for i := range r.Configs {
+		r.Configs[i].Max.Service.CPUCores, r.Configs[i].Max.Harness.CPUCores = 0.5, 0.6
+	}
+	r.evaluate(o)
+	has("neither the service nor the harness used its CPUs fully (cores used, service/harness: memory 0.50/0.60, redis 0.50/0.60")
 
 	// Nothing pinned, no machine warm-up.
 	r.Fairness.Placement = Placement{Allowed: "0", Note: "1 CPU available: nothing to pin apart"}
