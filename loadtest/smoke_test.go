@@ -146,3 +146,54 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("store copies left: %v", copies)
 	}
 }
+
+// TestSmokeConfigurationFails: a configuration whose service does not
+// start fails the run, the others still run on their own copies, the
+// report is written, and the headline names the configuration and why.
+func TestSmokeConfigurationFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts subprocesses")
+	}
+	bin := smokeBinary(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	dir := t.TempDir()
+	// serve with --memory-cache-bytes 0 (the disk configuration) exits at
+	// once; everything else is the real binary.
+	wrapper := filepath.Join(t.TempDir(), "utxo-cache")
+	script := "#!/bin/sh\nprev=\nfor a in \"$@\"; do\n" +
+		"  if [ \"$prev\" = --memory-cache-bytes ] && [ \"$a\" = 0 ]; then echo 'no disk today' >&2; exit 3; fi\n" +
+		"  prev=$a\ndone\nexec '" + bin + "' \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, Options{
+		Scenario: ScenarioSmoke, Bin: wrapper, ResultsDir: dir, Log: testLog{t},
+		Configs: []string{ConfigDisk, ConfigMemory}, MachineWarmup: -1, HotDuration: -1,
+		Warmup: 200 * time.Millisecond, MaxDuration: 500 * time.Millisecond, RateDuration: 500 * time.Millisecond,
+	})
+	if err == nil || !strings.Contains(err.Error(), "configuration disk: serve (disk) exited before it was ready") {
+		t.Fatalf("Run error %v", err)
+	}
+	if rep == nil || !rep.Failed || len(rep.Configs) != 2 {
+		t.Fatalf("report %+v", rep)
+	}
+	if disk := rep.Configs[0]; disk.Name != ConfigDisk || !strings.Contains(disk.Error, "exited before it was ready") || disk.Max.Requests != 0 {
+		t.Errorf("disk: %+v", disk)
+	}
+	if mem := rep.Configs[1]; mem.Name != ConfigMemory || mem.Error != "" || mem.Max.OK == 0 || mem.Start == nil || *mem.Start != rep.Preload.State {
+		t.Errorf("memory did not run after disk failed: %+v", mem)
+	}
+	head := rep.Headline()
+	if !strings.Contains(head, "FAILED: run error: configuration disk: serve (disk) exited before it was ready") {
+		t.Errorf("headline:\n%s", head)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil || !strings.Contains(string(md), "**FAILED:** run error: configuration disk:") {
+		t.Errorf("report.md (%v) lacks the failure", err)
+	}
+	if copies, _ := filepath.Glob(filepath.Join(dir, "store-*")); len(copies) > 0 {
+		t.Errorf("store copies left: %v", copies)
+	}
+}
