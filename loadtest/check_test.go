@@ -188,10 +188,7 @@ func TestCheckerOutpointsBalancesTip(t *testing.T) {
 // model.Balance, across a rollback and a new branch.
 func TestAddressIndexMatchesModel(t *testing.T) {
 	w := checkWorld(t)
-	branch, err := w.rollbackModel(w.modelTip().Height - 4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	branch := rollbackAndRebranch(t, w, w.modelTip().Height-4)
 	for _, b := range branch[:2] { // part of the branch: some outputs stay rolled back
 		if err := w.applyToModel(b); err != nil {
 			t.Fatal(err)
@@ -223,6 +220,20 @@ func hexOf(b []byte) string {
 	return string(out)
 }
 
+// rollbackAndRebranch rolls the model back to target and returns the new
+// branch, as a feed script's rollback step does.
+func rollbackAndRebranch(t *testing.T, w *world, target uint64) []*chain.Block {
+	t.Helper()
+	if err := w.rollbackModel(target); err != nil {
+		t.Fatal(err)
+	}
+	branch := w.rebranch(target)
+	if len(branch) == 0 {
+		t.Fatalf("no branch above %d", target)
+	}
+	return branch
+}
+
 // TestRollbackRebranch: the world's rollback re-makes the undone blocks as
 // a new branch that the model accepts, and the generator goes on from its
 // tip.
@@ -230,10 +241,7 @@ func TestRollbackRebranch(t *testing.T) {
 	w := checkWorld(t)
 	before := w.modelTip()
 	countBefore := w.model.Count()
-	branch, err := w.rollbackModel(before.Height - 3)
-	if err != nil {
-		t.Fatal(err)
-	}
+	branch := rollbackAndRebranch(t, w, before.Height-3)
 	if len(branch) != 3 || w.modelTip().Height != before.Height-3 {
 		t.Fatalf("branch of %d blocks, tip %v", len(branch), w.modelTip())
 	}
@@ -241,6 +249,7 @@ func TestRollbackRebranch(t *testing.T) {
 		if err := w.applyToModel(b); err != nil {
 			t.Fatal(err)
 		}
+		w.extend(b)
 	}
 	after := w.modelTip()
 	if after.Height != before.Height || after.Hash == before.Hash {
@@ -250,9 +259,11 @@ func TestRollbackRebranch(t *testing.T) {
 		t.Errorf("the same transactions left %d UTXOs, not %d", w.model.Count(), countBefore)
 	}
 	for range 5 {
-		if err := w.applyToModel(w.nextBlock()); err != nil {
+		b := w.nextBlock()
+		if err := w.applyToModel(b); err != nil {
 			t.Fatalf("the generator does not go on from the new branch: %v", err)
 		}
+		w.extend(b)
 	}
 }
 

@@ -24,11 +24,32 @@
 // the max and the rate phase (a 100 Hz sampler: about 1% of a core), so a
 // missed target comes with where the time went under that very load.
 //
-// Every configuration runs on the same store, one after another: the feed
-// of one configuration's rate phase extends the chain the next one starts
-// from, and the model follows. Redis is flushed between configurations; the
-// bare handler runs last, serving bodies of the median size the first
-// service answered per route.
+// # Fair comparison
+//
+// Configurations run one after another, and each must meet the same
+// conditions, or the comparison measures the order instead of the tiers:
+//
+//   - the same store: the preload is ingested once into a store that is
+//     then only ever copied (storecopy.go); each configuration's service
+//     runs on a fresh copy, made and synced before it starts and removed
+//     after it, and must report the preload's tip, UTXO count and digest
+//     before its first request;
+//   - the same writes: the feed replays one script of blocks and rollbacks
+//     (script.go), made before the first configuration, from its first
+//     step, and the model is reset to the preload's state (world.reset);
+//   - the same requests: fresh request generators with the same seeds;
+//   - the same machine: an unmeasured machine warm-up against a service on
+//     the preloaded store before the first configuration (it meets the cold
+//     CPU, page cache and harness heap; any compaction the ingest left
+//     happens here, before the copies), then each configuration's own
+//     warmup; where there are two or more CPUs, the service on CPUs of its
+//     own and the harness and redis-server on the others (cpus.go).
+//
+// Redis is flushed between configurations; the bare handler runs last (on
+// the service's CPUs), serving bodies of the median size the first service
+// answered per route. The report's comparability notes say what compares
+// with what, and what did not hold (no pinning, a busy machine). A
+// configuration that fails does not stop the others.
 //
 // # Coordinated omission
 //

@@ -35,23 +35,20 @@ type FeedResult struct {
 	Errors     []string         `json:"errors,omitempty"`
 }
 
-// feed posts blocks to the writer at a fixed rate, rolls back now and then,
-// keeps the model in step and measures when each target shows each block.
+// feed posts the world's feed script (blocks, and a rollback now and then)
+// to the writer at a fixed rate, keeps the model in step and measures when
+// each target shows each block.
 type feed struct {
-	w             *world
-	client        *http.Client
-	writer        string
-	token         string
-	rate          float64
-	rollbackEvery int
-	rollbackDepth int
-	targets       []string
+	w       *world
+	client  *http.Client
+	writer  string
+	token   string
+	rate    float64
+	targets []string
 
 	apply, rollback *syncHist
 	visible         []*syncHist // per target
 	firstPoll       []atomic.Int64
-	pending         []*chain.Block
-	sinceRollback   int
 
 	mu         sync.Mutex
 	notVisible int64    // guarded by mu
@@ -147,33 +144,25 @@ func (f *feed) run(ctx context.Context, end time.Time) FeedResult {
 	return res
 }
 
-// step posts the next block of the pending branch or of the generator, or
-// rolls back, and keeps the model in step with what the writer acknowledged.
-// It returns the block and when its acknowledgement arrived.
+// step posts the script's next step and keeps the model in step with what
+// the writer acknowledged. It returns the block (nil for a rollback) and
+// when its acknowledgement arrived.
 func (f *feed) step(ctx context.Context) (*chain.Block, time.Time, bool, error) {
-	if len(f.pending) == 0 && f.rollbackEvery > 0 && f.sinceRollback >= f.rollbackEvery &&
-		len(f.w.recent) >= f.rollbackDepth {
-		f.sinceRollback = 0
-		target := f.w.modelTip().Height - uint64(f.rollbackDepth)
+	st := f.w.nextStep()
+	if st.block == nil {
+		target := st.rollbackTo
 		t0 := time.Now()
 		// A repeated rollback to the same height is a no-op that succeeds.
 		if _, err := f.postIdempotent(ctx, "/v1/rollback", "application/json", []byte(`{"height":`+strconv.FormatUint(target, 10)+`}`)); err != nil {
 			return nil, time.Time{}, true, fmt.Errorf("rollback to %d: %w", target, err)
 		}
 		f.rollback.record(time.Since(t0))
-		branch, err := f.w.rollbackModel(target)
-		if err != nil {
+		if err := f.w.rollbackModel(target); err != nil {
 			return nil, time.Time{}, true, err
 		}
-		f.pending = branch
 		return nil, time.Time{}, true, nil
 	}
-	var b *chain.Block
-	if len(f.pending) > 0 {
-		b, f.pending = f.pending[0], f.pending[1:]
-	} else {
-		b = f.w.nextBlock()
-	}
+	b := st.block
 	body := chain.AppendBlockCBOR(nil, b)
 	t0 := time.Now()
 	// Posting the block already applied at its height is a no-op that
@@ -191,7 +180,6 @@ func (f *feed) step(ctx context.Context) (*chain.Block, time.Time, bool, error) 
 		return nil, ackAt, false, err
 	}
 	f.w.noteCreated(b)
-	f.sinceRollback++
 	return b, ackAt, false, nil
 }
 

@@ -50,7 +50,15 @@ type Options struct {
 	// always runs last: it serves bodies captured from the first service).
 	Configs []string
 
+	// Warmup is each configuration's unmeasured warmup (it fills the
+	// caches); MaxDuration and RateDuration are its measured phases'.
 	Warmup, MaxDuration, RateDuration time.Duration
+	// MachineWarmup is an unmeasured closed loop against a service on the
+	// preloaded store before the first configuration, so that the first is
+	// not the one that meets a cold machine (CPU frequency, page cache, the
+	// harness's heap). Scenario default: 5s (standard), 10s (big), 500ms
+	// (smoke); negative: none. Managed runs only.
+	MachineWarmup time.Duration
 	// HotDuration is the hot phase's (HotMix, closed loop, after a warmup
 	// of two fifths of it), run for the memory and bare configurations: the
 	// memory tier's target compares hot reads. Default 5/8 of MaxDuration;
@@ -107,8 +115,13 @@ type Options struct {
 	// ResultsDir receives the reports, logs and profiles. Default
 	// ./results/<start time>.
 	ResultsDir string
-	// KeepData keeps the preloaded store (ResultsDir/data) after the run.
+	// KeepData keeps the preloaded store (ResultsDir/data) after the run;
+	// the configurations' copies of it are removed whatever KeepData says.
 	KeepData bool
+	// NoPin leaves process placement to the scheduler. By default a managed
+	// run on two or more CPUs pins the service to CPUs of its own and the
+	// harness and redis-server to the others (see cpuPlan).
+	NoPin bool
 	// CPUProfile records the service's CPU profile during each max, rate and hot
 	// phase (pprof on serve's --admin-listen) and summarizes it with `go
 	// tool pprof` when go is on PATH.
@@ -129,6 +142,7 @@ type Options struct {
 type scenarioDefaults struct {
 	utxos, txs        int
 	warmup, max, rate time.Duration
+	machineWarmup     time.Duration
 	configs           []string
 	rollbackEvery     int
 	plan              func(utxos int) preloadPlan
@@ -141,7 +155,8 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 	case ScenarioStandard:
 		return scenarioDefaults{
 			utxos: 200_000, txs: 300, warmup: 2 * time.Second, max: 8 * time.Second, rate: 8 * time.Second,
-			configs: AllConfigs, rollbackEvery: 50,
+			machineWarmup: 5 * time.Second,
+			configs:       AllConfigs, rollbackEvery: 50,
 			plan: func(n int) preloadPlan {
 				return preloadPlan{utxos: n, seedUTXOs: n * 9 / 10, seedBlockOutputs: 20_000, minBlocks: 60}
 			},
@@ -149,7 +164,8 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 	case ScenarioBig:
 		return scenarioDefaults{
 			utxos: 1_200_000, txs: 300, warmup: 5 * time.Second, max: 20 * time.Second, rate: 20 * time.Second,
-			configs: AllConfigs, rollbackEvery: 50,
+			machineWarmup: 10 * time.Second,
+			configs:       AllConfigs, rollbackEvery: 50,
 			plan: func(n int) preloadPlan {
 				return preloadPlan{utxos: n, seedUTXOs: n * 19 / 20, seedBlockOutputs: 25_000, minBlocks: 100}
 			},
@@ -159,7 +175,8 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 	case ScenarioSmoke:
 		return scenarioDefaults{
 			utxos: 5_000, txs: 50, warmup: 500 * time.Millisecond, max: 1500 * time.Millisecond,
-			rate: 2 * time.Second, configs: []string{ConfigMemory, ConfigBare}, rollbackEvery: 5,
+			rate: 2 * time.Second, machineWarmup: 500 * time.Millisecond,
+			configs: []string{ConfigMemory, ConfigBare}, rollbackEvery: 5,
 			plan: func(n int) preloadPlan {
 				return preloadPlan{utxos: n, seedUTXOs: n / 2, seedBlockOutputs: 1_000, minBlocks: 10}
 			},
@@ -201,6 +218,7 @@ func (o Options) EnsureDefaults() (Options, error) {
 		o.Configs = slices.Clone(d.configs)
 	}
 	setDur(&o.Warmup, d.warmup)
+	setDur(&o.MachineWarmup, d.machineWarmup)
 	setDur(&o.MaxDuration, d.max)
 	setDur(&o.RateDuration, d.rate)
 	setDur(&o.HotDuration, o.MaxDuration*5/8)

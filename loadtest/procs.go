@@ -153,14 +153,16 @@ type redisServer struct {
 	addr string
 }
 
-func startRedis(bin, dir string) (*redisServer, error) {
+// startRedis starts redis-server on the load's CPUs of cpus (it serves the
+// service, but it is not what a configuration measures).
+func startRedis(cpus cpuPlan, bin, dir string) (*redisServer, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProcess("redis-server", filepath.Join(dir, "redis.log"), bin,
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--protected-mode", "yes")
+	bin, args := cpus.command(cpus.load, bin, []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--protected-mode", "yes"})
+	p, err := startProcess("redis-server", filepath.Join(dir, "redis.log"), bin, args...)
 	if err != nil {
 		return nil, err
 	}

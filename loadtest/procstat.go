@@ -24,6 +24,7 @@ type procSample struct {
 	cpu      time.Duration // utime + stime
 	rssBytes int64         // VmRSS
 	hwmBytes int64         // VmHWM: peak RSS over the process's life
+	cpus     string        // Cpus_allowed_list of its main thread
 }
 
 // readProc reads /proc/<pid>/stat and /proc/<pid>/status.
@@ -44,6 +45,7 @@ func readProc(pid int) (procSample, error) {
 	if err != nil {
 		return s, fmt.Errorf("/proc/%d/status: %w", pid, err)
 	}
+	s.cpus, _ = parseCPUsAllowed(status) // informative only
 	return s, nil
 }
 
@@ -105,6 +107,9 @@ type ProcStats struct {
 	CPUCores   float64 `json:"cpu_cores"`   // CPUSeconds / wall seconds
 	RSSPeak    int64   `json:"rss_peak_bytes"`
 	RSSEnd     int64   `json:"rss_end_bytes"`
+	// CPUs the process was allowed to run on at the phase's end (its
+	// main thread's Cpus_allowed_list): where a pinned run placed it.
+	CPUs string `json:"cpus,omitempty"`
 }
 
 // procWatch samples a process's RSS every quarter second between start and
@@ -164,7 +169,7 @@ func (w *procWatch) finish() *ProcStats {
 	w.mu.Lock()
 	peak := max(w.peak, last.rssBytes)
 	w.mu.Unlock()
-	st := &ProcStats{PID: w.pid, CPUSeconds: (last.cpu - w.first.cpu).Seconds(), RSSPeak: peak, RSSEnd: last.rssBytes}
+	st := &ProcStats{PID: w.pid, CPUSeconds: (last.cpu - w.first.cpu).Seconds(), RSSPeak: peak, RSSEnd: last.rssBytes, CPUs: last.cpus}
 	if wall := last.at.Sub(w.first.at).Seconds(); wall > 0 {
 		st.CPUCores = st.CPUSeconds / wall
 	}

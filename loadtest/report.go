@@ -27,6 +27,7 @@ type Report struct {
 	Settings    Settings       `json:"settings"`
 	Machine     Machine        `json:"machine"`
 	Preload     PreloadResult  `json:"preload"`
+	Fairness    Fairness       `json:"fairness"`
 	Configs     []ConfigResult `json:"configs"`
 	Targets     []Verdict      `json:"targets"`
 	Failed      bool           `json:"failed"`
@@ -46,6 +47,7 @@ type Settings struct {
 	Rate           float64 `json:"rate,omitempty"`
 	RateFraction   float64 `json:"rate_fraction"`
 	Warmup         string  `json:"warmup"`
+	MachineWarmup  string  `json:"machine_warmup"`
 	MaxDuration    string  `json:"max_duration"`
 	RateDuration   string  `json:"rate_duration"`
 	MaxRequests    int64   `json:"max_requests,omitempty"`
@@ -81,12 +83,61 @@ type PreloadResult struct {
 	Exchanges map[string]uint64 `json:"exchange_utxos"`
 	Seconds   float64           `json:"seconds"`
 	Via       string            `json:"via"` // ingest or http
+	// State is the preloaded store's figures (the model's): every
+	// configuration's service must start from exactly these.
+	State StoreState `json:"state"`
+}
+
+// StoreState is a store's figures as GET /v1/tip reports them (CONTRACT
+// §5).
+type StoreState struct {
+	Height uint64 `json:"height"`
+	Hash   string `json:"hash"`
+	UTXOs  uint64 `json:"utxo_count"`
+	Digest string `json:"utxo_digest"`
+}
+
+func (s StoreState) String() string {
+	return fmt.Sprintf("height %d, %d UTXOs, digest %.16s…", s.Height, s.UTXOs, s.Digest)
+}
+
+// Fairness is what a run did to make its configurations comparable, and
+// which of its figures compare with which (Comparable, set by evaluate).
+type Fairness struct {
+	// StoreCopies: every service configuration ran on its own copy of the
+	// preloaded store, made after the machine warm-up and removed after the
+	// configuration (StoreBytes each).
+	StoreCopies bool  `json:"store_copies"`
+	StoreBytes  int64 `json:"store_bytes,omitempty"`
+	// MachineWarmup is the unmeasured load before the first configuration.
+	MachineWarmup *WarmupResult `json:"machine_warmup,omitempty"`
+	// ConfigWarmup is each configuration's own unmeasured warmup.
+	ConfigWarmup string `json:"config_warmup"`
+	// ScriptBlocks and ScriptRollbacks are the feed script made before the
+	// first configuration; every configuration's feed replays it from its
+	// first step.
+	ScriptBlocks    int       `json:"script_blocks"`
+	ScriptRollbacks int       `json:"script_rollbacks"`
+	Placement       Placement `json:"placement"`
+	Comparable      []string  `json:"comparable"`
+}
+
+// WarmupResult is the machine warm-up: a service on the preloaded store
+// under the standard mix, not measured.
+type WarmupResult struct {
+	Config   string  `json:"config"`
+	Seconds  float64 `json:"seconds"`
+	Requests int64   `json:"requests"`
+	Error    string  `json:"error,omitempty"`
 }
 
 // ConfigResult is one configuration's phases.
 type ConfigResult struct {
-	Name         string         `json:"name"`
-	Kind         string         `json:"kind"` // service, bare or external
+	Name string `json:"name"`
+	Kind string `json:"kind"` // service, bare or external
+	// Start is what the service reported before its first request: the
+	// preloaded store's figures, for a managed run's every service.
+	Start        *StoreState    `json:"start,omitempty"`
 	Args         []string       `json:"args,omitempty"`
 	BodySizes    map[string]int `json:"body_sizes,omitempty"` // bare: bytes per route
 	Max          PhaseResult    `json:"max"`
@@ -147,7 +198,7 @@ func newReport(o Options, dir string) *Report {
 		Settings: Settings{
 			Profile: o.Profile.String(), Seed: o.Seed, UTXOs: o.UTXOs, TxsPerBlock: o.TxsPerBlock, Mix: o.Mix.String(),
 			Workers: o.Workers, InFlight: o.InFlight, Rate: o.Rate, RateFraction: o.RateFraction,
-			Warmup: o.Warmup.String(), MaxDuration: o.MaxDuration.String(), RateDuration: o.RateDuration.String(),
+			Warmup: o.Warmup.String(), MachineWarmup: o.MachineWarmup.String(), MaxDuration: o.MaxDuration.String(), RateDuration: o.RateDuration.String(),
 			MaxRequests: o.MaxRequests, PageLimit: o.PageLimit, LookupBatch: o.LookupBatch, MaxDepth: o.MaxDepth,
 			BlockRate: o.BlockRate, RollbackEvery: o.RollbackEvery, RollbackDepth: o.RollbackDepth,
 			CheckFraction: o.CheckFraction, RequestTimeout: o.RequestTimeout.String(),
@@ -266,7 +317,7 @@ func (r *Report) evaluate(o Options) {
 	fed := false
 	for i := range r.Configs {
 		c := &r.Configs[i]
-		for _, p := range []*PhaseResult{&c.Max, &c.Rate} {
+		for _, p := range c.phases() {
 			if c.Kind != "bare" {
 				fiveXX += count5xx(p.Errors)
 			}
@@ -327,16 +378,46 @@ func (r *Report) evaluate(o Options) {
 		r.FailReasons = append(r.FailReasons, fmt.Sprintf(format, args...))
 	}
 	if r.Error != "" {
-		fail("run error: %s", r.Error)
+		fail("run error: %s", strings.ReplaceAll(r.Error, "\n", "; "))
 	}
-	if mismatches > 0 {
-		fail("%d answers differ from the model", mismatches)
-	}
-	if fiveXX > 0 {
-		fail("%d answers were 5xx", fiveXX)
-	}
-	if feedErrs > 0 {
-		fail("the writer feed reported %d errors", feedErrs)
+	// Per configuration, so that the headline says which one failed and why.
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		var mism, fiveXX int64
+		var example string
+		var feedErrs []string
+		for _, p := range c.phases() {
+			if c.Kind != "bare" {
+				fiveXX += count5xx(p.Errors)
+			}
+			if p.Checks != nil {
+				mism += p.Checks.Mismatches
+				if example == "" && len(p.Checks.Examples) > 0 {
+					example = p.Checks.Examples[0]
+				}
+			}
+			if p.Feed != nil {
+				feedErrs = append(feedErrs, p.Feed.Errors...)
+			}
+		}
+		if mism > 0 {
+			if example != "" {
+				example = " (first: " + example + ")"
+			}
+			fail("configuration %s: %d answers differ from the model%s", c.Name, mism, example)
+		}
+		if fiveXX > 0 {
+			fail("configuration %s: %d answers were 5xx", c.Name, fiveXX)
+		}
+		// A feed that failed outright is the configuration's error, in the
+		// run error already.
+		if len(feedErrs) > 0 && !strings.Contains(r.Error, feedErrs[0]) {
+			more := ""
+			if len(feedErrs) > 1 {
+				more = fmt.Sprintf(" (and %d more)", len(feedErrs)-1)
+			}
+			fail("configuration %s: the writer feed: %s%s", c.Name, feedErrs[0], more)
+		}
 	}
 	if o.Strict {
 		for _, v := range r.Targets {
@@ -345,6 +426,97 @@ func (r *Report) evaluate(o Options) {
 			}
 		}
 	}
+	r.Fairness.Comparable = r.comparability(o)
+}
+
+// comparability says which of the run's figures compare with which, from
+// what the run did to make them comparable (Fairness) and what it measured.
+func (r *Report) comparability(o Options) []string {
+	f := &r.Fairness
+	var n []string
+	services := 0
+	for _, c := range r.Configs {
+		if c.Kind == "service" {
+			services++
+		}
+	}
+	switch {
+	case f.StoreCopies:
+		n = append(n, fmt.Sprintf("Every service configuration ran on its own copy of the preloaded store (%s; each service reported exactly that "+
+			"before its first request) and its feed replayed the same script from there (%d blocks, %d rollbacks made before the first "+
+			"configuration): within this run, the configurations' figures compare with each other.",
+			r.Preload.State, f.ScriptBlocks, f.ScriptRollbacks))
+	case len(r.Configs) > 0 && r.Configs[0].Kind == "external":
+		n = append(n, "An external run: one configuration, the services' placement and warm-up are not the harness's; "+
+			"its figures compare only with another external run against the same services.")
+	}
+	if services > 0 {
+		if w := f.MachineWarmup; w != nil && w.Requests > 0 {
+			n = append(n, fmt.Sprintf("Warm-ups, not measured: %.1f s of the standard mix against a %s service on the preloaded store "+
+				"before the first configuration (%d requests), then %s per configuration: the first configuration does not start on a "+
+				"colder machine than the others.", w.Seconds, w.Config, w.Requests, f.ConfigWarmup))
+		} else if len(r.Configs) > 0 && r.Configs[0].Kind == "service" {
+			n = append(n, fmt.Sprintf("No machine warm-up before the first configuration (only %s per configuration): the first "+
+				"configuration, %s, ran on a colder machine than the others; discount its figures.", f.ConfigWarmup, r.Configs[0].Name))
+		}
+	}
+	pl := f.Placement
+	switch {
+	case pl.Pinned:
+		line := fmt.Sprintf("CPU placement (%s): the service and the bare handler on CPU %s, the harness (load generator, checker, feed) "+
+			"and redis-server on CPU %s: × ceiling compares each configuration with the bare handler in the same place.",
+			pl.Via, pl.ServiceCPUs, pl.LoadCPUs)
+		var off []string
+		for _, c := range r.Configs {
+			if s := c.Max.Service; s != nil && s.CPUs != "" && s.CPUs != pl.ServiceCPUs {
+				off = append(off, fmt.Sprintf("%s on CPUs %s", c.Name, s.CPUs))
+			}
+		}
+		if len(off) > 0 {
+			line += " But some services ran elsewhere: " + strings.Join(off, ", ") + "."
+		}
+		n = append(n, line)
+		svcCPUs, err1 := parseCPUList(pl.ServiceCPUs)
+		loadCPUs, err2 := parseCPUList(pl.LoadCPUs)
+		if err1 != nil || err2 != nil {
+			break
+		}
+		if b := r.config(ConfigBare); b != nil && b.Max.Harness != nil && b.Max.Harness.CPUCores >= 0.9*float64(len(loadCPUs)) {
+			n = append(n, fmt.Sprintf("The harness used %.2f of its %d CPU(s) during the bare handler's max phase: the ceiling was "+
+				"bounded by the load generator, so × ceiling overstates each configuration's share of what the machine can serve.",
+				b.Max.Harness.CPUCores, len(loadCPUs)))
+		}
+		// A closed loop keeps the service or the harness busy: when
+		// neither used its CPUs, something else did.
+		var starved []string
+		for _, c := range r.Configs {
+			s, h := c.Max.Service, c.Max.Harness
+			if s != nil && h != nil && s.CPUCores < 0.8*float64(len(svcCPUs)) && h.CPUCores < 0.8*float64(len(loadCPUs)) {
+				starved = append(starved, fmt.Sprintf("%s %.2f/%.2f", c.Name, s.CPUCores, h.CPUCores))
+			}
+		}
+		if len(starved) > 0 {
+			n = append(n, fmt.Sprintf("In the max phase neither the service nor the harness used its CPUs fully (cores used, service/harness: %s): "+
+				"other work on the machine took the rest, so the configurations compare only as far as that share held steady.",
+				strings.Join(starved, ", ")))
+		}
+	case services > 0:
+		n = append(n, fmt.Sprintf("Not pinned (%s): the service, the harness and redis-server shared CPUs %s as the scheduler chose, "+
+			"which can differ from one configuration to the next.", pl.Note, pl.Allowed))
+	}
+	n = append(n, fmt.Sprintf("p99 @rate compares configurations at the same share (%.0f%%) of their own max, not at the same request rate; "+
+		"block-apply and commit-to-visible figures compare across configurations (the same blocks at %.0f blocks/s).",
+		100*o.RateFraction, o.BlockRate))
+	if r.config(ConfigMemory) != nil && r.config(ConfigMemory).Hot != nil {
+		n = append(n, "Hot req/s compares the memory tier with the bare handler only: no other configuration runs the hot phase.")
+	}
+	n = append(n, "Across runs, figures compare only under the same scenario, settings, CPU placement and machine load: a pinned "+
+		"service gets GOMAXPROCS from its own CPUs (1 of 2 on a 2-CPU machine), and in runs whose report has no fairness "+
+		"section each configuration started where the previous one's feed had left the store, after a cold start for the first.")
+	if w := r.busyWarning(); w != "" {
+		n = append(n, "Machine: "+w+".")
+	}
+	return n
 }
 
 func passMiss(ok bool) string {

@@ -64,15 +64,20 @@ func sampleReport() (*Report, Options) {
 	r := newReport(o, "results/x")
 	r.Started = epoch
 	r.Machine = Machine{CPUs: 2, GOOS: "linux", GOARCH: "amd64", GoVersion: "go1.26", Kernel: "6", LoadAvgStart: "0.1 0.1 0.1"}
-	r.Preload = PreloadResult{Blocks: 70, UTXOs: 200_000, Height: 70, Addresses: 50_000, Exchanges: map[string]uint64{"bc1x": 2500}, Seconds: 9, Via: "ingest"}
+	state := StoreState{Height: 70, Hash: strings.Repeat("ab", 32), UTXOs: 200_000, Digest: strings.Repeat("cd", 32)}
+	r.Preload = PreloadResult{Blocks: 70, UTXOs: 200_000, Height: 70, Addresses: 50_000, Exchanges: map[string]uint64{"bc1x": 2500}, Seconds: 9, Via: "ingest",
+		State: state}
+	r.Fairness = Fairness{StoreCopies: true, StoreBytes: 50 << 20, ConfigWarmup: "2s", ScriptBlocks: 81, ScriptRollbacks: 1,
+		MachineWarmup: &WarmupResult{Config: ConfigMemory, Seconds: 5, Requests: 40_000},
+		Placement:     Placement{Pinned: true, Via: "taskset", Allowed: "0-1", ServiceCPUs: "1", LoadCPUs: "0"}}
 	phase := func(name string, rps, p99 float64, feed bool) PhaseResult {
 		lat := LatencySummary{Count: int64(rps * 8), Mean: p99 / 4, P50: p99 / 5, P90: p99 / 2, P99: p99, P999: p99 * 2, Max: p99 * 3}
 		p := PhaseResult{Name: name, Mode: "closed", Workers: 16, Seconds: 8, AchievedRate: rps, Sent: lat.Count, Requests: lat.Count,
 			OK: lat.Count, Latency: lat, Endpoints: map[string]EndpointResult{"page": {Latency: lat, Status: map[string]int64{"200": lat.Count}}},
 			Errors: map[string]int64{}, Timeline: []TimePoint{{0, 100, 1, 2, 3}, {1, 120, 1, 2, 4}},
 			Cache:   &TierStats{Tiers: map[string]TierLookups{"memory": {Hits: 90, Misses: 10, HitRatio: 0.9}}, DiskReads: 10},
-			Service: &ProcStats{PID: 1, CPUSeconds: 8, CPUCores: 1, RSSPeak: 100 << 20, RSSEnd: 90 << 20},
-			Harness: &ProcStats{PID: 2, CPUSeconds: 4, CPUCores: 0.5, RSSPeak: 50 << 20, RSSEnd: 50 << 20},
+			Service: &ProcStats{PID: 1, CPUSeconds: 8, CPUCores: 1, RSSPeak: 100 << 20, RSSEnd: 90 << 20, CPUs: "1"},
+			Harness: &ProcStats{PID: 2, CPUSeconds: 4, CPUCores: 0.5, RSSPeak: 50 << 20, RSSEnd: 50 << 20, CPUs: "0"},
 			Checks:  &CheckResult{Sampled: 10, Checked: 9, SkippedTip: 1}}
 		if feed {
 			p.Mode, p.OfferedRate = "open", rps
@@ -87,14 +92,14 @@ func sampleReport() (*Report, Options) {
 		rps, p99ms float64
 	}{{ConfigMemory, 9000, 2}, {ConfigRedis, 6000, 3}, {ConfigDisk, 3000, 6}, {ConfigFull, 8800, 2}, {ConfigBare, 10000, 1}} {
 		cr := ConfigResult{Name: c.name, Kind: "service", Args: []string{"serve"},
-			Max: phase("max", c.rps, c.p99ms, false), Rate: phase("rate", c.rps/2, c.p99ms/2, true)}
+			Max: phase("max", c.rps, c.p99ms, false), Rate: phase("rate", c.rps/2, c.p99ms/2, true), Start: &state}
 		cr.Max.Profile = &ProfileResult{Path: "cpu-" + c.name + "-max.pprof", Top: "flat  flat%\n"}
 		if c.name == ConfigMemory || c.name == ConfigBare {
 			hot := phase("hot", c.rps*1.5, c.p99ms/2, false)
 			cr.Hot = &hot
 		}
 		if c.name == ConfigBare {
-			cr.Kind, cr.Max.Profile, cr.BodySizes = "bare", nil, map[string]int{"GET /v1/tip": 190}
+			cr.Kind, cr.Max.Profile, cr.BodySizes, cr.Start = "bare", nil, map[string]int{"GET /v1/tip": 190}, nil
 			cr.Max.Cache, cr.Rate.Cache, cr.Rate.Feed, cr.Max.Checks, cr.Rate.Checks = nil, nil, nil, nil, nil
 		}
 		r.Configs = append(r.Configs, cr)
@@ -137,19 +142,89 @@ func TestEvaluate(t *testing.T) {
 	r.Configs[2].Max.Errors["5xx:500"] = 3
 	r.Configs[0].Hot.AchievedRate = 5000
 	r.evaluate(o)
-	if !r.Failed || len(r.FailReasons) != 2 {
-		t.Errorf("failed %v: %v", r.Failed, r.FailReasons)
+	// Each reason names its configuration.
+	if !r.Failed || len(r.FailReasons) != 2 ||
+		r.FailReasons[0] != "configuration redis: 1 answers differ from the model" ||
+		r.FailReasons[1] != "configuration disk: 3 answers were 5xx" {
+		t.Errorf("failed %v: %q", r.Failed, r.FailReasons)
 	}
 	o.Strict = true
 	r.evaluate(o)
 	if len(r.FailReasons) != 4 { // + memory share and the mismatch target
 		t.Errorf("strict: %v", r.FailReasons)
 	}
+	// A feed that stops mid-phase: the headline names the configuration and
+	// the writer's answer.
+	o.Strict = false
+	r.Configs[1].Rate.Checks.Mismatches = 0
+	r.Configs[2].Max.Errors = map[string]int64{}
+	r.Configs[3].Rate.Feed.Errors = []string{"block 194: status 409: not_next_block", "rollback to 190: status 409"}
+	r.evaluate(o)
+	if want := "configuration full: the writer feed: block 194: status 409: not_next_block (and 1 more)"; len(r.FailReasons) != 1 || r.FailReasons[0] != want {
+		t.Errorf("feed failure: %q, want %q", r.FailReasons, want)
+	}
+	// A configuration that could not run is the run's error, named there.
+	r.Configs[3].Rate.Feed.Errors = nil
+	r.Error = "configuration redis: the writer feed failed: block 194: status 409"
+	r.evaluate(o)
 	head := r.Headline()
+	if !strings.Contains(head, "FAILED: run error: configuration redis: the writer feed failed: block 194: status 409") {
+		t.Errorf("headline does not name the failed configuration:\n%s", head)
+	}
 	for _, s := range []string{"config", "memory", "bare", "MISS  memory tier hot reads", "FAILED:"} {
 		if !strings.Contains(head, s) {
 			t.Errorf("headline lacks %q:\n%s", s, head)
 		}
+	}
+}
+
+// TestComparability: the report says which figures compare with which,
+// from what the run did (store copies, warm-ups, placement) and what it
+// measured (a saturated load generator), and says so when a measure did not
+// hold.
+func TestComparability(t *testing.T) {
+	r, o := sampleReport()
+	r.evaluate(o)
+	has := func(want ...string) {
+		t.Helper()
+		all := strings.Join(r.Fairness.Comparable, "\n")
+		for _, w := range want {
+			if !strings.Contains(all, w) {
+				t.Errorf("comparability notes lack %q:\n%s", w, all)
+			}
+		}
+	}
+	has("own copy of the preloaded store (height 70, 200000 UTXOs, digest cdcdcdcdcdcdcdcd…",
+		"81 blocks, 1 rollbacks", "5.0 s of the standard mix against a memory service", "then 2s per configuration",
+		"the service and the bare handler on CPU 1, the harness (load generator, checker, feed) and redis-server on CPU 0",
+		"same share (50%) of their own max", "Hot req/s compares the memory tier with the bare handler only")
+	if md := r.Markdown(); !strings.Contains(md, "## Comparability\n\n- Every service configuration ran on its own copy") {
+		t.Error("report.md has no comparability section")
+	}
+
+	// The bare ceiling measured with the harness's one CPU saturated.
+	r.config(ConfigBare).Max.Harness.CPUCores = 0.97
+	// A service that ran somewhere else than planned.
+	r.config(ConfigDisk).Max.Service.CPUs = "0-1"
+	r.evaluate(o)
+	has("used 0.97 of its 1 CPU(s) during the bare handler's max phase", "some services ran elsewhere: disk on CPUs 0-1")
+	if strings.Contains(strings.Join(r.Fairness.Comparable, "\n"), "neither the service nor the harness") {
+		t.Error("a starvation note with the service using its CPU")
+	}
+	// The machine's other work took CPU from both sides.
+	for i := range r.Configs {
+		r.Configs[i].Max.Service.CPUCores, r.Configs[i].Max.Harness.CPUCores = 0.5, 0.6
+	}
+	r.evaluate(o)
+	has("neither the service nor the harness used its CPUs fully (cores used, service/harness: memory 0.50/0.60, redis 0.50/0.60")
+
+	// Nothing pinned, no machine warm-up.
+	r.Fairness.Placement = Placement{Allowed: "0", Note: "1 CPU available: nothing to pin apart"}
+	r.Fairness.MachineWarmup = nil
+	r.evaluate(o)
+	has("Not pinned (1 CPU available: nothing to pin apart)", "the first configuration, memory, ran on a colder machine")
+	if strings.Contains(strings.Join(r.Fairness.Comparable, "\n"), "during the bare handler's max phase") {
+		t.Error("a saturation note without pinning")
 	}
 }
 

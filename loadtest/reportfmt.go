@@ -225,6 +225,13 @@ func (r *Report) Markdown() string {
 	if r.Failed {
 		fmt.Fprintf(&b, "**FAILED:** %s\n\n", strings.Join(r.FailReasons, "; "))
 	}
+	if len(r.Fairness.Comparable) > 0 {
+		b.WriteString("## Comparability\n\n")
+		for _, l := range r.Fairness.Comparable {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+		b.WriteString("\n")
+	}
 	missed := r.missedConfigs()
 	for i := range r.Configs {
 		c := &r.Configs[i]
@@ -287,14 +294,14 @@ func (r *Report) introLines() []string {
 		ex = append(ex, fmt.Sprintf("%d", p.Exchanges[a]))
 	}
 	return []string{
-		fmt.Sprintf("machine: %d CPUs, %s/%s, %s, kernel %s; load average %s at the start, %s at the end (the harness shares the cores with the service and anything else running)",
-			m.CPUs, m.GOOS, m.GOARCH, m.GoVersion, m.Kernel, m.LoadAvgStart, m.LoadAvgEnd),
+		fmt.Sprintf("machine: %d CPUs, %s/%s, %s, kernel %s; load average %s at the start, %s at the end; %s",
+			m.CPUs, m.GOOS, m.GOARCH, m.GoVersion, m.Kernel, m.LoadAvgStart, m.LoadAvgEnd, r.Fairness.Placement.describe()),
 		fmt.Sprintf("store: %d live UTXOs after %d blocks (height %d) via %s in %.1f s; %d ordinary addresses; exchange addresses hold %s UTXOs",
 			p.UTXOs, p.Blocks, p.Height, p.Via, p.Seconds, p.Addresses, strings.Join(ex, ", ")),
 		fmt.Sprintf("workload: %s profile, seed %d, %d txs per block; mix %s; pages of %d, lookups of %d, deep walks up to %d pages",
 			s.Profile, s.Seed, s.TxsPerBlock, s.Mix, s.PageLimit, s.LookupBatch, s.MaxDepth),
-		fmt.Sprintf("phases: warmup %s, max %s (closed loop, %d workers), rate %s (open loop at %.0f%% of max, ≤ %d in flight); request timeout %s",
-			s.Warmup, s.MaxDuration, s.Workers, s.RateDuration, 100*s.RateFraction, s.InFlight, s.RequestTimeout),
+		fmt.Sprintf("phases: machine warm-up %s before the first configuration; per configuration warmup %s, max %s (closed loop, %d workers), rate %s (open loop at %.0f%% of max, ≤ %d in flight); request timeout %s",
+			s.MachineWarmup, s.Warmup, s.MaxDuration, s.Workers, s.RateDuration, 100*s.RateFraction, s.InFlight, s.RequestTimeout),
 		fmt.Sprintf("writer feed in the rate phase: %.0f blocks/s, a rollback of %d blocks every %d blocks; %.1f%% of answers checked against the model",
 			s.BlockRate, s.RollbackDepth, s.RollbackEvery, 100*s.CheckFraction),
 		fmt.Sprintf("run took %.0f s; results in %s", r.Seconds, r.ResultsDir),
@@ -332,6 +339,13 @@ func (r *Report) HTML() string {
 	b.WriteString("<h2>Targets</h2>\n" + r.targetsTable().html())
 	if r.Failed {
 		b.WriteString("<p class=\"miss\">FAILED: " + html.EscapeString(strings.Join(r.FailReasons, "; ")) + "</p>\n")
+	}
+	if len(r.Fairness.Comparable) > 0 {
+		b.WriteString("<h2>Comparability</h2>\n<ul class=\"notes\">")
+		for _, l := range r.Fairness.Comparable {
+			b.WriteString("<li>" + html.EscapeString(l) + "</li>")
+		}
+		b.WriteString("</ul>\n")
 	}
 	missed := r.missedConfigs()
 	for i := range r.Configs {

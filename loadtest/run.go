@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +35,7 @@ type runner struct {
 	client  *http.Client
 	ctl     *http.Client // for scrapes, readiness, profiles: not the load's pool
 	redis   *redisServer
+	cpus    cpuPlan      // where children run; the zero plan while nothing is pinned
 	capture *bodyCapture // set while the first service's warmup records bodies
 	bodies  map[string][]byte
 	report  *Report
@@ -69,6 +72,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.w.setScript(o.RollbackEvery, o.RollbackDepth)
 	r.gen = &reqGen{mix: o.Mix, w: r.w, limit: o.PageLimit, batch: o.LookupBatch, maxDepth: o.MaxDepth}
 	r.hotGen = &reqGen{mix: HotMix, w: r.w, limit: o.PageLimit, batch: o.LookupBatch, maxDepth: o.MaxDepth, hot: true}
 
@@ -94,8 +98,9 @@ func (r *runner) logf(format string, args ...any) {
 	fmt.Fprintf(r.o.Log, "loadtest: %5.1fs "+format+"\n", append([]any{time.Since(r.start).Seconds()}, args...)...)
 }
 
-// managed preloads a fresh store with `utxo-cache ingest`, then runs each
-// configuration on it as a subprocess.
+// managed preloads a fresh store with `utxo-cache ingest`, warms the
+// machine up, then runs each configuration as a subprocess on its own copy
+// of the preloaded store (see the package doc's "Fair comparison").
 func (r *runner) managed(ctx context.Context) error {
 	dataDir := filepath.Join(r.dir, "data")
 	if !r.o.KeepData {
@@ -107,11 +112,21 @@ func (r *runner) managed(ctx context.Context) error {
 	if err := r.preloadIngest(ctx, dataDir); err != nil {
 		return err
 	}
+	r.w.freeze()
+	r.report.Preload.State = r.w.base.state
+	r.prepareFeed()
+	fair := &r.report.Fairness
+	fair.StoreCopies, fair.ConfigWarmup = true, r.o.Warmup.String()
+
 	token := r.o.AdminToken
 	if token == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
 		token = hex.EncodeToString(b[:])
+	}
+	// Pinned from here on: the preload above may use every core.
+	if restore := r.place(); restore != nil {
+		defer restore()
 	}
 	needRedis := slices.Contains(r.o.Configs, ConfigRedis) || slices.Contains(r.o.Configs, ConfigFull)
 	if needRedis {
@@ -127,7 +142,7 @@ func (r *runner) managed(ctx context.Context) error {
 			return err
 		}
 		var err error
-		if r.redis, err = startRedis(bin, redisDir); err != nil {
+		if r.redis, err = startRedis(r.cpus, bin, redisDir); err != nil {
 			return err
 		}
 		defer func() { _ = r.redis.stop(5 * time.Second) }()
@@ -139,30 +154,166 @@ func (r *runner) managed(ctx context.Context) error {
 			services = append(services, c)
 		}
 	}
+	if len(services) > 0 && r.o.MachineWarmup > 0 {
+		if err := r.machineWarmup(ctx, services[0], dataDir, token); err != nil {
+			return fmt.Errorf("machine warm-up: %w", err)
+		}
+	}
+	// A configuration that fails does not stop the others: each has its own
+	// store, so none can fail on another's leftovers.
+	var errs []error
 	for i, c := range services {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return errors.Join(append(errs, ctx.Err())...)
 		}
 		if i == 0 && slices.Contains(r.o.Configs, ConfigBare) {
 			r.capture = newBodyCapture()
 		}
-		res, err := r.runService(ctx, c, dataDir, token)
+		res, err := r.runOnCopy(ctx, c, dataDir, token)
 		if r.capture != nil {
 			r.bodies, r.capture = r.capture.medians(), nil
 		}
-		r.report.Configs = append(r.report.Configs, res)
 		if err != nil {
-			return fmt.Errorf("configuration %s: %w", c, err)
+			err = fmt.Errorf("configuration %s: %w", c, err)
+			res.Error = joinNonEmpty(res.Error, err.Error())
+			errs = append(errs, err)
+		}
+		r.report.Configs = append(r.report.Configs, res)
+	}
+	if slices.Contains(r.o.Configs, ConfigBare) && ctx.Err() == nil {
+		r.startConfig()
+		res, err := r.runBare(ctx)
+		if err != nil {
+			err = fmt.Errorf("configuration bare: %w", err)
+			res.Error = joinNonEmpty(res.Error, err.Error())
+			errs = append(errs, err)
+		}
+		r.report.Configs = append(r.report.Configs, res)
+	}
+	return errors.Join(errs...)
+}
+
+func joinNonEmpty(a, b string) string {
+	if a == "" || a == b {
+		return b
+	}
+	return a + "; " + b
+}
+
+// prepareFeed makes the feed script every configuration replays: enough
+// blocks for a rate phase at BlockRate (and the branch of a rollback that
+// falls at its end), so that no configuration generates blocks while it is
+// measured.
+func (r *runner) prepareFeed() {
+	if r.o.BlockRate <= 0 {
+		return
+	}
+	r.w.prepareScript(int(math.Ceil(r.o.BlockRate*r.o.RateDuration.Seconds())) + 1)
+	for _, st := range r.w.script.steps {
+		if st.block == nil {
+			r.report.Fairness.ScriptRollbacks++
+		} else {
+			r.report.Fairness.ScriptBlocks++
 		}
 	}
-	if slices.Contains(r.o.Configs, ConfigBare) {
-		res, err := r.runBare(ctx)
-		r.report.Configs = append(r.report.Configs, res)
-		if err != nil {
-			return fmt.Errorf("configuration bare: %w", err)
-		}
+}
+
+// startConfig puts the harness's side of a configuration where every
+// configuration starts: the model and the feed script at the preload, fresh
+// request generators (no deep walks or ETags carried over), the same request
+// seeds, and no garbage of the previous configuration left for the
+// collector to find during this one's measurement.
+func (r *runner) startConfig() {
+	r.w.reset()
+	r.gen = &reqGen{mix: r.o.Mix, w: r.w, limit: r.o.PageLimit, batch: r.o.LookupBatch, maxDepth: r.o.MaxDepth}
+	r.hotGen = &reqGen{mix: HotMix, w: r.w, limit: r.o.PageLimit, batch: r.o.LookupBatch, maxDepth: r.o.MaxDepth, hot: true}
+	r.phaseN = 0
+	runtime.GC()
+}
+
+// runOnCopy runs config on a fresh copy of the preloaded store at dataDir
+// and removes the copy afterwards.
+func (r *runner) runOnCopy(ctx context.Context, config, dataDir, token string) (ConfigResult, error) {
+	dir := filepath.Join(r.dir, "store-"+config)
+	defer os.RemoveAll(dir)
+	if err := os.RemoveAll(dir); err != nil {
+		return ConfigResult{Name: config, Kind: "service"}, err
+	}
+	t0 := time.Now()
+	n, err := copyStore(dataDir, dir)
+	if err != nil {
+		return ConfigResult{Name: config, Kind: "service"}, err
+	}
+	r.report.Fairness.StoreBytes = n
+	r.logf("%s: copied the preloaded store (%d MiB) in %.1fs", config, n>>20, time.Since(t0).Seconds())
+	r.startConfig()
+	return r.runService(ctx, config, dir, token)
+}
+
+// machineWarmup runs a service of config's layout on the preloaded store
+// itself under the standard mix for MachineWarmup, unmeasured, and stops
+// it. It only reads, so the chain is unchanged (each configuration checks
+// that its copy starts at the preload's figures); any compaction the store
+// owes after the ingest happens here, before the copies are made.
+func (r *runner) machineWarmup(ctx context.Context, config, dataDir, token string) error {
+	wr := &WarmupResult{Config: config}
+	r.report.Fairness.MachineWarmup = wr
+	r.startConfig()
+	r.phaseN = 100 // its own request seeds
+	svc, err := r.startService(ctx, config, dataDir, token, "serve-warmup.log")
+	if err != nil {
+		wr.Error = err.Error()
+		return err
+	}
+	t := target{name: "warm-up", bases: []string{svc.base}}
+	ph := r.phase(ctx, t, "machine-warmup", phaseClosed, 0, r.o.MachineWarmup)
+	wr.Seconds, wr.Requests = ph.Seconds, ph.Requests
+	if err := svc.stop(20 * time.Second); err != nil {
+		wr.Error = err.Error()
+		return err
+	}
+	r.logf("machine warm-up: %s on the preloaded store, %d requests in %.1fs (not measured)", config, ph.Requests, ph.Seconds)
+	if ph.OK == 0 {
+		wr.Error = fmt.Sprintf("no request succeeded (errors %v)", ph.Errors)
+		return errors.New(wr.Error)
 	}
 	return nil
+}
+
+// place pins the harness and plans the children's CPUs (see cpuPlan) and
+// records the placement in the report. It returns the function that undoes
+// the harness's pinning, or nil when nothing was pinned.
+func (r *runner) place() (restore func()) {
+	pl := &r.report.Fairness.Placement
+	allowed, err := allowedCPUs(os.Getpid())
+	if err != nil {
+		pl.Note = fmt.Sprintf("cannot read this process's CPUs (%v): nothing pinned", err)
+		return nil
+	}
+	pl.Allowed = formatCPUList(allowed)
+	taskset, _ := exec.LookPath("taskset")
+	plan, why := planCPUs(allowed, taskset, r.o.NoPin)
+	if !plan.pinned() {
+		pl.Note = why
+		r.logf("CPU placement: %s", why)
+		return nil
+	}
+	if err := plan.pinAll(os.Getpid(), plan.load); err != nil {
+		pl.Note = fmt.Sprintf("pinning the harness failed (%v): nothing pinned", err)
+		r.logf("CPU placement: %s", pl.Note)
+		_ = plan.pinAll(os.Getpid(), allowed)
+		return nil
+	}
+	r.cpus = plan
+	pl.Pinned, pl.Via = true, "taskset"
+	pl.ServiceCPUs, pl.LoadCPUs = formatCPUList(plan.service), formatCPUList(plan.load)
+	r.logf("CPU placement: service on CPUs %s; harness and redis-server on CPUs %s", pl.ServiceCPUs, pl.LoadCPUs)
+	return func() {
+		if err := plan.pinAll(os.Getpid(), allowed); err != nil {
+			r.logf("CPU placement: restoring the harness's CPUs: %v", err)
+		}
+		r.cpus = cpuPlan{}
+	}
 }
 
 // preloadIngest streams the preload chain into `utxo-cache ingest` while
@@ -231,8 +382,38 @@ func (r *runner) serviceArgs(config string) []string {
 	panic("unknown configuration " + config)
 }
 
-// runService starts serve with config's tiers on the store and runs the
-// phases against it.
+// service is a serve process the harness started.
+type service struct {
+	*process
+	base, admin string   // base URLs of the API and of the pprof listener
+	args        []string // serve's arguments
+}
+
+// startService starts serve with config's tiers on dataDir (pinned to the
+// service's CPUs) and waits until it is ready.
+func (r *runner) startService(ctx context.Context, config, dataDir, token, logName string) (*service, error) {
+	port, err1 := freePort()
+	adminPort, err2 := freePort()
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
+	}
+	s := &service{base: "http://127.0.0.1:" + strconv.Itoa(port), admin: "http://127.0.0.1:" + strconv.Itoa(adminPort)}
+	s.args = append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:" + strconv.Itoa(port),
+		"--admin-listen", "127.0.0.1:" + strconv.Itoa(adminPort), "--admin-token", token, "--log-level", "warn"},
+		r.serviceArgs(config)...)
+	bin, args := r.cpus.command(r.cpus.service, r.o.Bin, s.args)
+	var err error
+	if s.process, err = startProcess("serve ("+config+")", filepath.Join(r.dir, logName), bin, args...); err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, r.ctl, s.base+"/readyz", s.process, 60*time.Second); err != nil {
+		return nil, errors.Join(err, s.stop(5*time.Second))
+	}
+	return s, nil
+}
+
+// runService starts serve with config's tiers on the store, checks that it
+// starts at the preload's figures and runs the phases against it.
 func (r *runner) runService(ctx context.Context, config, dataDir, token string) (res ConfigResult, err error) {
 	res = ConfigResult{Name: config, Kind: "service"}
 	if r.redis != nil {
@@ -240,32 +421,27 @@ func (r *runner) runService(ctx context.Context, config, dataDir, token string) 
 			return res, fmt.Errorf("flush redis: %w", err)
 		}
 	}
-	port, err1 := freePort()
-	adminPort, err2 := freePort()
-	if err = errors.Join(err1, err2); err != nil {
-		return res, err
-	}
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	admin := "http://127.0.0.1:" + strconv.Itoa(adminPort)
-	args := append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:" + strconv.Itoa(port),
-		"--admin-listen", "127.0.0.1:" + strconv.Itoa(adminPort), "--admin-token", token, "--log-level", "warn"},
-		r.serviceArgs(config)...)
-	res.Args = redactToken(args, token)
-	p, err := startProcess("serve ("+config+")", filepath.Join(r.dir, "serve-"+config+".log"), r.o.Bin, args...)
+	svc, err := r.startService(ctx, config, dataDir, token, "serve-"+config+".log")
 	if err != nil {
 		return res, err
 	}
+	res.Args = redactToken(svc.args, token)
 	defer func() {
-		if serr := p.stop(20 * time.Second); serr != nil {
+		if serr := svc.stop(20 * time.Second); serr != nil {
 			res.Error = serr.Error()
 			err = errors.Join(err, serr)
 		}
 	}()
-	if err := waitHTTP(ctx, r.ctl, base+"/readyz", p, 60*time.Second); err != nil {
+	r.logf("%s: serving on %s (pid %d)", config, svc.base, svc.pid())
+	start, err := storeState(ctx, r.ctl, svc.base)
+	if err != nil {
 		return res, err
 	}
-	r.logf("%s: serving on %s (pid %d)", config, base, p.pid())
-	t := target{name: config, bases: []string{base}, writer: base, token: token, pid: p.pid(), metrics: true, admin: admin}
+	res.Start = &start
+	if want := r.w.base.state; start != want {
+		return res, fmt.Errorf("the service starts at %s, not at the preloaded store's %s", start, want)
+	}
+	t := target{name: config, bases: []string{svc.base}, writer: svc.base, token: token, pid: svc.pid(), metrics: true, admin: svc.admin}
 	return r.phases(ctx, t, res)
 }
 
@@ -356,8 +532,7 @@ func (r *runner) phase(ctx context.Context, t target, name string, mode phaseMod
 	defer cancel()
 	var feedDone chan FeedResult
 	if fed {
-		f := &feed{w: r.w, client: r.ctl, writer: t.writer, token: t.token, rate: r.o.BlockRate,
-			rollbackEvery: r.o.RollbackEvery, rollbackDepth: r.o.RollbackDepth, targets: t.bases}
+		f := &feed{w: r.w, client: r.ctl, writer: t.writer, token: t.token, rate: r.o.BlockRate, targets: t.bases}
 		feedDone = make(chan FeedResult, 1)
 		go func() { feedDone <- f.run(pctx, end) }()
 	}
@@ -497,7 +672,8 @@ func (r *runner) runBare(ctx context.Context) (res ConfigResult, err error) {
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	args := []string{"loadtest", "--bare-serve", "127.0.0.1:" + strconv.Itoa(port), "--bare-bodies", bodiesPath}
 	res.Args = args
-	p, err := startProcess("bare server", filepath.Join(r.dir, "bare.log"), r.o.Bin, args...)
+	bin, cmdArgs := r.cpus.command(r.cpus.service, r.o.Bin, args)
+	p, err := startProcess("bare server", filepath.Join(r.dir, "bare.log"), bin, cmdArgs...)
 	if err != nil {
 		return res, err
 	}
@@ -539,6 +715,7 @@ func (r *runner) external(ctx context.Context) error {
 	if err := r.preloadHTTP(ctx, writer); err != nil {
 		return err
 	}
+	r.report.Fairness.Placement.Note = "an external run: the services are not the harness's to pin"
 	t := target{name: "external", bases: bases, writer: writer, token: r.o.AdminToken, metrics: true}
 	if r.o.BlockRate <= 0 {
 		t.writer = ""
@@ -581,6 +758,38 @@ func (r *runner) preloadHTTP(ctx context.Context, writer string) error {
 		Addresses: len(r.w.addrs), Exchanges: r.exchangeSizes(), Seconds: time.Since(start).Seconds(), Via: "http",
 	}
 	return nil
+}
+
+// storeState reads a service's tip, UTXO count and digest (GET /v1/tip).
+func storeState(ctx context.Context, c *http.Client, base string) (StoreState, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/tip", nil)
+	if err != nil {
+		return StoreState{}, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return StoreState{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return StoreState{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return StoreState{}, fmt.Errorf("GET /v1/tip: status %d: %s", resp.StatusCode, bytes.TrimSpace(body))
+	}
+	var a wireAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return StoreState{}, fmt.Errorf("GET /v1/tip: %w", err)
+	}
+	if a.Tip == nil {
+		return StoreState{}, errors.New("GET /v1/tip: the store is empty")
+	}
+	tip, err := a.Tip.tip()
+	if err != nil {
+		return StoreState{}, fmt.Errorf("GET /v1/tip: %w", err)
+	}
+	return StoreState{Height: tip.Height, Hash: tip.Hash.String(), UTXOs: a.UtxoCount, Digest: a.Digest}, nil
 }
 
 // WriteChain writes the preload chain of o's scenario to path (.jsonl or

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -18,17 +19,31 @@ import (
 // it, the reference model of the state the service should be in, and the
 // addresses and outpoints the readers ask about.
 //
-// Ownership: gen, tipHash and recent belong to the goroutine that produces
-// blocks (the preload, then the feed), one at a time. model is guarded by
-// mu: the feed takes it exclusively to apply an acknowledged block or
-// rollback, the checker shares it while it compares an answer. addrs and
-// exchange are fixed after the preload; ops is swapped atomically as the
-// feed creates outputs.
+// # Two sides
+//
+// The generating side (gen, tipHash, recent, branch, script) makes the chain
+// once: the preload, then the feed script (script.go), the writes every
+// configuration's feed replays. It belongs to the goroutine that produces
+// blocks, one at a time: the preload, then the feed (configurations run one
+// after another).
+//
+// The replaying side is what one configuration's service should hold:
+// model, byAddress, the outpoint pool and the feed's position in the
+// script. freeze keeps its state right after the preload and reset returns
+// to it, so that every configuration, started on its own copy of the
+// preloaded store, is checked against the same model and fed the same
+// blocks and rollbacks. model and byAddress are guarded by mu: the feed
+// takes it exclusively to apply an acknowledged block or rollback (and reset
+// to swap them), the checker shares it while it compares an answer. addrs
+// and exchange are fixed after the preload; ops is swapped atomically as the
+// feed creates outputs; created, next and pos belong to the feed.
 type world struct {
 	gen     *workload.Generator
-	tipHash chain.Hash     // hash of the current branch's tip (see rebranch)
-	recent  []*chain.Block // newest last: the blocks a rollback may undo
+	tipHash chain.Hash     // hash of the generated chain's tip (see rebranch)
+	recent  []*chain.Block // newest last: the generated blocks a rollback may undo
 	keep    int            // len(recent) bound
+	branch  uint64         // rebranch counter: makes new hashes unique
+	script  feedScript
 
 	mu    sync.RWMutex
 	model *model.Model // guarded by mu
@@ -44,7 +59,18 @@ type world struct {
 	ops     atomic.Pointer[opPool]
 	created []chain.OutPoint // recent outputs, ring; feed only
 	next    int              // ring position in created
-	branch  uint64           // rebranch counter: makes new hashes unique
+	pos     int              // the next step of script to post; feed only
+
+	base *worldBase // the replaying side after the preload; set by freeze
+}
+
+// worldBase is the replaying side's state right after the preload, which
+// every configuration starts from. Read-only once made.
+type worldBase struct {
+	model     *model.Model
+	byAddress map[string][]chain.OutPoint // slices clipped: appends copy
+	ops       *opPool
+	state     StoreState
 }
 
 // opPool is an immutable set of outpoints to read: the live set after the
@@ -122,6 +148,7 @@ func (w *world) preload(plan preloadPlan, emit func(*chain.Block) error) (blocks
 		if err := w.applyToModel(b); err != nil {
 			return err
 		}
+		w.extend(b)
 		blocks++
 		return emit(b)
 	}
@@ -185,9 +212,9 @@ func (w *world) nextBlock() *chain.Block {
 	return b
 }
 
-// applyToModel applies an acknowledged block to the model and makes it the
-// branch tip. A block the model refuses after the service accepted it means
-// the service (or the harness) broke the contract.
+// applyToModel applies an acknowledged block to the model. A block the
+// model refuses after the service accepted it means the service (or the
+// harness) broke the contract.
 func (w *world) applyToModel(b *chain.Block) error {
 	w.mu.Lock()
 	applied, err := w.model.Apply(b, false)
@@ -206,12 +233,16 @@ func (w *world) applyToModel(b *chain.Block) error {
 	if !applied {
 		return fmt.Errorf("loadtest: block %d was already applied to the model", b.Height)
 	}
+	return nil
+}
+
+// extend makes a generated block the generated chain's tip.
+func (w *world) extend(b *chain.Block) {
 	w.tipHash = b.Hash
 	w.recent = append(w.recent, b)
 	if len(w.recent) > w.keep {
 		w.recent = slices.Delete(w.recent, 0, len(w.recent)-w.keep)
 	}
-	return nil
 }
 
 // noteCreated adds a block's outputs to the pool readers draw from.
@@ -235,26 +266,34 @@ func (w *world) noteCreated(b *chain.Block) {
 	w.ops.Store(&opPool{base: old.base, recent: slices.Clone(w.created)})
 }
 
-// rollbackModel rolls the model back to target after the service did, and
-// returns the undone blocks re-made as a new branch to apply next: the same
-// transactions in blocks with new hashes (see the package doc).
-func (w *world) rollbackModel(target uint64) ([]*chain.Block, error) {
+// rollbackModel rolls the model back to target after the service did.
+func (w *world) rollbackModel(target uint64) error {
 	w.mu.Lock()
 	err := w.model.Rollback(target)
-	hash, _ := w.model.HashAt(target)
 	w.mu.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("loadtest: the model refuses the rollback to %d: %w", target, err)
+		return fmt.Errorf("loadtest: the model refuses the rollback to %d: %w", target, err)
 	}
+	return nil
+}
+
+// rebranch takes the generated blocks above target off the generated chain
+// and returns them re-made as a new branch to apply next: the same
+// transactions in blocks with new hashes (see the package doc). The
+// generator goes on from the new branch's tip once it is applied.
+func (w *world) rebranch(target uint64) []*chain.Block {
 	var undone []*chain.Block
 	for len(w.recent) > 0 && w.recent[len(w.recent)-1].Height > target {
 		undone = append(undone, w.recent[len(w.recent)-1])
 		w.recent = w.recent[:len(w.recent)-1]
 	}
+	if len(undone) == 0 {
+		return nil
+	}
 	slices.Reverse(undone)
-	w.tipHash = hash
+	w.tipHash = undone[0].PrevHash
 	w.branch++
-	prev := hash
+	prev := w.tipHash
 	branch := make([]*chain.Block, len(undone))
 	for i, old := range undone {
 		nb := *old // Txs are shared: blocks are read-only once made
@@ -266,7 +305,36 @@ func (w *world) rollbackModel(target uint64) ([]*chain.Block, error) {
 		prev = nb.Hash
 		branch[i] = &nb
 	}
-	return branch, nil
+	return branch
+}
+
+// freeze records the replaying side's state after the preload as the one
+// reset returns to. It keeps a copy of the model: the harness holds two
+// while configurations run.
+func (w *world) freeze() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for a, ops := range w.byAddress {
+		w.byAddress[a] = slices.Clip(ops)
+	}
+	tip := w.model.Tip()
+	w.base = &worldBase{
+		model: w.model.Clone(), byAddress: maps.Clone(w.byAddress), ops: w.ops.Load(),
+		state: StoreState{Height: tip.Height, Hash: tip.Hash.String(), UTXOs: w.model.Count(), Digest: w.model.Digest().String()},
+	}
+}
+
+// reset returns the replaying side to the state freeze recorded: the model
+// right after the preload, the preload's outpoint pool and the start of the
+// feed script. The generating side is untouched: the script's steps stay
+// made. Call it between configurations, while no feed or checker runs.
+func (w *world) reset() {
+	w.mu.Lock()
+	w.model = w.base.model.Clone()
+	w.byAddress = maps.Clone(w.base.byAddress)
+	w.mu.Unlock()
+	w.ops.Store(w.base.ops)
+	w.created, w.next, w.pos = nil, 0, 0
 }
 
 // modelTip returns the model's tip.

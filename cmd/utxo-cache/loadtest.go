@@ -23,8 +23,10 @@ answers prepared bytes of the same sizes (the machine's ceiling).
 A managed run (the default) generates a seeded chain (Bitcoin- or
 Cardano-like, Zipf-popular addresses and a few exchange addresses piling up
 outputs), streams it into a fresh store with 'utxo-cache ingest', starts a
-redis-server on a free loopback port, then runs 'utxo-cache serve' once per
-configuration on that store:
+redis-server on a free loopback port, warms the machine up (--machine-warmup,
+not measured), then runs 'utxo-cache serve' once per configuration, each on
+its own fresh copy of the preloaded store and fed the same blocks and
+rollbacks (a configuration that fails does not stop the others):
   memory  --memory-cache-bytes 256MiB, no Redis
   redis   --memory-cache-bytes 0 --redis-url …
   disk    --memory-cache-bytes 0, no Redis
@@ -41,6 +43,11 @@ the harness gives them. A sample of the answers (--check-fraction) is compared w
 model of the chain; any mismatch, 5xx or feed error fails the run (exit 1).
 Performance targets are printed as PASS/MISS and fail the run only with
 --strict.
+
+On two or more CPUs the service (and the bare handler) is pinned with
+taskset to the upper half of them, the harness and redis-server to the rest
+(--no-pin: leave it to the scheduler); the report says where each ran and
+which figures compare with which.
 
 Scenarios: standard (200k UTXOs, under 3 minutes), big (1.2M UTXOs with
 exchange addresses of 100k+ UTXOs each, for the disk-tier target; several
@@ -87,6 +94,7 @@ func runLoadtest(e *env, args []string) error {
 	fs.IntVar(&o.TxsPerBlock, "txs-per-block", 0, "transactions per ordinary and feed block (0: the scenario's: 300, smoke 50)")
 	fs.StringVar(&configs, "configs", "", "comma-separated configurations to run, from memory,redis,disk,full,bare (empty: the scenario's)")
 	fs.DurationVar(&o.Warmup, "warmup", 0, "warmup `DURATION` per configuration (0: the scenario's)")
+	fs.DurationVar(&o.MachineWarmup, "machine-warmup", 0, "unmeasured warm-up `DURATION` before the first configuration (0: the scenario's; standard 5s; -1s: none)")
 	fs.DurationVar(&o.MaxDuration, "max-duration", 0, "max phase `DURATION` (0: the scenario's; standard 8s)")
 	fs.DurationVar(&o.RateDuration, "rate-duration", 0, "rate phase `DURATION` (0: the scenario's; standard 8s)")
 	fs.DurationVar(&o.HotDuration, "hot-duration", 0, "hot phase `DURATION` of memory and bare (0: 5/8 of the max phase's; -1s: none)")
@@ -113,6 +121,7 @@ func runLoadtest(e *env, args []string) error {
 	fs.StringVar(&o.RedisServer, "redis-server", "", "redis-server `BINARY` (default: from PATH)")
 	fs.StringVar(&o.ResultsDir, "results", "", "results `DIR` (default ./results/<time>)")
 	fs.BoolVar(&o.KeepData, "keep-data", false, "keep the preloaded store in the results directory")
+	fs.BoolVar(&o.NoPin, "no-pin", false, "do not pin the service and the harness to CPUs of their own")
 	fs.BoolVar(&o.CPUProfile, "cpu-profile", false, "record the service's CPU profile in each max, rate and hot phase (pprof via serve's --admin-listen) and summarize it")
 	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when a performance target is missed")
 	fs.StringVar(&writeChain, "write-chain", "", "write the scenario's preload chain to `FILE` (.jsonl or .cbor) and exit")
