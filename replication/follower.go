@@ -12,9 +12,8 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -58,8 +57,8 @@ type FollowerOptions struct {
 	MaxBackoff time.Duration
 	// BlockLimits bound the blocks of the changes. Zero: chain defaults.
 	BlockLimits chain.Limits
-	// Metrics receives the replica's figures. Default: none.
-	Metrics prometheus.Registerer
+	// Metrics receives the replica's figures. Default: unexported ones.
+	Metrics *FollowerMetrics
 	// Logger. Default: discard.
 	Logger *slog.Logger
 }
@@ -80,6 +79,9 @@ func (o FollowerOptions) EnsureDefaults() FollowerOptions {
 		o.MaxBackoff = 5 * time.Second
 	}
 	o.BlockLimits = o.BlockLimits.WithDefaults()
+	if o.Metrics == nil {
+		o.Metrics = NewFollowerMetrics(nil)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -105,7 +107,14 @@ type Follower struct {
 	base  *url.URL
 	store Published
 	w     Applier
-	m     *followerMetrics
+	m     *FollowerMetrics
+	// expect is the change being applied, for Verify (set by the follower
+	// before it hands the change to the writer, read on the writer
+	// goroutine).
+	expect atomic.Pointer[chain.Change]
+	// checked is whether the store's own state was compared with the
+	// writer's record of it since Run started.
+	checked bool
 
 	mu struct {
 		sync.Mutex
@@ -123,7 +132,7 @@ func NewFollower(store Published, w Applier, opts FollowerOptions) (*Follower, e
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("replication: writer URL %q: want http://host:port", opts.URL)
 	}
-	return &Follower{opts: opts, base: base, store: store, w: w, m: newFollowerMetrics(opts.Metrics)}, nil
+	return &Follower{opts: opts, base: base, store: store, w: w, m: opts.Metrics}, nil
 }
 
 // Status is the replica's view of replication.
@@ -194,9 +203,19 @@ func (f *Follower) Run(ctx context.Context) error {
 	return nil
 }
 
-// poll fetches and applies one batch of changes.
+// poll fetches and applies one batch of changes. The first poll of a Run
+// starts one change early, to compare the replica's own state with the
+// writer's record of it (a store tampered with, or restored from elsewhere,
+// is found before it applies anything).
 func (f *Follower) poll(ctx context.Context) error {
 	after := f.store.Published().Seq
+	if !f.checked {
+		if after == 0 {
+			f.checked = true
+		} else {
+			after--
+		}
+	}
 	u := f.base.JoinPath("/v1/replication/changes")
 	u.RawQuery = "after=" + strconv.FormatUint(after, 10) + "&wait=" + strconv.FormatFloat(f.opts.Wait.Seconds(), 'f', -1, 64)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
@@ -215,7 +234,13 @@ func (f *Follower) poll(ctx context.Context) error {
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-	case http.StatusGone, http.StatusConflict:
+	case http.StatusGone:
+		if !f.checked { // the record of our own state is gone: nothing to compare
+			f.checked = true
+			return nil
+		}
+		return fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
+	case http.StatusConflict:
 		return fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
 	default:
 		return fmt.Errorf("changes after %d: writer answered %d %s", after, resp.StatusCode, bytes.TrimSpace(body))
@@ -245,13 +270,40 @@ func (f *Follower) poll(ctx context.Context) error {
 // largest change (the writer bounds its answers at 4 MiB).
 const maxChangesResponse = 8 << 20
 
+// Verify is the replica writer's writer.Options.Verify: it checks a
+// committed change against the writer's figures for it before the change is
+// published, so a replica never publishes a state its writer did not have.
+func (f *Follower) Verify(st disk.State) error {
+	c := f.expect.Load()
+	if c == nil {
+		return fmt.Errorf("a change nobody asked for (seq %d): %w", st.Seq, ErrDiverged)
+	}
+	return matchAfter(c, st)
+}
+
+func matchAfter(c *chain.Change, st disk.State) error {
+	if st.Seq != c.Seq || st.Tip != c.After.Tip || st.UtxoCount != c.After.UtxoCount || st.Digest != c.After.Digest {
+		return fmt.Errorf("after change %d (%s) the replica is at seq %d, tip %s, %d UTXOs, digest %s; the writer was at tip %s, %d UTXOs, digest %s: %w",
+			c.Seq, c.Kind, st.Seq, st.Tip, st.UtxoCount, st.Digest, c.After.Tip, c.After.UtxoCount, c.After.Digest, ErrDiverged)
+	}
+	return nil
+}
+
 // apply applies change c and checks the figures after it.
 func (f *Follower) apply(ctx context.Context, c *chain.Change) error {
 	before := f.store.Published()
+	if c.Seq == before.Seq && !f.checked {
+		// The record of the replica's own state (asked for at start): it
+		// must be the state the replica has.
+		f.checked = true
+		return matchAfter(c, before)
+	}
 	if c.Seq != before.Seq+1 {
 		return fmt.Errorf("change %d follows seq %d: %w", c.Seq, before.Seq, ErrDiverged)
 	}
 	start := time.Now()
+	f.expect.Store(c)
+	defer f.expect.Store(nil)
 	var res writer.Result
 	var err error
 	switch c.Kind {
@@ -267,9 +319,11 @@ func (f *Follower) apply(ctx context.Context, c *chain.Change) error {
 		return fmt.Errorf("change %d (%s): %v: %w", c.Seq, c.Kind, err, ErrDiverged)
 	}
 	st := f.store.Published()
-	if !res.Applied || st.Seq != c.Seq || st.Tip != c.After.Tip || st.UtxoCount != c.After.UtxoCount || st.Digest != c.After.Digest {
-		return fmt.Errorf("after change %d (%s) the replica is at seq %d, tip %s, %d UTXOs, digest %s; the writer was at tip %s, %d UTXOs, digest %s: %w",
-			c.Seq, c.Kind, st.Seq, st.Tip, st.UtxoCount, st.Digest, c.After.Tip, c.After.UtxoCount, c.After.Digest, ErrDiverged)
+	if !res.Applied {
+		return fmt.Errorf("change %d (%s) changed nothing on the replica: %w", c.Seq, c.Kind, ErrDiverged)
+	}
+	if err := matchAfter(c, st); err != nil {
+		return err
 	}
 	f.m.applied.Set(float64(st.Seq))
 	f.m.applySeconds.Observe(time.Since(start).Seconds())

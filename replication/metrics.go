@@ -2,16 +2,21 @@ package replication
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// followerMetrics are a replica's figures (utxo_cache_replica_*). With no
-// registry they are kept but not exported.
-type followerMetrics struct {
+// FollowerMetrics are a replica's figures (utxo_cache_replica_*), kept
+// across the stores a replica goes through: make them once, and give them to
+// every Follower. With no registry they are kept but not exported.
+type FollowerMetrics struct {
 	applied, writerSeq, lagBlocks, lastContact prometheus.Gauge
 	divergences, contactErrors, bytes          prometheus.Counter
-	applySeconds                               prometheus.Histogram
+	// Bootstraps counts verified stores installed from a checkpoint.
+	Bootstraps   prometheus.Counter
+	applySeconds prometheus.Histogram
 }
 
-func newFollowerMetrics(reg prometheus.Registerer) *followerMetrics {
-	m := &followerMetrics{
+// NewFollowerMetrics registers a replica's figures with reg (may be nil).
+func NewFollowerMetrics(reg prometheus.Registerer) *FollowerMetrics {
+	m := &FollowerMetrics{
+		Bootstraps: prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_bootstraps_total", Help: "Stores installed from a verified checkpoint of the writer."}),
 		applied:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_applied_seq", Help: "Commit sequence the replica has applied and published."}),
 		writerSeq:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_writer_seq", Help: "Commit sequence of the writer, as last heard."}),
 		lagBlocks:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_lag_blocks", Help: "Blocks the replica's tip is behind the writer's, as last heard."}),
@@ -23,12 +28,12 @@ func newFollowerMetrics(reg prometheus.Registerer) *followerMetrics {
 			Help: "Time to apply and verify one change.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.applied, m.writerSeq, m.lagBlocks, m.lastContact, m.divergences, m.contactErrors, m.bytes, m.applySeconds)
+		reg.MustRegister(m.applied, m.writerSeq, m.lagBlocks, m.lastContact, m.divergences, m.contactErrors, m.bytes, m.applySeconds, m.Bootstraps)
 	}
 	return m
 }
 
-func (m *followerMetrics) observe(s Status) {
+func (m *FollowerMetrics) observe(s Status) {
 	m.applied.Set(float64(s.Seq))
 	m.lagBlocks.Set(float64(s.LagBlocks))
 	if s.LastContact >= 0 {

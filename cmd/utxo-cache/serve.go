@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -25,6 +26,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/follow"
 	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/tiers/memory"
 	"github.com/utxo-cache/utxo-cache/tiers/redis"
@@ -48,6 +50,8 @@ type serveSettings struct {
 	maxBlockBytes                                      int64
 	redisTTL, redisTimeout, shutdownTimeout, maxWait   time.Duration
 	followURL, bitcoinNetwork                          string
+	replicaOf, replicationToken                        string
+	replicationRetention, maxLagBlocks                 uint64
 }
 
 func runServe(e *env, args []string) error {
@@ -73,6 +77,10 @@ func runServe(e *env, args []string) error {
 	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long to drain requests on shutdown")
 	fs.StringVar(&s.followURL, "follow-bitcoin-rest", "", "follow a Bitcoin Core node's REST interface at `URL` (e.g. http://127.0.0.1:8332; the node runs with -rest); none: off")
 	fs.StringVar(&s.bitcoinNetwork, "bitcoin-network", "mainnet", "`NETWORK` of the followed node: mainnet, testnet, signet or regtest")
+	fs.StringVar(&s.replicaOf, "replica-of", "", "the writer's base `URL` (http://host:port): run as a read replica of it; none: run as the writer")
+	fs.StringVar(&s.replicationToken, "replication-token", "", "bearer `TOKEN` of the replication endpoints: on the writer it enables them, on a replica it is sent to the writer (none: replication off)")
+	fs.Uint64Var(&s.replicationRetention, "replication-retention", 0, "changes the writer keeps in its change log for replicas, in `BLOCKS` (each applied block is one change); default: the rollback window")
+	fs.Uint64Var(&s.maxLagBlocks, "max-lag-blocks", 10, "a replica further behind its writer than this many `BLOCKS` is not ready (/readyz 503)")
 	if err := cl.parse(e, args); err != nil {
 		return err
 	}
@@ -110,6 +118,19 @@ func runServe(e *env, args []string) error {
 	// Not given: 0, the values the store recorded.
 	s.pruneDepth = storeDepth(cl, "prune-depth", s.pruneDepth)
 	s.rollbackWindow = storeDepth(cl, "rollback-window", s.rollbackWindow)
+	if s.replicaOf != "" {
+		switch {
+		case s.replicationToken == "":
+			return usagef("--replica-of needs --replication-token (the writer's replication token)")
+		case s.adminToken != "":
+			return usagef("--admin-token: a replica takes no writes")
+		case s.followURL != "":
+			return usagef("--follow-bitcoin-rest: a replica follows its writer, not a node")
+		case cl.given("prune-depth") || cl.given("rollback-window"):
+			return usagef("--prune-depth and --rollback-window: a replica keeps its writer's, from the checkpoint")
+		}
+		return serveReplica(ctx, e, s, memBytes, logger)
+	}
 	return serve(ctx, e, s, memBytes, logger)
 }
 
@@ -123,6 +144,7 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 
 	store, err := openStore(e, s.dataDir, disk.Options{
 		PruneDepth: s.pruneDepth, RollbackWindow: s.rollbackWindow, Logger: log,
+		LogRetention: s.replicationRetention,
 	}, false)
 	if err != nil {
 		return err
@@ -155,14 +177,22 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	})
 	w.Subscribe(reads)
 
+	var source api.Replication
+	if s.replicationToken != "" {
+		staging := filepath.Join(s.dataDir, checkpointStaging)
+		_ = os.RemoveAll(staging) // checkpoints a killed writer left behind
+		source = replication.NewSource(store, w, staging, 2)
+	}
 	var draining atomic.Bool
 	handler := api.New(reads, w, api.Options{
-		AdminToken:    s.adminToken,
-		MaxBlockBytes: s.maxBlockBytes,
-		MaxWait:       s.maxWait,
-		Registry:      reg,
-		Gatherer:      reg,
-		Logger:        log,
+		ReplicationToken: s.replicationToken,
+		Replication:      source,
+		AdminToken:       s.adminToken,
+		MaxBlockBytes:    s.maxBlockBytes,
+		MaxWait:          s.maxWait,
+		Registry:         reg,
+		Gatherer:         reg,
+		Logger:           log,
 		Ready: func() error {
 			if draining.Load() {
 				return errors.New("shutting down")
@@ -175,15 +205,7 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 		w.Close()
 		return fmt.Errorf("listen on %s: %w", s.listen, err)
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := newHTTPServer(handler, log)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	var admin *http.Server
@@ -328,4 +350,29 @@ func newLogger(e *env, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(e.stderr, opts)), nil
 	}
 	return nil, usagef("--log-format %q: want text or json", format)
+}
+
+// checkpointStaging is where the writer stages checkpoints, inside its data
+// directory (on the store's file system, so Pebble hard-links its files;
+// Pebble ignores a directory it did not create).
+const checkpointStaging = "checkpoints.staging"
+
+// newHTTPServer is the API's server: bounded header, read and idle times.
+// There is no write timeout: a checkpoint stream or a change-log long poll
+// may outlast any fixed one; slow readers are bounded by the kernel's
+// buffers and the read timeout of their requests.
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// blockLimits are the limits blocks are decoded with.
+func blockLimits(s serveSettings) chain.Limits {
+	return chain.Limits{MaxBlockBytes: int(s.maxBlockBytes)}.WithDefaults()
 }

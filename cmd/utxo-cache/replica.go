@@ -1,0 +1,459 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/replication"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/tiers/memory"
+	"github.com/utxo-cache/utxo-cache/tiers/redis"
+	"github.com/utxo-cache/utxo-cache/writer"
+)
+
+// A replica's data directory holds its stores, one active at a time:
+//
+//	DATA_DIR/CURRENT            the active store's directory name, one line
+//	DATA_DIR/store-<nanos>/     a verified store (Pebble)
+//	DATA_DIR/store-<nanos>.installing/   a bootstrap in progress (removed at start)
+//
+// A store is only ever named in CURRENT after it was verified against its
+// writer's checkpoint (replication.Install), and CURRENT is replaced
+// atomically (written beside, synced, renamed), so a replica killed at any
+// moment restarts on a verified store, or bootstraps when it has none.
+const currentFile = "CURRENT"
+
+// contactTimeout is how long a replica stays ready without hearing from its
+// writer (a long poll answers at least every 10 s).
+const contactTimeout = 30 * time.Second
+
+// maxCheckpointBytes bounds a checkpoint download.
+const maxCheckpointBytes = 1 << 40
+
+func readCurrent(dataDir string) (string, error) {
+	raw, err := os.ReadFile(filepath.Join(dataDir, currentFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	name := strings.TrimSpace(string(raw))
+	if !strings.HasPrefix(name, "store-") || name != filepath.Base(name) {
+		return "", fmt.Errorf("%s names %q, not a store of this replica", currentFile, name)
+	}
+	return name, nil
+}
+
+func writeCurrent(dataDir, name string) error {
+	tmp := filepath.Join(dataDir, currentFile+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(name + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dataDir, currentFile))
+	}
+	if err == nil {
+		err = syncDirOf(dataDir)
+	}
+	return err
+}
+
+func syncDirOf(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// removeStoresBut removes every store directory (and interrupted install)
+// but keep.
+func removeStoresBut(dataDir, keep string, log *slog.Logger) {
+	entries, _ := os.ReadDir(dataDir)
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "store-") && e.Name() != keep {
+			if err := os.RemoveAll(filepath.Join(dataDir, e.Name())); err != nil {
+				log.Warn("could not remove an old store", "dir", e.Name(), "err", err)
+			}
+		}
+	}
+}
+
+// nodeRef counts the requests a node is serving, so that a replaced node
+// closes only after its last request.
+type nodeRef struct {
+	h       http.Handler
+	mu      sync.Mutex
+	n       int
+	retired bool
+	idle    chan struct{}
+}
+
+func newNodeRef(h http.Handler) *nodeRef { return &nodeRef{h: h, idle: make(chan struct{})} }
+
+func (r *nodeRef) acquire() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.retired {
+		return false
+	}
+	r.n++
+	return true
+}
+
+func (r *nodeRef) release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n--; r.n == 0 && r.retired {
+		close(r.idle)
+	}
+}
+
+// retire refuses new requests and waits for those in flight.
+func (r *nodeRef) retire() {
+	r.mu.Lock()
+	r.retired = true
+	if r.n == 0 {
+		close(r.idle)
+	}
+	r.mu.Unlock()
+	<-r.idle
+}
+
+// switchHandler serves with the current node's handler.
+type switchHandler struct{ cur atomic.Pointer[nodeRef] }
+
+func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	for {
+		ref := s.cur.Load()
+		if ref.acquire() {
+			defer ref.release()
+			ref.h.ServeHTTP(w, r)
+			return
+		}
+	}
+}
+
+// replicaNode is one store of a replica and what serves it.
+type replicaNode struct {
+	name  string
+	store *disk.Store
+	reads *query.Server
+	w     *writer.Writer
+	f     *replication.Follower
+	reg   *prometheus.Registry // this node's figures (writer, store, reads, HTTP)
+	ref   *nodeRef
+}
+
+// replica is a running read replica.
+type replica struct {
+	e        *env
+	s        serveSettings
+	log      *slog.Logger
+	base     *prometheus.Registry // figures that outlive a node: process, tiers, replication
+	mem      *memory.Tier
+	rt       *redis.Tier
+	fm       *replication.FollowerMetrics
+	sw       switchHandler
+	node     atomic.Pointer[replicaNode]
+	draining atomic.Bool
+}
+
+// serveReplica runs a read replica of s.replicaOf until ctx is cancelled:
+// bootstrap a verified store when it has none, follow the writer's change
+// log, and replace the store by a fresh verified one whenever it diverges or
+// falls behind the writer's retention. Reads are served all along from the
+// last verified, published state; nothing is served from a store that is not
+// verified.
+func serveReplica(ctx context.Context, e *env, s serveSettings, memBytes int64, log *slog.Logger) error {
+	if err := os.MkdirAll(s.dataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	r := &replica{e: e, s: s, log: log.With("role", "replica"), base: prometheus.NewRegistry()}
+	r.base.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.fm = replication.NewFollowerMetrics(r.base)
+	if memBytes > 0 {
+		mem, err := memory.New(memory.Options{MaxBytes: memBytes, Metrics: r.base})
+		if err != nil {
+			return fmt.Errorf("memory tier: %w", err)
+		}
+		defer mem.Close()
+		r.mem = mem
+	}
+	if s.redisURL != "" {
+		rt, err := redis.New(redis.Options{URL: s.redisURL, TTL: s.redisTTL, CallTimeout: s.redisTimeout, Logger: log, Metrics: r.base})
+		if err != nil {
+			return fmt.Errorf("redis tier: %w", err)
+		}
+		defer rt.Close()
+		r.rt = rt
+	}
+	r.sw.cur.Store(newNodeRef(r.bootstrapping()))
+
+	ln, err := net.Listen("tcp", s.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.listen, err)
+	}
+	srv := newHTTPServer(&r.sw, log)
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	var admin *http.Server
+	if s.adminListen != "" {
+		if admin, err = startAdmin(s.adminListen, errc); err != nil {
+			srv.Close()
+			return err
+		}
+	}
+	fmt.Fprintf(e.stderr, "utxo-cache: serving on http://%s (replica of %s)\n", ln.Addr(), s.replicaOf)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.run(runCtx) }()
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case runErr = <-errc:
+		log.Error("server failed", "err", runErr)
+	case runErr = <-done:
+		log.Error("replica stopped", "err", runErr)
+	}
+	r.draining.Store(true)
+	cancel()
+	if runErr == nil || errors.Is(runErr, http.ErrServerClosed) {
+		<-done
+	}
+	sctx, stop := context.WithTimeout(context.Background(), s.shutdownTimeout)
+	defer stop()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("drain incomplete", "err", err)
+	}
+	if admin != nil {
+		_ = admin.Shutdown(sctx)
+	}
+	if n := r.node.Load(); n != nil {
+		r.closeNode(n)
+	}
+	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
+		return runErr
+	}
+	return nil
+}
+
+// run bootstraps and follows until ctx ends.
+func (r *replica) run(ctx context.Context) error {
+	name, err := readCurrent(r.s.dataDir)
+	if err != nil {
+		return err
+	}
+	removeStoresBut(r.s.dataDir, name, r.log)
+	for ctx.Err() == nil {
+		var minSeq uint64
+		cur := r.node.Load()
+		if cur != nil {
+			minSeq = cur.store.Published().Seq
+		}
+		if name == "" {
+			if name, err = r.bootstrap(ctx, minSeq); err != nil {
+				return nil // ctx ended
+			}
+		}
+		n, err := r.openNode(name)
+		if err != nil {
+			r.log.Error("cannot open the replica's store: bootstrapping a new one", "store", name, "err", err)
+			name = ""
+			continue
+		}
+		if cur != nil && r.mem != nil {
+			// Nothing computed from the replaced store may be served.
+			r.mem.Fence(n.store.Published().Seq + 1)
+		}
+		r.node.Store(n)
+		old := r.sw.cur.Swap(n.ref)
+		old.retire()
+		if cur != nil {
+			r.closeNode(cur)
+		}
+		if err := writeCurrent(r.s.dataDir, name); err != nil {
+			return fmt.Errorf("record the current store: %w", err)
+		}
+		removeStoresBut(r.s.dataDir, name, r.log)
+		st := n.store.Published()
+		r.log.Info("serving", "store", name, "seq", st.Seq, "tip", st.Tip.String(), "utxos", st.UtxoCount)
+
+		err = n.f.Run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		// Diverged, or behind the writer's retention: keep serving the
+		// last verified state (readyz says why) and bootstrap a new store.
+		r.log.Warn("replacing the replica's store", "reason", err)
+		name = ""
+	}
+	return nil
+}
+
+// bootstrap installs a verified checkpoint of the writer at a seq of at
+// least minSeq (so answers never go back), retrying with backoff until it
+// has one or ctx ends.
+func (r *replica) bootstrap(ctx context.Context, minSeq uint64) (string, error) {
+	backoff := 200 * time.Millisecond
+	for {
+		name := "store-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+		dir := filepath.Join(r.s.dataDir, name)
+		start := time.Now()
+		m, err := replication.Bootstrap(ctx, r.followerOptions(), dir, maxCheckpointBytes, disk.Options{NoChangeLog: true})
+		switch {
+		case err == nil && m.Seq < minSeq:
+			err = fmt.Errorf("the writer's checkpoint is at seq %d, this replica already served %d: waiting for the writer", m.Seq, minSeq)
+			_ = os.RemoveAll(dir)
+		case err == nil:
+			r.fm.Bootstraps.Inc()
+			r.log.Info("bootstrapped from the writer's checkpoint", "store", name, "state", m.String(),
+				"seconds", time.Since(start).Seconds())
+			return name, nil
+		}
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		r.log.Warn("bootstrap failed: retrying", "err", err, "retry_in", backoff)
+		t := time.NewTimer(backoff + rand.N(backoff/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", ctx.Err()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+func (r *replica) followerOptions() replication.FollowerOptions {
+	return replication.FollowerOptions{URL: r.s.replicaOf, Token: r.s.replicationToken, Metrics: r.fm, Logger: r.log,
+		BlockLimits: blockLimits(r.s)}
+}
+
+// openNode opens store name with its reads, writer and follower.
+func (r *replica) openNode(name string) (*replicaNode, error) {
+	store, err := disk.Open(filepath.Join(r.s.dataDir, name), disk.Options{NoChangeLog: true, Logger: r.log})
+	if err != nil {
+		return nil, err
+	}
+	n := &replicaNode{name: name, store: store, reg: prometheus.NewRegistry()}
+	var tiers, shared []query.Tier
+	if r.mem != nil {
+		tiers = append(tiers, r.mem)
+	}
+	if r.rt != nil {
+		shared = append(shared, r.rt)
+	}
+	n.reads = query.New(store, query.Options{Tiers: tiers, Shared: shared, Metrics: query.NewMetrics(n.reg), Logger: r.log})
+	n.w = writer.New(store, writer.Options{
+		// The writer already decided which inputs to skip; the digest
+		// check after each change catches any difference.
+		SkipUnknownInputs: true,
+		Metrics:           writer.NewMetrics(n.reg),
+		Logger:            r.log,
+		Verify:            func(st disk.State) error { return n.f.Verify(st) },
+	})
+	n.w.Subscribe(n.reads)
+	n.f, err = replication.NewFollower(store, n.w, r.followerOptions())
+	if err != nil {
+		r.closeNode(n)
+		return nil, err
+	}
+	gather := prometheus.Gatherers{r.base, n.reg}
+	h := api.New(n.reads, nil, api.Options{
+		ReadOnly:      true,
+		MaxWait:       r.s.maxWait,
+		Registry:      n.reg,
+		Gatherer:      gather,
+		Logger:        r.log,
+		ReplicaStatus: func() api.ReplicaStatus { return replicaStatus(n.f.Status()) },
+		Ready:         func() error { return r.ready(n) },
+	})
+	n.ref = newNodeRef(h)
+	return n, nil
+}
+
+func replicaStatus(st replication.Status) api.ReplicaStatus {
+	return api.ReplicaStatus{Seq: st.Seq, WriterSeq: st.WriterSeq, LagBlocks: st.LagBlocks, LastContact: st.LastContact}
+}
+
+// ready is the replica's /readyz: heard from the writer recently, within
+// --max-lag-blocks of it, following (not diverged), not shutting down.
+func (r *replica) ready(n *replicaNode) error {
+	st := n.f.Status()
+	switch {
+	case r.draining.Load():
+		return errors.New("shutting down")
+	case st.Failed != nil:
+		return fmt.Errorf("not following the writer (%v): bootstrapping a new store", st.Failed)
+	case st.LastContact < 0:
+		return errors.New("has not heard from the writer yet")
+	case st.LastContact > contactTimeout:
+		return fmt.Errorf("has not heard from the writer for %s", st.LastContact.Round(time.Second))
+	case st.LagBlocks > r.s.maxLagBlocks:
+		return fmt.Errorf("%d blocks behind the writer (at most %d)", st.LagBlocks, r.s.maxLagBlocks)
+	}
+	return nil
+}
+
+func (r *replica) closeNode(n *replicaNode) {
+	n.ref.retire()
+	_ = n.w.Close()
+	n.reads.Close()
+	if err := n.store.Close(); err != nil {
+		r.log.Warn("closing a store", "store", n.name, "err", err)
+	}
+}
+
+// bootstrapping serves while the replica has no verified store: /healthz
+// answers (the process is up), everything else 503.
+func (r *replica) bootstrapping() http.Handler {
+	metrics := promhttp.HandlerFor(r.base, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		switch req.URL.Path {
+		case "/healthz":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"status":"ok"}`))
+			return
+		case "/metrics":
+			metrics.ServeHTTP(w, req)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"tip":null,"error":{"code":"unavailable","message":"the replica is bootstrapping from its writer"}}`))
+	})
+}
