@@ -16,7 +16,7 @@ type FollowerMetrics struct {
 // NewFollowerMetrics registers a replica's figures with reg (may be nil).
 func NewFollowerMetrics(reg prometheus.Registerer) *FollowerMetrics {
 	m := &FollowerMetrics{
-		Bootstraps: prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_bootstraps_total", Help: "Stores installed from a verified checkpoint of the writer."}),
+		Bootstraps:    prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_bootstraps_total", Help: "Stores installed from a verified checkpoint of the writer."}),
 		applied:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_applied_seq", Help: "Commit sequence the replica has applied and published."}),
 		writerSeq:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_writer_seq", Help: "Commit sequence of the writer, as last heard."}),
 		lagBlocks:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_lag_blocks", Help: "Blocks the replica's tip is behind the writer's, as last heard."}),
