@@ -13,6 +13,8 @@ var (
 	errUnauthorized   = errors.New("api: missing or wrong bearer token")
 	errWritesDisabled = errors.New("api: writes are disabled: no admin token is configured")
 	errReadOnly       = errors.New("api: this server is a read-only replica")
+	// errUnsupportedMediaType: a block body that is neither JSON nor CBOR.
+	errUnsupportedMediaType = errors.New("api: unsupported media type")
 )
 
 // errorClass is one row of the contract's error table.
@@ -35,6 +37,7 @@ var errorTable = []errorClass{
 	{chain.ErrNotNextBlock, http.StatusConflict, "not_next_block"},
 	{chain.ErrRollbackTooDeep, http.StatusConflict, "rollback_too_deep"},
 	{chain.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
+	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type"},
 	{chain.ErrUnknownInput, http.StatusUnprocessableEntity, "unknown_input"},
 	{chain.ErrDoubleSpend, http.StatusUnprocessableEntity, "double_spend"},
 	{chain.ErrDuplicateOutpoint, http.StatusUnprocessableEntity, "duplicate_outpoint"},

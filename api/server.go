@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -304,21 +303,21 @@ func (a *API) postBlock(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
+	format, err := blockFormat(c.GetHeader("Content-Type"))
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
 	body, err := a.readBody(c, a.opts.MaxBlockBytes)
 	if err != nil {
 		a.fail(c, err)
 		return
 	}
-	ct, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
 	var b *chain.Block
-	switch ct {
-	// curl -d sends the form type: a hand-typed JSON block still decodes.
-	case "application/json", "", "text/plain", "application/x-www-form-urlencoded":
-		b, err = chain.DecodeBlockJSON(body, a.opts.BlockLimits)
-	case "application/cbor":
+	if format == chain.FormatCBOR {
 		b, err = chain.DecodeBlockCBOR(body, a.opts.BlockLimits)
-	default:
-		err = fmt.Errorf("content type %q: want application/json or application/cbor: %w", ct, chain.ErrInvalidBlock)
+	} else {
+		b, err = chain.DecodeBlockJSON(body, a.opts.BlockLimits)
 	}
 	if err != nil {
 		a.fail(c, err)

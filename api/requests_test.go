@@ -1,0 +1,92 @@
+package api_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/chain"
+)
+
+// bodyTrap is a request body that fails the test when read.
+type bodyTrap struct{ t *testing.T }
+
+func (b bodyTrap) Read([]byte) (int, error) {
+	b.t.Errorf("the body was read")
+	return 0, http.ErrBodyReadAfterClose
+}
+
+// TestUnsupportedMediaType: POST /v1/blocks with a Content-Type other than
+// application/json or application/cbor (parameters allowed, any case)
+// answers 415 unsupported_media_type without reading the body; the
+// authorization checks come first, the size limit after.
+func TestUnsupportedMediaType(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackConfig{api: api.Options{MaxBlockBytes: 1 << 10}})
+	s.apply(tx("a", nil, out("alice", 5)))
+	before := s.state()
+	good := s.next(tx("b", spends(op("a", 0)), out("bob", 5)))
+	goodJSON := chain.AppendBlockJSON(nil, good)
+
+	for _, ctype := range []string{
+		"", // missing: curl --data-binary without -H sends the form type, a bare client nothing
+		"text/plain",
+		"text/plain; charset=utf-8",
+		"application/x-www-form-urlencoded",
+		"application/xml",
+		"application/jsonl",
+		"application/json-seq",
+		"application/cbor-seq",
+		"json",
+		"application/json; charset", // malformed: a parameter without a value
+		"*/*",
+	} {
+		r := s.do(call{method: "POST", target: "/v1/blocks", body: goodJSON, ctype: ctype, auth: true, noSpec: true})
+		if r.code != http.StatusUnsupportedMediaType {
+			t.Fatalf("Content-Type %q: %s, want 415", ctype, r)
+		}
+		wantError(t, r, http.StatusUnsupportedMediaType, "unsupported_media_type")
+		s.unchanged(before, "a block sent as "+strconv.Quote(ctype))
+
+		// The body is not read, and its size does not matter yet.
+		req := httptest.NewRequest("POST", "/v1/blocks", bodyTrap{t})
+		req.ContentLength = 1 << 20
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		rec := httptest.NewRecorder()
+		s.h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusUnsupportedMediaType {
+			t.Errorf("Content-Type %q with a 1 MiB body: %d %s, want 415", ctype, rec.Code, rec.Body)
+		}
+	}
+
+	// Authorization comes first.
+	r := s.do(call{method: "POST", target: "/v1/blocks", body: goodJSON, ctype: "text/plain", noSpec: true})
+	wantError(t, r, http.StatusUnauthorized, "unauthorized")
+	for _, cfg := range []stackConfig{{noToken: true}, {noWriter: true}} {
+		o := newStack(t, cfg)
+		r := o.do(call{method: "POST", target: "/v1/blocks", body: goodJSON, ctype: "text/plain", auth: true, noSpec: true})
+		if r.code != http.StatusForbidden {
+			t.Errorf("%+v: text/plain block answered %s, want 403", cfg, r)
+		}
+	}
+	// The size limit comes after.
+	big := chain.AppendBlockJSON(nil, s.next(tx("big", nil, out(strings.Repeat("x", 1000), 1), out(strings.Repeat("y", 1000), 1))))
+	wantError(t, s.post("/v1/blocks", big, "text/plain"), http.StatusUnsupportedMediaType, "unsupported_media_type")
+	wantError(t, s.post("/v1/blocks", big, "application/json"), http.StatusRequestEntityTooLarge, "too_large")
+
+	// The two media types in any case, with parameters.
+	for i, ctype := range []string{"Application/JSON", "application/json; charset=UTF-8", "application/json;", "APPLICATION/CBOR", "application/cbor; x=1"} {
+		b := s.next(tx("ok"+strconv.Itoa(i), nil, out("carol", 1)))
+		body := chain.AppendBlockJSON(nil, b)
+		if strings.Contains(strings.ToLower(ctype), "cbor") {
+			body = chain.AppendBlockCBOR(nil, b)
+		}
+		wantApplied(t, s.post("/v1/blocks", body, ctype), true, b)
+	}
+}
