@@ -90,3 +90,71 @@ func TestUnsupportedMediaType(t *testing.T) {
 		wantApplied(t, s.post("/v1/blocks", body, ctype), true, b)
 	}
 }
+
+// TestStrictRequestBodies: every JSON request body is strict. A duplicate
+// key (encoding/json would keep the last one: a rollback to the second
+// height), a key in another case, an unknown field or trailing data is 400
+// invalid_argument with nothing changed.
+func TestStrictRequestBodies(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackConfig{})
+	s.apply(tx("a", nil, out("alice", 1), out("bob", 2)))
+	b2 := s.apply(tx("b", spends(op("a", 0)), out("carol", 1)))
+	b3 := s.apply()
+	before := s.state()
+	h := txh("a").String()
+	opJSON := `{"tx_hash":"` + h + `","index":0}`
+	for _, body := range []string{
+		`{"height":3,"height":1}`,
+		`{"height":3,"h\u0065ight":1}`, // the same key after unescaping
+		`{"hash":"` + b3.Hash.String() + `","hash":"` + b2.Hash.String() + `"}`,
+		`{"height":null,"height":1}`,
+		`{"Height":1}`,
+		`{"HEIGHT":1}`,
+		`{"height":1,"hash":"` + b2.Hash.String() + `"}`,
+		`{"height":1,"extra":1}`,
+		`{"height":1} {"height":2}`,
+		`{"height":1}x`,
+		`{"height":1.0}`,
+		`{"height":1e0}`,
+		`{"height":"1"}`,
+		`{"height":null}`,
+		`{"hash":null}`,
+		`{"height":3,"hash":null}`,
+		`{}`,
+		`[]`,
+		``,
+	} {
+		r := s.postJSON("/v1/rollback", body)
+		if r.code != 400 {
+			t.Errorf("rollback %s: %s, want 400 invalid_argument", body, r)
+			continue
+		}
+		wantError(t, r, 400, "invalid_argument")
+		s.unchanged(before, "rollback "+body)
+	}
+	for _, body := range []string{
+		`{"outpoints":[` + opJSON + `],"outpoints":[` + opJSON + `]}`,
+		`{"outpoints":[{"tx_hash":"` + h + `","index":0,"index":1}]}`,
+		`{"outpoints":[{"tx_hash":"` + h + `","tx_hash":"` + h + `","index":0}]}`,
+		`{"Outpoints":[` + opJSON + `]}`,
+		`{"outpoints":[{"TX_HASH":"` + h + `","index":0}]}`,
+		`{"outpoints":[` + opJSON + `]}[]`,
+		`{"outpoints":[{"tx_hash":"` + h + `","index":1.0}]}`,
+	} {
+		r := s.postJSON("/v1/utxos/lookup", body)
+		if r.code != 400 {
+			t.Errorf("lookup %s: %s, want 400 invalid_argument", body, r)
+			continue
+		}
+		wantError(t, r, 400, "invalid_argument")
+	}
+
+	// Whitespace around the value and between tokens is fine.
+	if r := s.postJSON("/v1/utxos/lookup", " {\"outpoints\": [ "+opJSON+" ] }\n"); r.code != 200 {
+		t.Fatalf("lookup with whitespace: %s", r)
+	}
+	if r := s.postJSON("/v1/rollback", " { \"hash\" : \""+b2.Hash.String()+"\" }\n"); r.code != 200 || string(r.body) != `{"tip":`+tipJSON(b2)+`}` {
+		t.Fatalf("rollback by hash: %s", r)
+	}
+}

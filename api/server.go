@@ -1,10 +1,7 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -225,44 +222,17 @@ func parseIndex(s string) (uint32, error) {
 	return uint32(n), nil
 }
 
-type outPointJSON struct {
-	TxHash *string  `json:"tx_hash"`
-	Index  *float64 `json:"index"`
-}
-
 func (a *API) postLookup(c *gin.Context) {
 	body, err := a.readBody(c, a.opts.MaxRequestBytes)
 	if err != nil {
 		a.fail(c, err)
 		return
 	}
-	var req struct {
-		OutPoints []outPointJSON `json:"outpoints"`
-	}
-	if err := strictJSON(body, &req); err != nil {
+	// Strict, as every JSON body: duplicate and unknown fields are errors.
+	ops, err := chain.DecodeLookupJSON(body, query.MaxLookup)
+	if err != nil {
 		a.fail(c, err)
 		return
-	}
-	if len(req.OutPoints) < 1 || len(req.OutPoints) > query.MaxLookup {
-		a.fail(c, fmt.Errorf("outpoints must hold 1..%d items: %w", query.MaxLookup, chain.ErrInvalidArgument))
-		return
-	}
-	ops := make([]chain.OutPoint, len(req.OutPoints))
-	for i, o := range req.OutPoints {
-		if o.TxHash == nil || o.Index == nil {
-			a.fail(c, fmt.Errorf("outpoints[%d]: tx_hash and index are required: %w", i, chain.ErrInvalidArgument))
-			return
-		}
-		h, err := chain.ParseHash(*o.TxHash)
-		if err != nil {
-			a.fail(c, fmt.Errorf("outpoints[%d].tx_hash: %v: %w", i, err, chain.ErrInvalidArgument))
-			return
-		}
-		if *o.Index < 0 || *o.Index > 0xffffffff || *o.Index != float64(uint32(*o.Index)) {
-			a.fail(c, fmt.Errorf("outpoints[%d].index is not a uint32: %w", i, chain.ErrInvalidArgument))
-			return
-		}
-		ops[i] = chain.OutPoint{TxHash: h, Index: uint32(*o.Index)}
 	}
 	ans, err := a.r.Lookup(c.Request.Context(), ops)
 	if err != nil {
@@ -343,32 +313,18 @@ func (a *API) postRollback(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	var req struct {
-		Height json.RawMessage `json:"height"` // a uint64: parsed exactly, not as a float64
-		Hash   *string         `json:"hash"`
-	}
-	if err := strictJSON(body, &req); err != nil {
+	// Strict: {"height":14146,"height":14136} is an error, not a rollback
+	// to 14136; the height is an exact uint64, not a float64.
+	target, err := chain.DecodeRollbackJSON(body)
+	if err != nil {
 		a.fail(c, err)
 		return
 	}
 	var res writer.Result
-	switch {
-	case (req.Height == nil) == (req.Hash == nil):
-		err = fmt.Errorf("give exactly one of height and hash: %w", chain.ErrInvalidArgument)
-	case req.Height != nil:
-		h, perr := parseUint64JSON(req.Height)
-		if perr != nil {
-			err = fmt.Errorf("height %s is not a uint64: %w", req.Height, chain.ErrInvalidArgument)
-			break
-		}
-		res, err = a.w.Rollback(c.Request.Context(), h)
-	default:
-		var hash chain.Hash
-		if hash, err = chain.ParseHash(*req.Hash); err != nil {
-			err = fmt.Errorf("hash: %v: %w", err, chain.ErrInvalidArgument)
-			break
-		}
-		res, err = a.w.RollbackToHash(c.Request.Context(), hash)
+	if target.ByHash {
+		res, err = a.w.RollbackToHash(c.Request.Context(), target.Hash)
+	} else {
+		res, err = a.w.Rollback(c.Request.Context(), target.Height)
 	}
 	if err != nil {
 		a.fail(c, err)
@@ -391,32 +347,6 @@ func (a *API) readBody(c *gin.Context, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("body over the limit of %d bytes: %w", limit, chain.ErrTooLarge)
 	}
 	return body, nil
-}
-
-// parseUint64JSON parses a JSON number that must be a uint64 written in
-// plain decimal (no sign, fraction, exponent or leading zero).
-func parseUint64JSON(raw json.RawMessage) (uint64, error) {
-	s := string(raw)
-	if s == "" || (len(s) > 1 && s[0] == '0') || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, errors.New("not a plain decimal integer")
-	}
-	return strconv.ParseUint(s, 10, 64)
-}
-
-// strictJSON decodes one JSON value with no unknown fields and no trailing data.
-func strictJSON(body []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.DisallowUnknownFields()
-	if err := d.Decode(v); err != nil {
-		return fmt.Errorf("request body: %v: %w", err, chain.ErrInvalidArgument)
-	}
-	if d.More() {
-		return fmt.Errorf("request body: trailing data: %w", chain.ErrInvalidArgument)
-	}
-	if _, err := d.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("request body: trailing data: %w", chain.ErrInvalidArgument)
-	}
-	return nil
 }
 
 // fail writes err's answer. A not_next_block answer carries the current tip.
