@@ -42,6 +42,7 @@ var errorTable = []errorClass{
 	{chain.ErrDoubleSpend, http.StatusUnprocessableEntity, "double_spend"},
 	{chain.ErrDuplicateOutpoint, http.StatusUnprocessableEntity, "duplicate_outpoint"},
 	{writer.ErrClosed, http.StatusServiceUnavailable, "unavailable"},
+	{errClientClosed, statusClientClosedRequest, "client_closed_request"},
 }
 
 // classify returns the status, code and client-safe message of err.

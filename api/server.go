@@ -351,10 +351,9 @@ func (a *API) readBody(c *gin.Context, limit int64) ([]byte, error) {
 
 // fail writes err's answer. A not_next_block answer carries the current tip.
 func (a *API) fail(c *gin.Context, err error) {
+	err = clientClosed(c, err)
 	status, code, msg := classify(err)
-	if status == http.StatusInternalServerError {
-		a.opts.Logger.Error("request failed", "path", c.FullPath(), "err", err)
-	}
+	a.logFailure(c, status, err)
 	// Every error carries the served tip; for not_next_block it is the
 	// current tip the producer must extend (CONTRACT §1).
 	tip := a.r.Published().Tip
