@@ -158,3 +158,38 @@ func TestStrictRequestBodies(t *testing.T) {
 		t.Fatalf("rollback by hash: %s", r)
 	}
 }
+
+// TestAddressNotUTF8: an address that is not valid UTF-8 after path
+// unescaping is 400 invalid_argument on every address route (blocks cannot
+// hold one), not a 200 for the address "\ufffd" the JSON encoder would echo.
+func TestAddressNotUTF8(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackConfig{})
+	s.apply(tx("a", nil, out("\ufffd", 1), out("ü", 2), out("a/\ufffd", 3)))
+	for _, seg := range []string{
+		"%FF",
+		"%C3",          // a truncated sequence
+		"a%C3",         // the same at the end
+		"%C0%AF",       // an overlong "/"
+		"%ED%A0%80",    // a UTF-16 surrogate
+		"%F4%90%80%80", // above U+10FFFF
+		"a%2F%FF",      // with an escaped "/": Gin unescapes the raw path itself
+	} {
+		for _, route := range []string{"/balance", "/utxos"} {
+			target := "/v1/addresses/" + seg + route
+			r := s.do(call{method: "GET", target: target, noSpec: true})
+			if r.code != 400 {
+				t.Errorf("GET %s: %s, want 400 invalid_argument", target, r)
+				continue
+			}
+			wantError(t, r, 400, "invalid_argument")
+		}
+	}
+	// Valid UTF-8, U+FFFD itself included, is an address like any other.
+	for seg, value := range map[string]string{"%EF%BF%BD": "1", "%C3%BC": "2", "a%2F%EF%BF%BD": "3"} {
+		r := s.get("/v1/addresses/" + seg + "/balance")
+		if r.code != 200 || !strings.Contains(string(r.body), `"value":"`+value+`"`) {
+			t.Errorf("GET balance of %s: %s, want 200 with value %s", seg, r, value)
+		}
+	}
+}
