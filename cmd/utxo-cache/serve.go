@@ -42,6 +42,7 @@ in-flight requests and the block being applied finish, the store is closed.`
 // serveSettings are serve's resolved settings.
 type serveSettings struct {
 	dataDir, listen, adminToken, redisURL, memoryBytes string
+	adminTokenFile                                     string
 	adminListen, logLevel, logFormat, config           string
 	pruneDepth, rollbackWindow                         uint64
 	skipUnknown                                        bool
@@ -57,7 +58,9 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.config, "config", "", "optional YAML `FILE` of settings (keys are flag names)")
 	fs.StringVar(&s.dataDir, "data-dir", "./data", "`DIR` holding the Pebble store (created if missing)")
 	fs.StringVar(&s.listen, "listen", "127.0.0.1:8080", "HTTP `ADDRESS` of the API")
-	fs.StringVar(&s.adminToken, "admin-token", "", "bearer `TOKEN` that enables POST /v1/blocks and /v1/rollback (none: writes answer 403)")
+	fs.StringVar(&s.adminToken, "admin-token", "", "bearer `TOKEN` that enables POST /v1/blocks and /v1/rollback (none: writes answer 403);\n"+
+		"prefer --admin-token-file: a command line is visible to every local user")
+	fs.StringVar(&s.adminTokenFile, "admin-token-file", "", "`FILE` holding the admin token (a trailing newline is ignored); not with --admin-token")
 	fs.Uint64Var(&s.pruneDepth, "prune-depth", storeDefaults.PruneDepth, "`BLOCKS` a spent record stays visible")
 	fs.Uint64Var(&s.rollbackWindow, "rollback-window", storeDefaults.RollbackWindow, "deepest exact rollback, in `BLOCKS`")
 	fs.StringVar(&s.redisURL, "redis-url", "", "shared Redis tier `URL` (redis://host:port/db); none: tier off")
@@ -87,6 +90,11 @@ func runServe(e *env, args []string) error {
 	if err := checkBlocks("rollback-window", s.rollbackWindow); err != nil {
 		return err
 	}
+	token, err := resolveSecret("admin-token", s.adminToken, s.adminTokenFile)
+	if err != nil {
+		return err
+	}
+	s.adminToken, s.adminTokenFile = token, ""
 	memBytes, err := parseSize(s.memoryBytes)
 	if err != nil {
 		return usagef("--memory-cache-bytes: %v", err)
@@ -176,12 +184,14 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	go func() { errc <- srv.Serve(ln) }()
 	var admin *http.Server
 	if s.adminListen != "" {
-		admin, err = startAdmin(s.adminListen, errc)
+		var adminAddr net.Addr
+		admin, adminAddr, err = startAdmin(s.adminListen, errc)
 		if err != nil {
 			srv.Close()
 			w.Close()
 			return err
 		}
+		fmt.Fprintf(e.stderr, "utxo-cache: pprof on http://%s/debug/pprof/ (no authentication: keep it private)\n", adminAddr)
 	}
 	followCtx, stopFollow := context.WithCancel(ctx)
 	defer stopFollow()
@@ -232,20 +242,24 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	return nil
 }
 
-func startAdmin(addr string, errc chan<- error) (*http.Server, error) {
+// startAdmin serves pprof on addr. The handlers are registered one by one,
+// and never pprof.Cmdline: the admin listener has no authentication, and the
+// command line may hold a secret (--admin-token). A request for
+// /debug/pprof/cmdline reaches pprof.Index, which answers 404 "Unknown
+// profile".
+func startAdmin(addr string, errc chan<- error) (*http.Server, net.Addr, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("admin listen on %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("admin listen on %s: %w", addr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { errc <- srv.Serve(ln) }()
-	return srv, nil
+	return srv, ln.Addr(), nil
 }
 
 // applyConfigFile sets, from the YAML file at path, every flag that neither
