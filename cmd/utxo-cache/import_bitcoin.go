@@ -28,7 +28,9 @@ parent links (blk*.dat files are not in height order); blocks of side
 branches are skipped and counted. The chain's first block is at
 --start-height when given, else at height 0 if it is the genesis block, else
 right above its parent in the store (so the next batch of files continues a
-store). Each block is converted (display-order hashes, addresses as the
+store). A block that carries its height in its coinbase (BIP34: mainnet from
+height 227931, testnet from 21111, signet and regtest from 1) is refused at
+any other --start-height, before the store is touched. Each block is converted (display-order hashes, addresses as the
 bitcoin package documents, unspendable outputs left out) and applied alone
 through the single writer.
 
@@ -94,6 +96,13 @@ func runImportBitcoin(e *env, args []string) error {
 	ord, err := readBitcoinFiles(files, network)
 	if err != nil {
 		return err
+	}
+	if firstHeight != nil {
+		// A block that carries its height (BIP34) is not placed elsewhere:
+		// checked before the store is opened, so nothing is created.
+		if err := adapter.CheckHeight(ord.Blocks[0], *firstHeight); err != nil {
+			return fmt.Errorf("--start-height %d does not fit the first block: %w; nothing was imported", *firstHeight, err)
+		}
 	}
 
 	store, err := openStore(e, *dataDir, disk.Options{PruneDepth: *pruneDepth, RollbackWindow: *window}, false)
