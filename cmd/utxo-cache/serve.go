@@ -119,13 +119,20 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	store, err := openStore(e, s.dataDir, disk.Options{
-		PruneDepth: s.pruneDepth, RollbackWindow: s.rollbackWindow, Logger: log,
-	}, false)
+	// What can be refused (a listen address, a tier's settings) is set up
+	// before the store is opened: a refused serve leaves no new store behind.
+	ln, err := net.Listen("tcp", s.listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("listen on %s: %w", s.listen, err)
 	}
-	defer store.Close()
+	defer ln.Close() // srv.Serve owns it once serving; a second Close is harmless
+	var adminLn net.Listener
+	if s.adminListen != "" {
+		if adminLn, err = net.Listen("tcp", s.adminListen); err != nil {
+			return fmt.Errorf("admin listen on %s: %w", s.adminListen, err)
+		}
+		defer adminLn.Close()
+	}
 
 	var tiers []query.Tier
 	if memBytes > 0 {
@@ -144,6 +151,14 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 		defer rt.Close()
 		tiers = append(tiers, rt)
 	}
+
+	store, err := openStore(e, s.dataDir, disk.Options{
+		PruneDepth: s.pruneDepth, RollbackWindow: s.rollbackWindow, Logger: log,
+	}, false)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
 
 	reads := query.New(store, query.Options{Tiers: tiers, Metrics: query.NewMetrics(reg), Logger: log})
 	defer reads.Close()
@@ -166,11 +181,6 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 			return nil
 		},
 	})
-	ln, err := net.Listen("tcp", s.listen)
-	if err != nil {
-		w.Close()
-		return fmt.Errorf("listen on %s: %w", s.listen, err)
-	}
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -183,15 +193,9 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	var admin *http.Server
-	if s.adminListen != "" {
-		var adminAddr net.Addr
-		admin, adminAddr, err = startAdmin(s.adminListen, errc)
-		if err != nil {
-			srv.Close()
-			w.Close()
-			return err
-		}
-		fmt.Fprintf(e.stderr, "utxo-cache: pprof on http://%s/debug/pprof/ (no authentication: keep it private)\n", adminAddr)
+	if adminLn != nil {
+		admin = startAdmin(adminLn, errc)
+		fmt.Fprintf(e.stderr, "utxo-cache: pprof on http://%s/debug/pprof/ (no authentication: keep it private)\n", adminLn.Addr())
 	}
 	followCtx, stopFollow := context.WithCancel(ctx)
 	defer stopFollow()
@@ -242,24 +246,20 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	return nil
 }
 
-// startAdmin serves pprof on addr. The handlers are registered one by one,
+// startAdmin serves pprof on ln. The handlers are registered one by one,
 // and never pprof.Cmdline: the admin listener has no authentication, and the
 // command line may hold a secret (--admin-token). A request for
 // /debug/pprof/cmdline reaches pprof.Index, which answers 404 "Unknown
 // profile".
-func startAdmin(addr string, errc chan<- error) (*http.Server, net.Addr, error) {
+func startAdmin(ln net.Listener, errc chan<- error) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("admin listen on %s: %w", addr, err)
-	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { errc <- srv.Serve(ln) }()
-	return srv, ln.Addr(), nil
+	return srv
 }
 
 // applyConfigFile sets, from the YAML file at path, every flag that neither
