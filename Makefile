@@ -11,19 +11,30 @@ RUN_ARGS     ?=
 DATA_DIR     ?= ./data
 DEMO_PRUNE_DEPTH ?= 20000
 
+# The tests that skip under -race (allocation and hit-ratio measurements,
+# which the race detector's instrumentation makes meaningless), run without
+# it by test-norace. internal/lint's TestNoRaceTestsListed keeps the list
+# equal to the tests that check raceEnabled and skip.
+NORACE_PKGS  := ./api ./tiers/memory
+NORACE_TESTS := TestAnswerBufferReused|TestCostModelTrap
+
 .DEFAULT_GOAL := help
-.PHONY: help build test bench fuzz lint verify run clean
+.PHONY: help build test test-norace bench fuzz lint verify run clean
 
 help: ## list the targets (the default)
 	@echo "Targets:"
-	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z][a-z-]*:.*## / { printf "  %-11s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 	@echo "Settings: GO=$(GO) BIN=$(BIN) TEST_TIMEOUT=$(TEST_TIMEOUT) FUZZTIME=$(FUZZTIME) RUN_ARGS=$(RUN_ARGS)"
 
 build: ## build the binary (BIN, default bin/utxo-cache)
 	$(GO) build -o $(BIN) ./cmd/utxo-cache
 
-test: ## run every test with the race detector (tests that need redis-server use the one on PATH)
+test: ## run every test with the race detector (tests that need redis-server use the one on PATH), then test-norace
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@$(MAKE) --no-print-directory test-norace
+
+test-norace: ## run the tests that skip under -race (NORACE_TESTS) without it
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^($(NORACE_TESTS))$$' -v $(NORACE_PKGS)
 
 bench: ## run every benchmark; note: the apply benchmark first builds a 1M-UTXO store (minutes, GBs of disk)
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
