@@ -154,7 +154,7 @@ func TestStrictRequestBodies(t *testing.T) {
 	if r := s.postJSON("/v1/utxos/lookup", " {\"outpoints\": [ "+opJSON+" ] }\n"); r.code != 200 {
 		t.Fatalf("lookup with whitespace: %s", r)
 	}
-	if r := s.postJSON("/v1/rollback", " { \"hash\" : \""+b2.Hash.String()+"\" }\n"); r.code != 200 || string(r.body) != `{"tip":`+tipJSON(b2)+`}` {
+	if r := s.postJSON("/v1/rollback", " { \"hash\" : \""+b2.Hash.String()+"\" }\n"); r.code != 200 || withoutSeq(t, r) != `{"tip":`+tipJSON(b2)+`}` {
 		t.Fatalf("rollback by hash: %s", r)
 	}
 }
