@@ -7,7 +7,7 @@ TEST_TIMEOUT ?= 30m
 FUZZTIME     ?= 30s
 RUN_ARGS     ?=
 # make run's store. The demo keeps spent records long enough to show block
-# 170's historic spend at tip 14131.
+# 170's historic spend at tip 14131; the store records it, so serve needs no flag.
 DATA_DIR     ?= ./data
 DEMO_PRUNE_DEPTH ?= 20000
 
@@ -63,7 +63,7 @@ run: build ## serve DATA_DIR on 127.0.0.1:8080; an empty store is first loaded w
 		echo "loading real mainnet blocks 0..14131 into $(DATA_DIR) (testdata/bitcoin; about 15 s)"; \
 		$(BIN) import-bitcoin --data-dir "$(DATA_DIR)" --prune-depth $(DEMO_PRUNE_DEPTH) testdata/bitcoin/blk_0_to_14131.dat.bz2 || { rm -rf "$(DATA_DIR)"; exit 1; }; \
 	fi
-	$(BIN) serve --data-dir "$(DATA_DIR)" --prune-depth $(DEMO_PRUNE_DEPTH) $(RUN_ARGS)
+	$(BIN) serve --data-dir "$(DATA_DIR)" $(RUN_ARGS)
 
 clean: ## remove build output (bin/); never touches a store
 	rm -rf bin
