@@ -95,9 +95,12 @@ func TestSetAsyncAfterScriptFlush(t *testing.T) {
 // them neither degrades the tier nor leaves bytes counted in the queue.
 func TestSetAsyncLargeEntries(t *testing.T) {
 	s := startRedis(t)
+	// The test is about batching by bytes, not timeouts: a generous
+	// CallTimeout keeps a loaded machine (the race detector, parallel
+	// packages) from timing out a 1.5 MB pipeline and degrading the tier.
 	tier := newTier(t, s, func(o *Options) {
 		o.ProbeInterval = 2 * time.Minute
-		o.CallTimeout = 250 * time.Millisecond
+		o.CallTimeout = 5 * time.Second
 	})
 	ctx := context.Background()
 	const n = 20

@@ -11,7 +11,7 @@ import (
 // machine under -race. Without the timeouts a call to a paused server would
 // not return at all.
 const (
-	outageCallTimeout = 100 * time.Millisecond
+	outageCallTimeout = 250 * time.Millisecond
 	latencyMargin     = 500 * time.Millisecond
 )
 
