@@ -121,6 +121,7 @@ type Follower struct {
 		writerSeq    uint64
 		writerHeight uint64
 		contact      time.Time // last answer from the writer; zero: none
+		caughtUp     time.Time // last time the replica was at the writer's seq
 		failed       error     // why Run stopped (divergence, truncation)
 	}
 }
@@ -142,6 +143,9 @@ type Status struct {
 	// LastContact is the time since the writer last answered; negative when
 	// it never did.
 	LastContact time.Duration
+	// LagSeconds is how long the replica has been behind the writer's seq
+	// as last heard (0 when it is not behind).
+	LagSeconds float64
 	// Failed is why following stopped (nil while it goes on).
 	Failed error
 }
@@ -154,6 +158,9 @@ func (f *Follower) Status() Status {
 	s := Status{Seq: st.Seq, WriterSeq: max(f.mu.writerSeq, st.Seq), LastContact: -1, Failed: f.mu.failed}
 	if !f.mu.contact.IsZero() {
 		s.LastContact = time.Since(f.mu.contact)
+	}
+	if st.Seq < f.mu.writerSeq && !f.mu.caughtUp.IsZero() {
+		s.LagSeconds = time.Since(f.mu.caughtUp).Seconds()
 	}
 	if !st.Tip.Empty && f.mu.writerHeight > st.Tip.Height {
 		s.LagBlocks = f.mu.writerHeight - st.Tip.Height
@@ -249,6 +256,11 @@ func (f *Follower) poll(ctx context.Context) error {
 	writerSeq, _ := strconv.ParseUint(resp.Header.Get("X-Commit-Seq"), 10, 64)
 	writerHeight, _ := strconv.ParseUint(resp.Header.Get("X-Tip-Height"), 10, 64)
 	f.mu.Lock()
+	if f.mu.caughtUp.IsZero() || f.store.Published().Seq >= f.mu.writerSeq {
+		// Behind from now on, if the writer moved: lag counts from the last
+		// time the replica had all the writer had.
+		f.mu.caughtUp = time.Now()
+	}
 	f.mu.writerSeq, f.mu.writerHeight, f.mu.contact = writerSeq, writerHeight, time.Now()
 	f.mu.Unlock()
 	f.m.writerSeq.Set(float64(writerSeq))
@@ -262,6 +274,11 @@ func (f *Follower) poll(ctx context.Context) error {
 			return err
 		}
 	}
+	f.mu.Lock()
+	if f.store.Published().Seq >= f.mu.writerSeq {
+		f.mu.caughtUp = time.Now()
+	}
+	f.mu.Unlock()
 	f.m.observe(f.Status())
 	return nil
 }

@@ -7,6 +7,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // every Follower. With no registry they are kept but not exported.
 type FollowerMetrics struct {
 	applied, writerSeq, lagBlocks, lastContact prometheus.Gauge
+	lagSeconds                                 prometheus.Gauge
 	divergences, contactErrors, bytes          prometheus.Counter
 	// Bootstraps counts verified stores installed from a checkpoint.
 	Bootstraps   prometheus.Counter
@@ -20,6 +21,7 @@ func NewFollowerMetrics(reg prometheus.Registerer) *FollowerMetrics {
 		applied:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_applied_seq", Help: "Commit sequence the replica has applied and published."}),
 		writerSeq:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_writer_seq", Help: "Commit sequence of the writer, as last heard."}),
 		lagBlocks:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_lag_blocks", Help: "Blocks the replica's tip is behind the writer's, as last heard."}),
+		lagSeconds:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_lag_seconds", Help: "How long the replica has been behind the writer's seq, as last heard (0: caught up)."}),
 		lastContact:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_last_contact_timestamp_seconds", Help: "Unix time of the writer's last answer."}),
 		divergences:   prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_divergences_total", Help: "Times the replica found its store no longer matched the writer's."}),
 		contactErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_contact_errors_total", Help: "Failed requests to the writer."}),
@@ -28,7 +30,7 @@ func NewFollowerMetrics(reg prometheus.Registerer) *FollowerMetrics {
 			Help: "Time to apply and verify one change.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.applied, m.writerSeq, m.lagBlocks, m.lastContact, m.divergences, m.contactErrors, m.bytes, m.applySeconds, m.Bootstraps)
+		reg.MustRegister(m.applied, m.writerSeq, m.lagBlocks, m.lastContact, m.divergences, m.contactErrors, m.bytes, m.applySeconds, m.Bootstraps, m.lagSeconds)
 	}
 	return m
 }
@@ -36,6 +38,7 @@ func NewFollowerMetrics(reg prometheus.Registerer) *FollowerMetrics {
 func (m *FollowerMetrics) observe(s Status) {
 	m.applied.Set(float64(s.Seq))
 	m.lagBlocks.Set(float64(s.LagBlocks))
+	m.lagSeconds.Set(s.LagSeconds)
 	if s.LastContact >= 0 {
 		m.lastContact.SetToCurrentTime()
 	}
