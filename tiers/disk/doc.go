@@ -45,7 +45,10 @@
 //
 // A block's state changes, undo delta, block hash, pruning work and the state
 // row (tip, count, digest) are one Pebble batch committed with Sync. After a
-// crash the store is exactly the state after some committed block.
+// crash the store is exactly the state after some committed block (a
+// rollback of several blocks, one batch per block, is completed by Open).
+// powerloss_test.go cuts the power at random points and keeps only what was
+// synced; iofault_test.go fails writes and syncs of the log (see ErrFailed).
 //
 // # Write path and its cost
 //

@@ -11,7 +11,17 @@ import (
 // error or a full disk while committing). The store is then at the last
 // state it committed, which may be in the middle of a rollback; it keeps
 // serving its published state to readers, and reopening it recovers a state
-// of its commit sequence (Open completes an interrupted rollback).
+// of its commit sequence (Open completes an interrupted rollback): the last
+// acknowledged change, or the one that failed, whose outcome is unknown.
+// iofault_test.go injects such failures.
+//
+// Two storage failures do not end here. A failure to rotate the WAL (to
+// close the full one or create the next) ends the process inside Pebble
+// v2.1.7 (rotateWAL panics with DB.mu released, and the deferred unlock is a
+// fatal error no recover stops); a restart recovers it like a power cut. And
+// sstable writes that keep failing make Pebble retry the flush for ever:
+// once the memtables are full, the commit waits in Pebble's write stall,
+// without an error, until a flush succeeds.
 var ErrFailed = errors.New("disk: store failed a write; restart to recover")
 
 // fatalCommit is what pebbleLogger.Fatalf panics with: Pebble calls Fatalf

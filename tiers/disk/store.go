@@ -68,7 +68,9 @@ type Options struct {
 	// Logger receives Pebble's events and the store's own. Default: discard.
 	Logger *slog.Logger
 
-	// fs replaces the filesystem (crash tests use vfs.NewCrashableMem).
+	// fs replaces the file system. Tests only, through WithFS
+	// (export_test.go): the power-loss and I/O fault tests run the store on
+	// vfs.NewCrashableMem behind vfs/errorfs.
 	fs vfs.FS
 }
 
@@ -264,7 +266,10 @@ func (s *Store) init(given Options) error {
 		_ = b.Set(keySchema, appendSchema(nil, &want), nil)
 		_ = b.Set(keyState, appendState(nil, &st), nil)
 		_ = b.Set(keySettings, appendSettings(nil, &settings{pruneDepth: s.opts.PruneDepth, rollbackWindow: s.opts.RollbackWindow}), nil)
-		if err := b.Commit(pebble.Sync); err != nil {
+		// Through s.commit, like every write: Pebble reports a failed log
+		// write or sync through Logger.Fatalf, which panics, and only
+		// s.commit turns that panic back into an error.
+		if err := s.commit(b); err != nil {
 			return fmt.Errorf("disk: initialise store: %w", err)
 		}
 		s.dims = want.dims
@@ -343,7 +348,10 @@ func (s *Store) resolveSettings(given Options) error {
 				"from", have.rollbackWindow, "to", want.rollbackWindow)
 		}
 	}
-	if err := s.db.Set(keySettings, appendSettings(nil, &want), pebble.Sync); err != nil {
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Set(keySettings, appendSettings(nil, &want), nil)
+	if err := s.commit(b); err != nil { // not db.Set: see init
 		return fmt.Errorf("disk: record settings: %w", err)
 	}
 	return nil
@@ -397,8 +405,9 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 }
 
 // Fatalf panics with fatalCommit: on the committing goroutine (Pebble's
-// fatal commit errors) Store.commit recovers it into ErrFailed; anywhere else
-// it ends the process, as Pebble requires.
+// fatal commit errors: a failed write or sync of the WAL) Store.commit, which
+// every write of the store goes through, Open's included, recovers it into
+// ErrFailed; anywhere else it ends the process, as Pebble requires.
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	p.l.Error(msg, "component", "pebble")

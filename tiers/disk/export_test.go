@@ -1,0 +1,15 @@
+package disk
+
+import "github.com/cockroachdb/pebble/v2/vfs"
+
+// WithFS returns o with its file system replaced by fs: the crash and fault
+// tests of package disk_test run stores on vfs.NewCrashableMem, wrapped in
+// vfs/errorfs.
+func WithFS(o Options, fs vfs.FS) Options {
+	o.fs = fs
+	return o
+}
+
+// Flush flushes the store's memtable to an sstable and waits for it (Pebble
+// retries a flush that fails).
+func Flush(s *Store) error { return s.db.Flush() }
