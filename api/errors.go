@@ -15,6 +15,8 @@ var (
 	errUnauthorized   = errors.New("api: missing or wrong bearer token")
 	errWritesDisabled = errors.New("api: writes are disabled: no admin token is configured")
 	errReadOnly       = errors.New("api: this server is a read-only replica")
+	// errUnsupportedMediaType: a block body that is neither JSON nor CBOR.
+	errUnsupportedMediaType = errors.New("api: unsupported media type")
 )
 
 // errorClass is one row of the contract's error table.
@@ -40,12 +42,14 @@ var errorTable = []errorClass{
 	{chain.ErrNotNextBlock, http.StatusConflict, "not_next_block", ""},
 	{chain.ErrRollbackTooDeep, http.StatusConflict, "rollback_too_deep", ""},
 	{chain.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large", ""},
+	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type", ""},
 	{chain.ErrUnknownInput, http.StatusUnprocessableEntity, "unknown_input", ""},
 	{chain.ErrDoubleSpend, http.StatusUnprocessableEntity, "double_spend", ""},
 	{chain.ErrDuplicateOutpoint, http.StatusUnprocessableEntity, "duplicate_outpoint", ""},
 	{writer.ErrClosed, http.StatusServiceUnavailable, "unavailable", ""},
 	{writer.ErrFailed, http.StatusServiceUnavailable, "unavailable",
 		"the store failed a write (a full disk or an I/O error): writes are stopped until a restart; reads go on"},
+	{errClientClosed, statusClientClosedRequest, "client_closed_request", ""},
 	{query.ErrBehind, http.StatusServiceUnavailable, "behind", ""},
 	{errReplicationDisabled, http.StatusForbidden, "replication_disabled", ""},
 	{replication.ErrLogTruncated, http.StatusGone, "log_truncated", ""},

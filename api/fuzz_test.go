@@ -48,6 +48,8 @@ func FuzzPaths(f *testing.F) {
 		{0, "alice", "", "limit=2&order=desc"},
 		{0, "a%2Fb", "", ""},
 		{1, "%C3%BC", "", ""},
+		{1, "%FF", "", ""},
+		{0, "a%2F%C3", "", ""},
 		{0, "alice", "", "cursor=AAAA&limit=0"},
 		{0, "alice", "", "limit=1&limit=2&order=asc&order=desc"},
 		{0, "alice", "", "cursor=&cursor=x"},

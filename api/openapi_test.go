@@ -236,6 +236,9 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		}, want: 401},
 		{name: "block bad JSON", s: m, mk: post("/v1/blocks", "application/json", []byte(`{"height":`)), want: 400},
 		{name: "block CBOR garbage", s: m, mk: post("/v1/blocks", "application/cbor", []byte{0xff, 0x01}), want: 400},
+		{name: "block as text/plain", s: m, mk: postFn("/v1/blocks", "text/plain", func() []byte {
+			return chain.AppendBlockJSON(nil, m.next())
+		}), want: 415},
 		{name: "block not next", s: m, mk: postFn("/v1/blocks", "application/json", func() []byte {
 			b := m.next()
 			b.Height++

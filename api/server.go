@@ -1,14 +1,11 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -300,11 +297,6 @@ func parseIndex(s string) (uint32, error) {
 	return uint32(n), nil
 }
 
-type outPointJSON struct {
-	TxHash *string  `json:"tx_hash"`
-	Index  *float64 `json:"index"`
-}
-
 func (a *API) postLookup(c *gin.Context) {
 	_, rc, ok := a.readQuery(c)
 	if !ok {
@@ -315,33 +307,11 @@ func (a *API) postLookup(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	var req struct {
-		OutPoints []outPointJSON `json:"outpoints"`
-	}
-	if err := strictJSON(body, &req); err != nil {
+	// Strict, as every JSON body: duplicate and unknown fields are errors.
+	ops, err := chain.DecodeLookupJSON(body, query.MaxLookup)
+	if err != nil {
 		a.fail(c, err)
 		return
-	}
-	if len(req.OutPoints) < 1 || len(req.OutPoints) > query.MaxLookup {
-		a.fail(c, fmt.Errorf("outpoints must hold 1..%d items: %w", query.MaxLookup, chain.ErrInvalidArgument))
-		return
-	}
-	ops := make([]chain.OutPoint, len(req.OutPoints))
-	for i, o := range req.OutPoints {
-		if o.TxHash == nil || o.Index == nil {
-			a.fail(c, fmt.Errorf("outpoints[%d]: tx_hash and index are required: %w", i, chain.ErrInvalidArgument))
-			return
-		}
-		h, err := chain.ParseHash(*o.TxHash)
-		if err != nil {
-			a.fail(c, fmt.Errorf("outpoints[%d].tx_hash: %v: %w", i, err, chain.ErrInvalidArgument))
-			return
-		}
-		if *o.Index < 0 || *o.Index > 0xffffffff || *o.Index != float64(uint32(*o.Index)) {
-			a.fail(c, fmt.Errorf("outpoints[%d].index is not a uint32: %w", i, chain.ErrInvalidArgument))
-			return
-		}
-		ops[i] = chain.OutPoint{TxHash: h, Index: uint32(*o.Index)}
 	}
 	a.serveRead(c, rc, false, func(ctx context.Context) (query.Answer, error) {
 		return a.r.Lookup(ctx, ops)
@@ -376,21 +346,21 @@ func (a *API) postBlock(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
+	format, err := blockFormat(c.GetHeader("Content-Type"))
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
 	body, err := a.readBody(c, a.opts.MaxBlockBytes)
 	if err != nil {
 		a.fail(c, err)
 		return
 	}
-	ct, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
 	var b *chain.Block
-	switch ct {
-	// curl -d sends the form type: a hand-typed JSON block still decodes.
-	case "application/json", "", "text/plain", "application/x-www-form-urlencoded":
-		b, err = chain.DecodeBlockJSON(body, a.opts.BlockLimits)
-	case "application/cbor":
+	if format == chain.FormatCBOR {
 		b, err = chain.DecodeBlockCBOR(body, a.opts.BlockLimits)
-	default:
-		err = fmt.Errorf("content type %q: want application/json or application/cbor: %w", ct, chain.ErrInvalidBlock)
+	} else {
+		b, err = chain.DecodeBlockJSON(body, a.opts.BlockLimits)
 	}
 	if err != nil {
 		a.fail(c, err)
@@ -418,32 +388,18 @@ func (a *API) postRollback(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	var req struct {
-		Height json.RawMessage `json:"height"` // a uint64: parsed exactly, not as a float64
-		Hash   *string         `json:"hash"`
-	}
-	if err := strictJSON(body, &req); err != nil {
+	// Strict: {"height":14146,"height":14136} is an error, not a rollback
+	// to 14136; the height is an exact uint64, not a float64.
+	target, err := chain.DecodeRollbackJSON(body)
+	if err != nil {
 		a.fail(c, err)
 		return
 	}
 	var res writer.Result
-	switch {
-	case (req.Height == nil) == (req.Hash == nil):
-		err = fmt.Errorf("give exactly one of height and hash: %w", chain.ErrInvalidArgument)
-	case req.Height != nil:
-		h, perr := parseUint64JSON(req.Height)
-		if perr != nil {
-			err = fmt.Errorf("height %s is not a uint64: %w", req.Height, chain.ErrInvalidArgument)
-			break
-		}
-		res, err = a.w.Rollback(c.Request.Context(), h)
-	default:
-		var hash chain.Hash
-		if hash, err = chain.ParseHash(*req.Hash); err != nil {
-			err = fmt.Errorf("hash: %v: %w", err, chain.ErrInvalidArgument)
-			break
-		}
-		res, err = a.w.RollbackToHash(c.Request.Context(), hash)
+	if target.ByHash {
+		res, err = a.w.RollbackToHash(c.Request.Context(), target.Hash)
+	} else {
+		res, err = a.w.Rollback(c.Request.Context(), target.Height)
 	}
 	if err != nil {
 		a.fail(c, err)
@@ -470,35 +426,12 @@ func (a *API) readBody(c *gin.Context, limit int64) ([]byte, error) {
 	return body, nil
 }
 
-// parseUint64JSON parses a JSON number that must be a uint64 written in
-// plain decimal (no sign, fraction, exponent or leading zero).
-func parseUint64JSON(raw json.RawMessage) (uint64, error) {
-	return parseDecimalUint64(string(raw))
-}
-
-// strictJSON decodes one JSON value with no unknown fields and no trailing data.
-func strictJSON(body []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.DisallowUnknownFields()
-	if err := d.Decode(v); err != nil {
-		return fmt.Errorf("request body: %v: %w", err, chain.ErrInvalidArgument)
-	}
-	if d.More() {
-		return fmt.Errorf("request body: trailing data: %w", chain.ErrInvalidArgument)
-	}
-	if _, err := d.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("request body: trailing data: %w", chain.ErrInvalidArgument)
-	}
-	return nil
-}
-
 // fail writes err's answer. A not_next_block answer carries the current tip;
 // a behind answer asks the client to retry after a second.
 func (a *API) fail(c *gin.Context, err error) {
+	err = clientClosed(c, err)
 	status, code, msg := classify(err)
-	if status == http.StatusInternalServerError {
-		a.opts.Logger.Error("request failed", "path", c.FullPath(), "err", err)
-	}
+	a.logFailure(c, status, err)
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		c.Writer.Header().Set("Retry-After", "1")
 	}

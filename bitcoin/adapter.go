@@ -73,7 +73,9 @@ func (a *Adapter) Address(pkScript []byte) string { return scriptAddress(pkScrip
 //
 // Convert checks the structure it relies on: a coinbase first and only first,
 // inputs on every other transaction, values within 21 million BTC, the merkle
-// root over the txids, and that height 0 is the network's genesis block. It
+// root over the txids, that height 0 is the network's genesis block, and
+// that a block placed at or above the network's BIP34 activation height
+// begins its coinbase with that height (bip34.go). It
 // does not validate scripts, proof of work or amounts spent; it trusts the
 // block source (a node's block files) for consensus validity.
 func (a *Adapter) Convert(blk *wire.MsgBlock, height uint64) (*chain.Block, error) {
@@ -157,6 +159,9 @@ func (a *Adapter) Convert(blk *wire.MsgBlock, height uint64) (*chain.Block, erro
 	if root := merkleRoot(txids); root != blk.Header.MerkleRoot {
 		return nil, fmt.Errorf("%w: height %d block %s: merkle root %s does not match its transactions (%s)",
 			ErrInvalidBlock, height, b.Hash, blk.Header.MerkleRoot, root)
+	}
+	if err := a.checkCoinbaseHeight(blk, height); err != nil {
+		return nil, err
 	}
 
 	if dup, ok := a.duplicates[height]; ok && b.Txs[0].Hash == dup.txid {

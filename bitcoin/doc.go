@@ -83,6 +83,13 @@
 // is a single SHA-256 digest of a domain-separated string); IsPseudoTx
 // recognizes it.
 //
+// # Heights (BIP34)
+//
+// From a network's BIP34 activation height on, a coinbase begins with its
+// block's height; Convert refuses a block placed at another height, and
+// Adapter.CheckHeight lets a caller that chooses heights refuse one early
+// (bip34.go has the encoding and each network's activation height).
+//
 // # Size
 //
 // Real Bitcoin transactions reach about 24,000 inputs and 111,000 outputs

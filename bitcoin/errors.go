@@ -15,7 +15,8 @@ var (
 	// ErrInvalidBlock: a decoded block the adapter cannot convert (no coinbase
 	// first, a second coinbase, a transaction without inputs, an output value
 	// out of range, a merkle root that does not match its transactions, a
-	// height that contradicts the genesis block).
+	// height that contradicts the genesis block or the height the block's
+	// coinbase carries, BIP34).
 	ErrInvalidBlock = errors.New("bitcoin: invalid block")
 	// ErrNotConnected: blocks that do not form one tree of parent links.
 	ErrNotConnected = errors.New("bitcoin: blocks do not connect")

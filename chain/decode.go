@@ -110,12 +110,16 @@ func (n *nesting) top() *container { return &n.open[n.depth-1] }
 
 func (n *nesting) pop() { n.depth-- }
 
-// blockDecoder walks the schema. It is used for one block and discarded.
+// blockDecoder walks the schema. It is used for one block (or one request
+// body, request.go) and discarded.
 type blockDecoder struct {
 	src   tokenSource
 	lim   Limits
 	path  fieldPath
 	arena arena
+	// invalid is the sentinel every decoding error wraps: nil means
+	// ErrInvalidBlock (blocks); request bodies use ErrInvalidArgument.
+	invalid error
 }
 
 // decodeBlock decodes one block from src, rejects trailing data and
@@ -126,8 +130,8 @@ func decodeBlock(src tokenSource, lim Limits) (*Block, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := src.end(); err != nil {
-		return nil, d.fail(err)
+	if err := d.end(); err != nil {
+		return nil, err
 	}
 	if err := ValidateBlock(b, lim); err != nil {
 		return nil, err
@@ -136,8 +140,12 @@ func decodeBlock(src tokenSource, lim Limits) (*Block, error) {
 }
 
 // fail wraps err with the current path and, unless it is a size limit, with
-// ErrInvalidBlock.
+// the decoder's invalid sentinel (ErrInvalidBlock for blocks).
 func (d *blockDecoder) fail(err error) error {
+	invalid := d.invalid
+	if invalid == nil {
+		invalid = ErrInvalidBlock
+	}
 	p := d.path.String()
 	switch {
 	case errors.Is(err, ErrTooLarge) && p == "":
@@ -145,9 +153,9 @@ func (d *blockDecoder) fail(err error) error {
 	case errors.Is(err, ErrTooLarge):
 		return fmt.Errorf("%s: %w", p, err)
 	case p == "":
-		return fmt.Errorf("%w: %w", err, ErrInvalidBlock)
+		return fmt.Errorf("%w: %w", err, invalid)
 	default:
-		return fmt.Errorf("%s: %w: %w", p, err, ErrInvalidBlock)
+		return fmt.Errorf("%s: %w: %w", p, err, invalid)
 	}
 }
 

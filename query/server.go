@@ -524,10 +524,3 @@ func etagOf(body []byte) string {
 	sum := sha256.Sum256(body)
 	return `W/"` + hex.EncodeToString(sum[:12]) + `"`
 }
-
-func checkAddress(a string) error {
-	if len(a) < 1 || len(a) > MaxAddressLen {
-		return fmt.Errorf("address of %d bytes outside 1..%d: %w", len(a), MaxAddressLen, chain.ErrInvalidArgument)
-	}
-	return nil
-}

@@ -82,10 +82,14 @@ var servingRE = regexp.MustCompile(`serving on (http://[0-9.]+:[0-9]+) `)
 // until /readyz answers 200.
 func startServe(t *testing.T, dataDir string, extra ...string) *serveProc {
 	t.Helper()
-	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir,
-		"--admin-token", e2eToken, "--prune-depth", strconv.Itoa(e2ePruneDepth),
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir,
+		"--prune-depth", strconv.Itoa(e2ePruneDepth),
 		"--rollback-window", strconv.Itoa(e2eRollbackWindow), "--shutdown-timeout", e2eShutdownTimeout.String(),
-		"--log-level", "warn"}, extra...)
+		"--log-level", "warn"}
+	if !slices.Contains(extra, "--admin-token-file") { // the caller gives e2eToken in a file
+		args = append(args, "--admin-token", e2eToken)
+	}
+	args = append(args, extra...)
 	p := &serveProc{t: t, cmd: exec.Command(binary, args...), stderr: &syncBuffer{}, exited: make(chan struct{}),
 		client: &http.Client{Timeout: 20 * time.Second}}
 	p.cmd.Env = testEnv(nil)

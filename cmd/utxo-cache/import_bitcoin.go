@@ -28,7 +28,9 @@ parent links (blk*.dat files are not in height order); blocks of side
 branches are skipped and counted. The chain's first block is at
 --start-height when given, else at height 0 if it is the genesis block, else
 right above its parent in the store (so the next batch of files continues a
-store). Each block is converted (display-order hashes, addresses as the
+store). A block that carries its height in its coinbase (BIP34: mainnet from
+height 227931, testnet from 21111, signet and regtest from 1) is refused at
+any other --start-height, before the store is touched. Each block is converted (display-order hashes, addresses as the
 bitcoin package documents, unspendable outputs left out) and applied alone
 through the single writer.
 
@@ -95,11 +97,20 @@ func runImportBitcoin(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if firstHeight != nil {
+		// A block that carries its height (BIP34) is not placed elsewhere:
+		// checked before the store is opened, so nothing is created.
+		if err := adapter.CheckHeight(ord.Blocks[0], *firstHeight); err != nil {
+			return fmt.Errorf("--start-height %d does not fit the first block: %w; nothing was imported", *firstHeight, err)
+		}
+	}
 
-	store, err := openStore(e, *dataDir, disk.Options{
+	pl := placement{e: e, dataDir: *dataDir, opts: disk.Options{
 		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
 		RollbackWindow: storeDepth(cl, "rollback-window", *window),
-	}, false)
+	},
+		adapter: adapter, skipUnknown: *skipUnknown}
+	store, err := pl.openAndPlace(ord, firstHeight)
 	if err != nil {
 		return err
 	}
@@ -110,16 +121,16 @@ func runImportBitcoin(e *env, args []string) error {
 	defer signal.Stop(sigs)
 
 	im := &bitcoinImporter{
-		w:        w,
-		store:    store,
-		adapter:  adapter,
-		sigs:     sigs,
-		progress: newProgress(e.stderr, e.stderrIsTerminal),
+		w:          w,
+		store:      store,
+		adapter:    adapter,
+		sigs:       sigs,
+		progress:   newProgress(e.stderr, e.stderrIsTerminal),
+		dataDir:    *dataDir,
+		window:     *window,
+		startGiven: firstHeight != nil,
 	}
-	runErr := im.placeChain(ord, firstHeight)
-	if runErr == nil {
-		runErr = im.importChain(ord)
-	}
+	runErr := im.importChain(ord)
 
 	w.Close()
 	final := store.State()
@@ -168,36 +179,86 @@ func readBitcoinFiles(files []string, network bitcoin.Network) (*bitcoin.Ordered
 // bitcoinImporter applies an ordered chain of Bitcoin blocks. It runs on the
 // command's goroutine.
 type bitcoinImporter struct {
-	w        *writer.Writer
-	store    *disk.Store
-	adapter  *bitcoin.Adapter
-	sigs     <-chan os.Signal
-	progress *progress
-	counts   ingestCounts
+	w          *writer.Writer
+	store      *disk.Store
+	adapter    *bitcoin.Adapter
+	sigs       <-chan os.Signal
+	progress   *progress
+	counts     ingestCounts
+	dataDir    string
+	window     uint64
+	startGiven bool // --start-height placed the chain
 }
 
-// placeChain sets the height of the chain's first block: given, 0 for a
-// genesis block, else one above its parent in the store.
-func (im *bitcoinImporter) placeChain(ord *bitcoin.Ordered, start *uint64) error {
-	if start != nil {
-		ord.StartHeight = *start
-		return nil
-	}
+// placement decides where the chain's first block goes and opens the store
+// for it, creating the store only when the import can start: a refusal
+// leaves no new store directory behind.
+type placement struct {
+	e           *env
+	dataDir     string
+	opts        disk.Options
+	adapter     *bitcoin.Adapter
+	skipUnknown bool
+}
+
+// openAndPlace sets the height of the chain's first block (given, 0 for a
+// genesis block, else one above its parent in the store) and returns the
+// open store.
+func (pl placement) openAndPlace(ord *bitcoin.Ordered, start *uint64) (*disk.Store, error) {
 	first, parent := bitcoin.BlockHashes(ord.Blocks[0])
-	if parent.IsZero() {
+	switch {
+	case start != nil:
+		ord.StartHeight = *start
+		return openStore(pl.e, pl.dataDir, pl.opts, false)
+	case parent.IsZero():
 		ord.StartHeight = 0
-		return nil
+		return openStore(pl.e, pl.dataDir, pl.opts, false)
 	}
-	h, found, err := im.store.HeightOfHash(parent)
+	// The parent's height is in the store, if anywhere: do not create one
+	// to look.
+	if !storeExists(pl.dataDir) {
+		return nil, pl.unplaced(ord, first, parent)
+	}
+	store, err := openStore(pl.e, pl.dataDir, pl.opts, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if !found {
-		return usagef("the first block %s has parent %s, which is not in the store: "+
-			"give --start-height (and --skip-unknown-inputs for a store that starts mid-chain)", first, parent)
+	h, found, err := store.HeightOfHash(parent)
+	switch {
+	case err != nil:
+		return nil, errors.Join(err, store.Close())
+	case found:
+		ord.StartHeight = h + 1
+		return store, nil
 	}
-	ord.StartHeight = h + 1
-	return nil
+	tip := store.State().Tip
+	if err := store.Close(); err != nil {
+		return nil, err
+	}
+	if tip.Empty {
+		return nil, pl.unplaced(ord, first, parent)
+	}
+	// --start-height would not help: the first block must extend the tip.
+	return nil, fmt.Errorf("the first block %s has parent %s, which is not in the store (tip %s): "+
+		"the files do not continue the store's chain; import the blocks in between first, "+
+		"or import these into a new store (another --data-dir)", first, parent, tip)
+}
+
+// unplaced is the usage error of a chain that starts mid-chain with
+// nothing in the store to place it: it names the flags that make the import
+// work, and the first block's height when its coinbase carries it (BIP34),
+// which --start-height then accepts.
+func (pl placement) unplaced(ord *bitcoin.Ordered, first, parent chain.Hash) error {
+	height := "its height"
+	if h, ok := pl.adapter.CoinbaseHeight(ord.Blocks[0]); ok {
+		height = fmt.Sprintf("%d (the height its coinbase carries)", h)
+	}
+	skip := ""
+	if !pl.skipUnknown {
+		skip = ", and --skip-unknown-inputs (the store lacks the outputs of the blocks before it)"
+	}
+	return usagef("the first block %s has parent %s, which is not in the store (empty or missing): "+
+		"give --start-height %s%s", first, parent, height, skip)
 }
 
 func (im *bitcoinImporter) importChain(ord *bitcoin.Ordered) error {
@@ -236,8 +297,12 @@ func (im *bitcoinImporter) rejected(b *chain.Block, err error) error {
 	tip := im.store.State().Tip
 	if errors.Is(err, chain.ErrNotNextBlock) && !tip.Empty && b.Height <= tip.Height {
 		if have, found, herr := im.store.HashAt(b.Height); herr == nil && found {
+			hint := forkHint(im.store, im.dataDir, im.window, b.Height)
+			if im.startGiven {
+				hint = "check --start-height; if it is right, " + hint
+			}
 			err = fmt.Errorf("the store has block %s at height %d (below its tip %s), another chain or "+
-				"branch; roll the store back first, or check --start-height: %w", have, b.Height, tip, err)
+				"branch: %s: %w", have, b.Height, tip, hint, err)
 		}
 	}
 	return fmt.Errorf("height %d block %s: %w (nothing of it applied; the tip stays %s)", b.Height, b.Hash, err, tip)

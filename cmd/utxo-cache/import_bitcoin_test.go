@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -252,5 +254,31 @@ func TestImportBitcoinUsageErrors(t *testing.T) {
 	wantImported(t, r, 5, 0, 0)
 	if h := cli(t, nil, nil, "help"); !strings.Contains(h.stdout, "import-bitcoin") {
 		t.Fatalf("help does not list import-bitcoin: %s", h)
+	}
+}
+
+// TestImportBitcoinStartHeightBIP34: block 277647 carries its height in its
+// coinbase (BIP34), so --start-height 100 is refused with both numbers,
+// exit 1, and nothing is created; at its own height it imports (its inputs
+// are not in the store: --skip-unknown-inputs), and every output is at
+// 277647.
+func TestImportBitcoinStartHeightBIP34(t *testing.T) {
+	t.Parallel()
+	file := bitcoinFixture("277647.dat.bz2")
+	dir := t.TempDir()
+	store := filepath.Join(dir, "store")
+	for _, h := range []string{"100", "0", "227931", "277646", "277648"} {
+		r := cli(t, nil, nil, "import-bitcoin", "--data-dir", store, "--skip-unknown-inputs", "--start-height", h, file)
+		wantFail(t, r, 1, "--start-height "+h, "at height 277647", "not at height "+h, "nothing was imported")
+		if _, err := os.Stat(store); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a refused import left %s behind (%v)", store, err)
+		}
+	}
+	r := mustCLI(t, "import-bitcoin", "--data-dir", store, "--skip-unknown-inputs", "--start-height", "277647", file)
+	wantImported(t, r, 1, 0, 0)
+	blocks := loadRawBlocks(t, "277647.dat.bz2", 277647)
+	wantStats(t, store, bitcoinStats(blocks))
+	if !strings.Contains(r.stdout, "tip 277647/"+blocks[0].block.Hash.String()) {
+		t.Fatalf("summary: %s", r)
 	}
 }

@@ -113,6 +113,8 @@ func runIngest(e *env, args []string) error {
 		store:    store,
 		sigs:     sigs,
 		progress: newProgress(e.stderr, e.stderrIsTerminal),
+		dataDir:  *dataDir,
+		window:   *window,
 	}
 	start := time.Now()
 	runErr := g.ingest(sources)
@@ -209,6 +211,8 @@ type ingester struct {
 	progress *progress
 	counts   ingestCounts
 	tip      chain.Tip
+	dataDir  string // for hints
+	window   uint64
 }
 
 // ingestCounts are the figures of the progress and summary lines.
@@ -349,8 +353,8 @@ func (g *ingester) rejected(s source, rec record, err error) error {
 		// unhelpful here: say why a resumed ingest cannot skip it.
 		if have, found, herr := g.store.HashAt(b.Height); herr == nil && found {
 			err = fmt.Errorf("block %s is not on the store's chain, which has %s at height %d "+
-				"(below its tip %s): a different chain or fork; roll the store back first: %w",
-				b.Hash, have, b.Height, tip, chain.ErrNotNextBlock)
+				"(below its tip %s): a different chain or fork; %s: %w",
+				b.Hash, have, b.Height, tip, forkHint(g.store, g.dataDir, g.window, b.Height), chain.ErrNotNextBlock)
 		}
 	}
 	return fmt.Errorf("%s: record %d (height %d): %w (nothing of it applied; the tip stays %s)",

@@ -227,10 +227,12 @@ func serveReplica(ctx context.Context, e *env, s serveSettings, memBytes int64, 
 	go func() { errc <- srv.Serve(ln) }()
 	var admin *http.Server
 	if s.adminListen != "" {
-		if admin, err = startAdmin(s.adminListen, errc); err != nil {
+		adminLn, err := net.Listen("tcp", s.adminListen)
+		if err != nil {
 			srv.Close()
-			return err
+			return fmt.Errorf("admin listen on %s: %w", s.adminListen, err)
 		}
+		admin = startAdmin(adminLn, errc)
 	}
 	fmt.Fprintf(e.stderr, "utxo-cache: serving on http://%s (replica of %s)\n", ln.Addr(), s.replicaOf)
 

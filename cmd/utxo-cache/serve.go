@@ -44,6 +44,8 @@ in-flight requests and the block being applied finish, the store is closed.`
 // serveSettings are serve's resolved settings.
 type serveSettings struct {
 	dataDir, listen, adminToken, redisURL, memoryBytes string
+	replicationTokenFile                               string
+	adminTokenFile                                     string
 	adminListen, logLevel, logFormat, config           string
 	pruneDepth, rollbackWindow                         uint64 // 0: the store's recorded values
 	skipUnknown                                        bool
@@ -61,7 +63,9 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.config, "config", "", "optional YAML `FILE` of settings (keys are flag names)")
 	fs.StringVar(&s.dataDir, "data-dir", "./data", "`DIR` holding the Pebble store (created if missing)")
 	fs.StringVar(&s.listen, "listen", "127.0.0.1:8080", "HTTP `ADDRESS` of the API")
-	fs.StringVar(&s.adminToken, "admin-token", "", "bearer `TOKEN` that enables POST /v1/blocks and /v1/rollback (none: writes answer 403)")
+	fs.StringVar(&s.adminToken, "admin-token", "", "bearer `TOKEN` that enables POST /v1/blocks and /v1/rollback (none: writes answer 403);\n"+
+		"prefer --admin-token-file: a command line is visible to every local user")
+	fs.StringVar(&s.adminTokenFile, "admin-token-file", "", "`FILE` holding the admin token (a trailing newline is ignored); not with --admin-token")
 	fs.Uint64Var(&s.pruneDepth, "prune-depth", storeDefaults.PruneDepth, pruneDepthUsage)
 	fs.Uint64Var(&s.rollbackWindow, "rollback-window", storeDefaults.RollbackWindow, rollbackWindowUsage)
 	fs.DurationVar(&s.maxWait, "max-wait", 2*time.Second, "longest a read waits for its min_seq / min_height before answering 503 behind (0: never waits)")
@@ -78,7 +82,9 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.followURL, "follow-bitcoin-rest", "", "follow a Bitcoin Core node's REST interface at `URL` (e.g. http://127.0.0.1:8332; the node runs with -rest); none: off")
 	fs.StringVar(&s.bitcoinNetwork, "bitcoin-network", "mainnet", "`NETWORK` of the followed node: mainnet, testnet, signet or regtest")
 	fs.StringVar(&s.replicaOf, "replica-of", "", "the writer's base `URL` (http://host:port): run as a read replica of it; none: run as the writer")
-	fs.StringVar(&s.replicationToken, "replication-token", "", "bearer `TOKEN` of the replication endpoints: on the writer it enables them, on a replica it is sent to the writer (none: replication off)")
+	fs.StringVar(&s.replicationToken, "replication-token", "", "bearer `TOKEN` of the replication endpoints: on the writer it enables them, on a replica it is sent to the writer (none: replication off);\n"+
+		"prefer --replication-token-file")
+	fs.StringVar(&s.replicationTokenFile, "replication-token-file", "", "`FILE` holding the replication token (a trailing newline is ignored); not with --replication-token")
 	fs.Uint64Var(&s.replicationRetention, "replication-retention", 0, "changes the writer keeps in its change log for replicas, in `BLOCKS` (each applied block is one change); default: the rollback window")
 	fs.Uint64Var(&s.maxLagBlocks, "max-lag-blocks", 10, "a replica further behind its writer than this many `BLOCKS` is not ready (/readyz 503)")
 	if err := cl.parse(e, args); err != nil {
@@ -102,6 +108,16 @@ func runServe(e *env, args []string) error {
 	if s.maxWait == 0 {
 		s.maxWait = -1 // api.Options: no waiting
 	}
+	token, err := resolveSecret("admin-token", s.adminToken, s.adminTokenFile)
+	if err != nil {
+		return err
+	}
+	s.adminToken, s.adminTokenFile = token, ""
+	rtoken, err := resolveSecret("replication-token", s.replicationToken, s.replicationTokenFile)
+	if err != nil {
+		return err
+	}
+	s.replicationToken, s.replicationTokenFile = rtoken, ""
 	memBytes, err := parseSize(s.memoryBytes)
 	if err != nil {
 		return usagef("--memory-cache-bytes: %v", err)
@@ -142,14 +158,20 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	store, err := openStore(e, s.dataDir, disk.Options{
-		PruneDepth: s.pruneDepth, RollbackWindow: s.rollbackWindow, Logger: log,
-		LogRetention: s.replicationRetention,
-	}, false)
+	// What can be refused (a listen address, a tier's settings) is set up
+	// before the store is opened: a refused serve leaves no new store behind.
+	ln, err := net.Listen("tcp", s.listen)
 	if err != nil {
-		return err
+		return fmt.Errorf("listen on %s: %w", s.listen, err)
 	}
-	defer store.Close()
+	defer ln.Close() // srv.Serve owns it once serving; a second Close is harmless
+	var adminLn net.Listener
+	if s.adminListen != "" {
+		if adminLn, err = net.Listen("tcp", s.adminListen); err != nil {
+			return fmt.Errorf("admin listen on %s: %w", s.adminListen, err)
+		}
+		defer adminLn.Close()
+	}
 
 	var tiers []query.Tier
 	if memBytes > 0 {
@@ -160,9 +182,26 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 		defer mem.Close()
 		tiers = append(tiers, mem)
 	}
+	redisOpts := redis.Options{URL: s.redisURL, TTL: s.redisTTL, CallTimeout: s.redisTimeout, Logger: log, Metrics: reg}
 	if s.redisURL != "" {
-		rt, err := redis.New(redis.Options{URL: s.redisURL, TTL: s.redisTTL, CallTimeout: s.redisTimeout, Logger: log, Metrics: reg,
-			StartSeq: store.Published().Seq})
+		if err := redis.CheckOptions(redisOpts); err != nil {
+			return fmt.Errorf("redis tier: %w", err)
+		}
+	}
+
+	store, err := openStore(e, s.dataDir, disk.Options{
+		PruneDepth: s.pruneDepth, RollbackWindow: s.rollbackWindow, Logger: log,
+		LogRetention: s.replicationRetention,
+	}, false)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if s.redisURL != "" {
+		// The tier discards what Redis holds from before the store's state
+		// (a writer killed between a commit and its invalidation).
+		redisOpts.StartSeq = store.Published().Seq
+		rt, err := redis.New(redisOpts)
 		if err != nil {
 			return fmt.Errorf("redis tier: %w", err)
 		}
@@ -200,22 +239,13 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 			return nil
 		},
 	})
-	ln, err := net.Listen("tcp", s.listen)
-	if err != nil {
-		w.Close()
-		return fmt.Errorf("listen on %s: %w", s.listen, err)
-	}
 	srv := newHTTPServer(handler, log)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	var admin *http.Server
-	if s.adminListen != "" {
-		admin, err = startAdmin(s.adminListen, errc)
-		if err != nil {
-			srv.Close()
-			w.Close()
-			return err
-		}
+	if adminLn != nil {
+		admin = startAdmin(adminLn, errc)
+		fmt.Fprintf(e.stderr, "utxo-cache: pprof on http://%s/debug/pprof/ (no authentication: keep it private)\n", adminLn.Addr())
 	}
 	followCtx, stopFollow := context.WithCancel(ctx)
 	defer stopFollow()
@@ -267,20 +297,20 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	return nil
 }
 
-func startAdmin(addr string, errc chan<- error) (*http.Server, error) {
+// startAdmin serves pprof on ln. The handlers are registered one by one,
+// and never pprof.Cmdline: the admin listener has no authentication, and the
+// command line may hold a secret (--admin-token). A request for
+// /debug/pprof/cmdline reaches pprof.Index, which answers 404 "Unknown
+// profile".
+func startAdmin(ln net.Listener, errc chan<- error) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("admin listen on %s: %w", addr, err)
-	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { errc <- srv.Serve(ln) }()
-	return srv, nil
+	return srv
 }
 
 // applyConfigFile sets, from the YAML file at path, every flag that neither

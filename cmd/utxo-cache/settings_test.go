@@ -56,8 +56,8 @@ func TestHelp(t *testing.T) {
 		"ingest":   {"data-dir", "format", "skip-unknown-inputs", "prune-depth", "rollback-window"},
 		"rollback": {"data-dir", "height", "hash", "rollback-window"},
 		"stats":    {"data-dir", "json"},
-		"serve": {"data-dir", "listen", "admin-token", "prune-depth", "rollback-window", "redis-url", "memory-cache-bytes",
-			"replica-of", "replication-token", "replication-retention", "max-lag-blocks", "max-wait"},
+		"serve": {"data-dir", "listen", "admin-token", "admin-token-file", "prune-depth", "rollback-window", "redis-url",
+			"memory-cache-bytes", "replica-of", "replication-token", "replication-retention", "max-lag-blocks", "max-wait"},
 		"checkpoint": {"data-dir", "out"},
 		"restore":    {"data-dir"},
 	}
@@ -109,6 +109,7 @@ func TestHelp(t *testing.T) {
 		{flag: "data-dir", def: "./data"},
 		{flag: "listen", def: "127.0.0.1:8080"},
 		{flag: "admin-token", none: "none: writes answer 403"},
+		{flag: "admin-token-file", none: "trailing newline is ignored"},
 		{flag: "prune-depth", def: "2160"},
 		{flag: "rollback-window", def: "4320"},
 		{flag: "redis-url", none: "none: tier off"},

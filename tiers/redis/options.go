@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	goredis "github.com/redis/go-redis/v9"
 )
 
 // Defaults of Options. A zero field takes its default in EnsureDefaults.
@@ -118,3 +120,20 @@ func (o *Options) Validate() error {
 // now was stored within TTL), early enough that it covers the guard floors
 // written at r before they expire at r + FloorTTL.
 func (o *Options) horizon() time.Duration { return o.TTL + (o.FloorTTL-o.TTL)/2 }
+
+// CheckOptions reports the error New would return for o, without
+// connecting: a caller can refuse bad settings before it does anything else.
+func CheckOptions(o Options) error {
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if _, err := goredis.ParseURL(o.URL); err != nil {
+		var uerr *url.Error // its message would repeat the URL, password included
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return fmt.Errorf("redis: options: URL: %w", err)
+	}
+	return nil
+}
