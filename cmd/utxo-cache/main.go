@@ -53,7 +53,7 @@ var commands = []command{
 	{"loadtest", "measure the service under load against the bare-handler ceiling (make loadtest)", runLoadtest},
 	{"restore", "verify a checkpoint archive and install it as a new store", runRestore},
 	{"rollback", "roll a store's chain back to a height or block hash", runRollback},
-	{"serve", "run the writer and the HTTP API over a store (the service)", runServe},
+	{"serve", "run the writer and the HTTP API over a store (the service), or a read replica of a writer", runServe},
 	{"stats", "print a store's tip, UTXO count and digest (--json: docs/digest.md)", runStats},
 }
 
