@@ -24,6 +24,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/model"
 	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/tiers/memory"
 	"github.com/utxo-cache/utxo-cache/writer"
@@ -37,6 +38,9 @@ import (
 // the real response against api/openapi.yaml (openapi_test.go).
 
 const testToken = "test-admin-token"
+
+// replToken is the replication token of stacks with replication on.
+const replToken = "test-replication-token"
 
 // hx is a deterministic 32-byte hash of parts.
 func hx(parts ...any) chain.Hash { return sha256.Sum256(fmt.Append(nil, parts...)) }
@@ -68,6 +72,9 @@ type stackConfig struct {
 	noWriter bool
 	wrap     func(api.Reader) api.Reader
 	noSpec   bool // skip the OpenAPI validation of every exchange
+	// replication serves the change log and checkpoints (the writer's
+	// replication.Source) to bearers of replToken.
+	replication bool
 }
 
 // stack is one running in-process service.
@@ -79,7 +86,8 @@ type stack struct {
 	mem    *memory.Tier
 	h      http.Handler
 	spec   bool
-	blocks int // blocks built by next, for unique hashes
+	blocks int                 // blocks built by next, for unique hashes
+	source *replication.Source // with stackConfig.replication
 }
 
 func newStack(t testing.TB, cfg stackConfig) *stack {
@@ -121,6 +129,10 @@ func newStack(t testing.TB, cfg stackConfig) *stack {
 	var r api.Reader = s.reads
 	if cfg.wrap != nil {
 		r = cfg.wrap(r)
+	}
+	if cfg.replication {
+		s.source = replication.NewSource(store, s.w, t.TempDir(), 2)
+		opts.ReplicationToken, opts.Replication = replToken, s.source
 	}
 	var w api.Writer = s.w
 	if cfg.noWriter {
@@ -218,6 +230,13 @@ func checkInvariants(t testing.TB, c call, r *response) {
 		path = path[:i]
 	}
 	if path == "/metrics" || path == "/openapi.yaml" {
+		return
+	}
+	if strings.HasPrefix(path, "/v1/replication/") && r.code == http.StatusOK {
+		// A CBOR sequence or a tar archive, with the state in the headers.
+		if r.hdr.Get("X-Commit-Seq") == "" {
+			t.Fatalf("%s %s: 200 without X-Commit-Seq", c.method, c.target)
+		}
 		return
 	}
 	if ct := r.hdr.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {

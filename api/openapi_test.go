@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -32,6 +34,9 @@ import (
 func init() {
 	// CBOR blocks are opaque binary to the document.
 	openapi3filter.RegisterBodyDecoder("application/cbor", openapi3filter.FileBodyDecoder)
+	// So are the replication endpoints' change log and checkpoint archive.
+	openapi3filter.RegisterBodyDecoder("application/cbor-seq", openapi3filter.FileBodyDecoder)
+	openapi3filter.RegisterBodyDecoder("application/x-tar", openapi3filter.FileBodyDecoder)
 }
 
 var spec struct {
@@ -122,8 +127,8 @@ func TestOpenAPIDocument(t *testing.T) {
 	for _, item := range doc.Paths.Map() {
 		ops += len(item.Operations())
 	}
-	if ops != 11 {
-		t.Fatalf("the document describes %d operations, the API has 11", ops)
+	if ops != 13 {
+		t.Fatalf("the document describes %d operations, the API has 13", ops)
 	}
 }
 
@@ -138,8 +143,10 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 	var notReady atomic.Bool
 	var pr *panicReader
 	m := newStack(t, stackConfig{
-		noSpec: true,
-		disk:   disk.Options{PruneDepth: 1, RollbackWindow: 3},
+		noSpec:      true,
+		replication: true,
+		// The change log keeps the last 3 changes (the rollback window).
+		disk: disk.Options{PruneDepth: 1, RollbackWindow: 3},
 		api: api.Options{Registry: reg, Gatherer: reg, MaxRequestBytes: 4096, MaxBlockBytes: 8192, Ready: func() error {
 			if notReady.Load() {
 				return fmt.Errorf("draining")
@@ -159,7 +166,12 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		CollateralReturn: &chain.Output{Address: "alice", Value: 1}})
 	m.apply()
 	noToken := newStack(t, stackConfig{noSpec: true, noToken: true})
-	replica := newStack(t, stackConfig{noSpec: true, api: api.Options{ReadOnly: true}})
+	replica := newStack(t, stackConfig{noSpec: true, api: api.Options{ReadOnly: true, ReplicaStatus: func() api.ReplicaStatus {
+		return api.ReplicaStatus{Seq: 0, WriterSeq: 7, LagBlocks: 7, LastContact: 1500 * time.Millisecond}
+	}}})
+	lostReplica := newStack(t, stackConfig{noSpec: true, api: api.Options{ReadOnly: true, ReplicaStatus: func() api.ReplicaStatus {
+		return api.ReplicaStatus{LastContact: -1} // never heard from its writer
+	}}})
 	closed := newStack(t, stackConfig{noSpec: true})
 	_ = closed.w.Close()
 
@@ -192,11 +204,51 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 	post := func(target, ctype string, body []byte) func() call {
 		return func() call { return call{method: "POST", target: target, body: body, ctype: ctype, auth: true} }
 	}
+	repl := func(target string) func() call { return get(target, "Authorization", "Bearer "+replToken) }
+	seqOf := func(s *stack) uint64 { return s.store.Published().Seq }
+	var held []*replication.Checkpoint // checkpoints in progress, for 429
 	postFn := func(target, ctype string, body func() []byte) func() call {
 		return func() call { return call{method: "POST", target: target, body: body(), ctype: ctype, auth: true} }
 	}
 	rows := []row{
 		{name: "tip", s: m, mk: get("/v1/tip"), want: 200},
+		{name: "tip of a replica", s: replica, mk: get("/v1/tip"), want: 200},
+		{name: "tip of a replica never in contact", s: lostReplica, mk: get("/v1/tip"), want: 200},
+
+		// Replication, while m is at seq 4 and keeps the changes from 2 on.
+		{name: "changes", s: m, mk: repl("/v1/replication/changes?after=2"), want: 200},
+		{name: "changes none yet", s: m, mk: func() call {
+			return repl(fmt.Sprintf("/v1/replication/changes?after=%d&wait=0", seqOf(m)))()
+		}, want: 200},
+		{name: "changes ahead", s: m, mk: repl("/v1/replication/changes?after=1000000"), want: 409},
+		{name: "changes truncated", s: m, mk: repl("/v1/replication/changes?after=0"), want: 410},
+		{name: "changes without after", s: m, mk: repl("/v1/replication/changes?wait=1"), want: 400},
+		{name: "changes bad wait", s: m, mk: repl("/v1/replication/changes?after=2&wait=soon"), want: 400},
+		{name: "changes unauthorized", s: m, mk: get("/v1/replication/changes?after=2", "Authorization", "Bearer "+testToken), want: 401},
+		{name: "changes no token", s: m, mk: get("/v1/replication/changes?after=2"), want: 401},
+		{name: "changes disabled", s: noToken, mk: repl("/v1/replication/changes?after=0"), want: 403},
+		{name: "changes of a replica", s: replica, mk: repl("/v1/replication/changes?after=0"), want: 403},
+		{name: "checkpoint", s: m, mk: repl("/v1/replication/checkpoint"), want: 200},
+		{name: "checkpoint busy", s: m, mk: repl("/v1/replication/checkpoint"), want: 429, arm: func() {
+			for range 2 {
+				cp, err := m.source.Checkpoint(context.Background())
+				if err != nil {
+					t.Fatalf("hold a checkpoint: %v", err)
+				}
+				held = append(held, cp)
+			}
+		}, after: func() {
+			for _, cp := range held {
+				_ = cp.Close()
+			}
+			held = nil
+		}},
+		{name: "checkpoint after the busy ones", s: m, mk: repl("/v1/replication/checkpoint"), want: 200},
+		{name: "checkpoint unknown parameter", s: m, mk: repl("/v1/replication/checkpoint?full=1"), want: 400},
+		{name: "checkpoint unauthorized", s: m, mk: get("/v1/replication/checkpoint", "Authorization", "Bearer nope"), want: 401},
+		{name: "checkpoint disabled", s: noToken, mk: repl("/v1/replication/checkpoint"), want: 403},
+		{name: "checkpoint of a replica", s: replica, mk: repl("/v1/replication/checkpoint"), want: 403},
+
 		{name: "utxos", s: m, mk: get("/v1/addresses/alice/utxos"), want: 200},
 		{name: "utxos page", s: m, mk: get("/v1/addresses/alice/utxos?limit=1&order=desc"), want: 200},
 		{name: "utxos escaped", s: m, mk: get("/v1/addresses/a%2Fb/utxos"), want: 200},

@@ -7,7 +7,8 @@ import (
 )
 
 // The deterministic CBOR encoder for the replication change-log records
-// (each change is a CBOR map {seq, kind, block, target, after}).
+// (each change is a CBOR map {seq, kind, after, block, target}; change.go and
+// docs/replication.md#change-records give the layout).
 // Replicas and backups compare and hash what the writer stored, so the same
 // record must always encode to the same bytes, whatever Go map iteration
 // order or struct field order produced it.

@@ -37,7 +37,8 @@ type Summary struct {
 }
 
 // Change is one change of the commit sequence, as the writer's change log
-// keeps it and serves it to replicas (docs/replication.md).
+// keeps it and serves it to replicas (docs/replication.md#the-change-log; the
+// wire record is specified below and in docs/replication.md#change-records).
 type Change struct {
 	Seq  uint64
 	Kind ChangeKind

@@ -102,17 +102,15 @@ func Take(ctx context.Context, c checkpointer, staging string) (*Checkpoint, err
 	return &Checkpoint{Manifest: ManifestOf(st), dir: dir, release: func() {}}, nil
 }
 
-// Stream streams the checkpoint as a tar archive: the manifest first, then
-// the store's files.
+// Stream streams the checkpoint as a tar archive: the manifest first (so a
+// reader of the stream knows the state before the store's files), then the
+// store's files.
 func (c *Checkpoint) Stream(w io.Writer) error {
 	raw, err := json.Marshal(c.Manifest)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(c.dir, manifestName), raw, 0o644); err != nil {
-		return err
-	}
-	return writeTar(w, c.dir)
+	return writeTar(w, c.dir, memFile{name: manifestName, data: raw})
 }
 
 // Close removes the staged files.
@@ -178,6 +176,7 @@ func Install(r io.Reader, dir string, want *Manifest, maxBytes int64, opts disk.
 		return fail(fmt.Errorf("checkpoint manifest: %v: %w", err, ErrBadArchive))
 	}
 	opts.Logger = nil
+	opts.ReturnCorruption = true // a damaged archive is refused, not a crash
 	s, err := disk.Open(tmp, opts)
 	if err != nil {
 		return fail(fmt.Errorf("open the checkpoint: %w", err))

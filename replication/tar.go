@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 )
 
 // ErrBadArchive marks a checkpoint archive that is not one this package
@@ -15,15 +17,34 @@ import (
 // the limit, a truncated stream.
 var ErrBadArchive = errors.New("replication: bad checkpoint archive")
 
-// writeTar streams the regular files of dir (a Pebble checkpoint: flat, no
-// subdirectories) as a tar archive to w.
-func writeTar(w io.Writer, dir string) error {
+// memFile is an archive entry held in memory (the manifest).
+type memFile struct {
+	name string
+	data []byte
+}
+
+// writeTar streams first, then the regular files of dir (a Pebble
+// checkpoint: flat, no subdirectories), as a tar archive to w.
+func writeTar(w io.Writer, dir string, first ...memFile) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	tw := tar.NewWriter(w)
+	now := time.Now()
+	for _, f := range first {
+		h := &tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: now, Typeflag: tar.TypeReg}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return err
+		}
+	}
 	for _, e := range entries {
+		if slices.ContainsFunc(first, func(f memFile) bool { return f.name == e.Name() }) {
+			continue
+		}
 		if !e.Type().IsRegular() {
 			return fmt.Errorf("checkpoint %s: %s is not a regular file", dir, e.Name())
 		}

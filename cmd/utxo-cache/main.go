@@ -1,7 +1,8 @@
 // Command utxo-cache is the operator's tool for a utxo-cache store: it ingests
-// block files, rolls the chain back, prints the store's figures and (in
-// subcommands that live in their own files) serves the HTTP API, imports
-// Bitcoin blocks and generates load.
+// block files, rolls the chain back, prints the store's figures, backs a
+// store up and restores it, and (in subcommands that live in their own
+// files) serves the HTTP API as a writer or a read replica, imports Bitcoin
+// blocks and generates load.
 //
 // # Shape
 //
@@ -16,7 +17,7 @@
 //
 //	0  success (also --help)
 //	1  operational error: a bad block, a refused rollback, a store that
-//	   cannot be opened
+//	   cannot be opened, an archive that does not verify
 //	2  usage error: an unknown command or flag, a bad flag value, missing
 //	   arguments
 //	128+n  an offline command (ingest, import-bitcoin) stopped by signal n
@@ -46,11 +47,13 @@ type command struct {
 // commands is the subcommand table, in the order `utxo-cache help` lists
 // them. A new subcommand adds one row here and one file with its run function.
 var commands = []command{
+	{"checkpoint", "write a backup of a store no process has open: a tar archive that restore verifies", runCheckpoint},
 	{"import-bitcoin", "apply Bitcoin Core blk*.dat or raw block files (bz2 ok) to a store, resumably", runImportBitcoin},
 	{"ingest", "apply the blocks of JSONL or CBOR files (or stdin) to a store, resumably", runIngest},
 	{"loadtest", "measure the service under load against the bare-handler ceiling (make loadtest)", runLoadtest},
+	{"restore", "verify a checkpoint archive and install it as a new store", runRestore},
 	{"rollback", "roll a store's chain back to a height or block hash", runRollback},
-	{"serve", "run the writer and the HTTP API over a store (the service)", runServe},
+	{"serve", "run the writer and the HTTP API over a store (the service), or a read replica of a writer", runServe},
 	{"stats", "print a store's tip, UTXO count and digest (--json: docs/digest.md)", runStats},
 }
 

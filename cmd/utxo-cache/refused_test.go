@@ -68,6 +68,15 @@ func TestRefusedCommandsCreateNothing(t *testing.T) {
 		{[]string{"stats", "--bogus"}, 2, "-bogus"},
 		{[]string{"stats"}, 1, "no store"},
 
+		{[]string{"checkpoint"}, 2, "--out is required"},
+		{[]string{"checkpoint", "--out", filepath.Join(dir, "backup.tar"), "extra"}, 2, "unexpected arguments"},
+		{[]string{"checkpoint", "--out", filepath.Join(dir, "backup.tar")}, 1, "no store"},
+
+		{[]string{"restore"}, 2, "want one archive"},
+		{[]string{"restore", blocks, blocks}, 2, "want one archive"},
+		{[]string{"restore", filepath.Join(dir, "missing.tar")}, 1, "missing.tar"},
+		{[]string{"restore", blocks}, 1, "bad checkpoint archive"},
+
 		{serveArgs("--bogus"), 2, "-bogus"},
 		{serveArgs("extra"), 2, "no arguments"},
 		{serveArgs("--prune-depth", "0"), 2, "--prune-depth"},

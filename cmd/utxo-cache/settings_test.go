@@ -56,7 +56,10 @@ func TestHelp(t *testing.T) {
 		"ingest":   {"data-dir", "format", "skip-unknown-inputs", "prune-depth", "rollback-window"},
 		"rollback": {"data-dir", "height", "hash", "rollback-window"},
 		"stats":    {"data-dir", "json"},
-		"serve":    {"data-dir", "listen", "admin-token", "admin-token-file", "prune-depth", "rollback-window", "redis-url", "memory-cache-bytes"},
+		"serve": {"data-dir", "listen", "admin-token", "admin-token-file", "prune-depth", "rollback-window", "redis-url",
+			"memory-cache-bytes", "replica-of", "replication-token", "replication-retention", "max-lag-blocks", "max-wait"},
+		"checkpoint": {"data-dir", "out"},
+		"restore":    {"data-dir"},
 	}
 	for _, c := range commands {
 		// Help text is generated from each command's FlagSet, so every
@@ -111,6 +114,11 @@ func TestHelp(t *testing.T) {
 		{flag: "rollback-window", def: "4320"},
 		{flag: "redis-url", none: "none: tier off"},
 		{flag: "memory-cache-bytes", def: "256MiB"},
+		{flag: "replica-of", none: "none: run as the writer"},
+		{flag: "replication-token", none: "none: replication off"},
+		{flag: "replication-retention", def: "0"}, // 0: the rollback window, which the text says
+		{flag: "max-lag-blocks", def: "10"},
+		{flag: "max-wait", def: "2s"},
 	} {
 		e, ok := entries[want.flag]
 		switch {
@@ -125,6 +133,9 @@ func TestHelp(t *testing.T) {
 		if env := "UTXO_CACHE_" + strings.ToUpper(strings.ReplaceAll(want.flag, "-", "_")); e.env != env {
 			t.Errorf("serve --help: --%s env %q, want %q (docs/settings.md)", want.flag, e.env, env)
 		}
+	}
+	if text := entries["replication-retention"].text; !strings.Contains(text, "default: the rollback window") {
+		t.Errorf("serve --help: --replication-retention does not say what 0 means:\n%s", text)
 	}
 	if n, err := parseSize(entries["memory-cache-bytes"].def); err != nil || n != 256<<20 {
 		t.Errorf("serve's --memory-cache-bytes default %q parses as %d, %v; want 256 MiB (%d)",

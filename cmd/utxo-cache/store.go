@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"syscall"
 
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
@@ -77,5 +78,10 @@ func openStore(e *env, dir string, opts disk.Options, mustExist bool) (*disk.Sto
 		// Pebble's errors (and the store's warnings) reach the operator.
 		opts.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	return disk.Open(dir, opts)
+	s, err := disk.Open(dir, opts)
+	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) {
+		// Pebble's lock on the directory: say who holds it.
+		err = fmt.Errorf("%w (another process, such as a running serve, has the store open)", err)
+	}
+	return s, err
 }

@@ -58,6 +58,12 @@ type Options struct {
 	// window. NoChangeLog turns the log off (a store that no replica reads).
 	LogRetention uint64
 	NoChangeLog  bool
+	// ReturnCorruption makes corrupt data that a read finds (a block whose
+	// checksum does not match) an error of that read, matching ErrCorrupt,
+	// instead of Pebble's default, a fatal error that ends the process. For
+	// opening a store that came from elsewhere to verify it
+	// (replication.Install): a damaged copy is refused, not a crash.
+	ReturnCorruption bool
 	// CacheBytes is Pebble's block cache. Default 256 MiB.
 	CacheBytes int64
 	// MemTableBytes is Pebble's memtable size. Default 64 MiB.
@@ -214,6 +220,13 @@ func Open(dir string, opts Options) (*Store, error) {
 		// Bloom filters make the point lookups of apply (inputs, the duplicate
 		// check of every new output) cheap when the key is absent.
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	if opts.ReturnCorruption {
+		// Pebble returns the corruption to the reader once the listener
+		// returns; its default listener calls Fatalf.
+		po.EventListener = &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+			opts.Logger.Error("corrupt data", "component", "pebble", "detail", info.String())
+		}}
 	}
 	po.EnsureDefaults()
 	db, err := pebble.Open(dir, po)
