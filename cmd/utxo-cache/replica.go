@@ -137,12 +137,16 @@ func (r *nodeRef) release() {
 	}
 }
 
-// retire refuses new requests and waits for those in flight.
+// retire refuses new requests and waits for those in flight. It may be
+// called again (a replaced node is retired when it is swapped out, and again
+// by closeNode).
 func (r *nodeRef) retire() {
 	r.mu.Lock()
-	r.retired = true
-	if r.n == 0 {
-		close(r.idle)
+	if !r.retired {
+		r.retired = true
+		if r.n == 0 {
+			close(r.idle)
+		}
 	}
 	r.mu.Unlock()
 	<-r.idle
