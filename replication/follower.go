@@ -216,8 +216,17 @@ func (f *Follower) poll(ctx context.Context) error {
 			after--
 		}
 	}
+	// Until the writer has answered once, ask without waiting: a long poll
+	// on an idle writer would leave the replica without contact (not
+	// ready, its lag unknown) for a whole wait.
+	wait := f.opts.Wait
+	f.mu.Lock()
+	if f.mu.contact.IsZero() {
+		wait = 0
+	}
+	f.mu.Unlock()
 	u := f.base.JoinPath("/v1/replication/changes")
-	u.RawQuery = "after=" + strconv.FormatUint(after, 10) + "&wait=" + strconv.FormatFloat(f.opts.Wait.Seconds(), 'f', -1, 64)
+	u.RawQuery = "after=" + strconv.FormatUint(after, 10) + "&wait=" + strconv.FormatFloat(wait.Seconds(), 'f', -1, 64)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return err
