@@ -297,6 +297,12 @@ func (r *replica) run(ctx context.Context) error {
 			name = ""
 			continue
 		}
+		// Named before it serves: once a reader has seen the new store's
+		// state, a restart must not go back to the old one.
+		if err := writeCurrent(r.s.dataDir, name); err != nil {
+			r.closeNode(n)
+			return fmt.Errorf("record the current store: %w", err)
+		}
 		if cur != nil && r.mem != nil {
 			// Nothing computed from the replaced store may be served.
 			r.mem.Fence(n.store.Published().Seq + 1)
@@ -306,9 +312,6 @@ func (r *replica) run(ctx context.Context) error {
 		old.retire()
 		if cur != nil {
 			r.closeNode(cur)
-		}
-		if err := writeCurrent(r.s.dataDir, name); err != nil {
-			return fmt.Errorf("record the current store: %w", err)
 		}
 		removeStoresBut(r.s.dataDir, name, r.log)
 		st := n.store.Published()
