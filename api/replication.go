@@ -97,9 +97,18 @@ func (a *API) getChanges(c *gin.Context) {
 		wait = min(time.Duration(secs*float64(time.Second)), maxWaitChanges)
 	}
 	if wait > 0 && a.r.Published().Seq == after {
-		// Woken by the next publish, not by polling the store.
-		_, err := a.r.WaitFor(c.Request.Context(), after+1, 0, wait)
-		if err != nil && !errors.Is(err, query.ErrBehind) {
+		// Woken by the next publish, not by polling the store; cut short by
+		// Drain (a stopping server), then answered with what there is.
+		ctx, cancel := context.WithCancel(c.Request.Context())
+		stopDrain := context.AfterFunc(a.drain, cancel)
+		_, err := a.r.WaitFor(ctx, after+1, 0, wait)
+		stopDrain()
+		cancel()
+		switch {
+		case err == nil, errors.Is(err, query.ErrBehind), a.drain.Err() != nil:
+		case c.Request.Context().Err() != nil:
+			return // the replica hung up: nobody to answer
+		default:
 			a.fail(c, err)
 			return
 		}
@@ -112,6 +121,13 @@ func (a *API) getChanges(c *gin.Context) {
 	setTipHeaders(c.Writer.Header(), tip, seq)
 	c.Data(http.StatusOK, "application/cbor-seq", data)
 }
+
+// Drain ends the change-log long polls in flight, answering them at once
+// with what they have (usually nothing), and keeps later ones from waiting.
+// A stopping server calls it before http.Server.Shutdown, which waits for
+// every request in flight: a replica's long poll would otherwise hold the
+// writer's shutdown for its whole wait. Safe to call more than once.
+func (a *API) Drain() { a.stopDrain() }
 
 // getCheckpoint answers GET /v1/replication/checkpoint: a tar stream of a
 // checkpoint of the published state, its figures in the headers.

@@ -84,6 +84,9 @@ type API struct {
 	engine  *gin.Engine
 	metrics *httpMetrics
 	bufs    sync.Pool
+	// drain is cancelled by Drain: long polls answer at once.
+	drain     context.Context
+	stopDrain context.CancelFunc
 }
 
 // New builds the routes.
@@ -119,6 +122,7 @@ func New(r Reader, w Writer, opts Options) *API {
 	e.RemoveExtraSlash = false
 	e.HandleMethodNotAllowed = true
 	a := &API{r: r, w: w, opts: opts, engine: e, metrics: newHTTPMetrics(opts.Registry)}
+	a.drain, a.stopDrain = context.WithCancel(context.Background())
 	a.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	e.Use(gin.CustomRecoveryWithWriter(io.Discard, a.recovered))
 	e.NoRoute(func(c *gin.Context) {

@@ -30,6 +30,13 @@ var ErrDiverged = errors.New("replication: replica diverged from its writer")
 // state (409 ahead): the store must be replaced by a fresh checkpoint.
 var ErrNeedBootstrap = errors.New("replication: replica must bootstrap again")
 
+// ErrNotWritersState is returned by Follower.Run, with ErrDiverged, when the
+// replica's published state itself is not the writer's state at its seq (a
+// store tampered with, or restored from another writer's): unlike a change
+// that failed verification, which was never published, that state must not
+// be served any more.
+var ErrNotWritersState = errors.New("replication: the replica's state is not its writer's")
+
 // Applier is the replica's writer: the same code that applies blocks and
 // rollbacks on the writer.
 type Applier interface {
@@ -223,8 +230,17 @@ func (f *Follower) poll(ctx context.Context) error {
 			after--
 		}
 	}
+	// Until the writer has answered once, ask without waiting: a long poll
+	// on an idle writer would leave the replica without contact (not
+	// ready, its lag unknown) for a whole wait.
+	wait := f.opts.Wait
+	f.mu.Lock()
+	if f.mu.contact.IsZero() {
+		wait = 0
+	}
+	f.mu.Unlock()
 	u := f.base.JoinPath("/v1/replication/changes")
-	u.RawQuery = "after=" + strconv.FormatUint(after, 10) + "&wait=" + strconv.FormatFloat(f.opts.Wait.Seconds(), 'f', -1, 64)
+	u.RawQuery = "after=" + strconv.FormatUint(after, 10) + "&wait=" + strconv.FormatFloat(wait.Seconds(), 'f', -1, 64)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return err
@@ -313,7 +329,10 @@ func (f *Follower) apply(ctx context.Context, c *chain.Change) error {
 		// The record of the replica's own state (asked for at start): it
 		// must be the state the replica has.
 		f.checked = true
-		return matchAfter(c, before)
+		if err := matchAfter(c, before); err != nil {
+			return fmt.Errorf("%w: %w", ErrNotWritersState, err)
+		}
+		return nil
 	}
 	if c.Seq != before.Seq+1 {
 		return fmt.Errorf("change %d follows seq %d: %w", c.Seq, before.Seq, ErrDiverged)

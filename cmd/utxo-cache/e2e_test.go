@@ -90,6 +90,15 @@ func startServe(t *testing.T, dataDir string, extra ...string) *serveProc {
 		args = append(args, "--admin-token", e2eToken)
 	}
 	args = append(args, extra...)
+	p := launchServe(t, args)
+	p.waitReady(time.Now().Add(60 * time.Second)) // a -race binary on a busy machine starts slowly
+	return p
+}
+
+// launchServe runs the binary with args (a serve command line) and returns
+// once it has printed the address it serves on, ready or not.
+func launchServe(t *testing.T, args []string) *serveProc {
+	t.Helper()
 	p := &serveProc{t: t, cmd: exec.Command(binary, args...), stderr: &syncBuffer{}, exited: make(chan struct{}),
 		client: &http.Client{Timeout: 20 * time.Second}}
 	p.cmd.Env = testEnv(nil)
@@ -105,12 +114,16 @@ func startServe(t *testing.T, dataDir string, extra ...string) *serveProc {
 			_ = p.cmd.Process.Kill()
 			<-p.exited
 		}
+		out := p.stderr.String()
+		if strings.Contains(out, "WARNING: DATA RACE") || strings.Contains(out, "\npanic: ") || strings.Contains(out, "\nfatal error: ") {
+			t.Errorf("serve %v raced, panicked or crashed", args[1:])
+		}
 		if t.Failed() {
-			t.Logf("serve %v output:\n%s", args[1:], p.stderr)
+			t.Logf("serve %v output:\n%s", args[1:], out)
 		}
 	})
 
-	deadline := time.Now().Add(60 * time.Second) // a -race binary on a busy machine starts slowly
+	deadline := time.Now().Add(60 * time.Second)
 	for p.base == "" {
 		if m := servingRE.FindStringSubmatch(p.stderr.String()); m != nil {
 			p.base = m[1]
@@ -125,17 +138,28 @@ func startServe(t *testing.T, dataDir string, extra ...string) *serveProc {
 			t.Fatalf("serve did not print its address within a minute:\n%s", p.stderr)
 		}
 	}
+	return p
+}
+
+// waitReady waits until /readyz answers 200, failing the test at deadline.
+func (p *serveProc) waitReady(deadline time.Time) {
+	p.t.Helper()
 	for {
 		resp, err := p.client.Get(p.base + "/readyz")
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p
+				return
 			}
 		}
+		select {
+		case <-p.exited:
+			p.t.Fatalf("serve exited before it was ready: %v\n%s", p.err, p.stderr)
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/readyz not 200 within a minute: %v", err)
+			p.t.Fatalf("/readyz not 200 by the deadline: %v", err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -538,22 +562,85 @@ func (r *e2eRun) randomStep() {
 	}
 }
 
-// check compares every read with the model.
+// e2eNode is the server a check reads from: the writer, or a replica. A
+// replica is read with min_seq (read-your-writes: it may not have the last
+// write yet), and its GET /v1/tip carries a "replication" member.
+type e2eNode struct {
+	p       *serveProc
+	replica bool
+	// firstPages checks one page of each address's listing (in a random
+	// order, with a random limit) instead of walking all of it.
+	firstPages bool
+}
+
+// e2eReplication is a replica's "replication" member of GET /v1/tip.
+type e2eReplication struct {
+	Seq           uint64 `json:"seq"`
+	WriterSeq     uint64 `json:"writer_seq"`
+	LagBlocks     uint64 `json:"lag_blocks"`
+	LastContactMs int64  `json:"last_contact_ms"`
+}
+
+// read sends a read to n; on a replica it adds min_seq = the model's seq.
+// Every 200 answer must be at the model's seq exactly (X-Commit-Seq): the
+// writer is idle while a check runs.
+func (r *e2eRun) read(n e2eNode, method, path string, body []byte) httpResult {
+	r.t.Helper()
+	if n.replica {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		path += sep + "min_seq=" + strconv.FormatUint(r.seq, 10)
+	}
+	ctype := ""
+	if body != nil {
+		ctype = "application/json"
+	}
+	res := n.p.do(method, path, ctype, body)
+	if got := res.hdr.Get("X-Commit-Seq"); res.code == 200 && got != strconv.FormatUint(r.seq, 10) {
+		r.fatalf("%s %s on %s: X-Commit-Seq %q, want %d", method, path, n.p.base, got, r.seq)
+	}
+	return res
+}
+
+// check compares every read on the writer with the model.
 func (r *e2eRun) check() {
 	r.t.Helper()
-	m, p := r.m, r.p
-	tip := tipOf(m.Tip())
+	r.checkOn(e2eNode{p: r.p})
+}
 
-	var st e2eState
-	strictDecode(r.t, "tip", p.get("/v1/tip"), &st)
-	if want := (e2eState{Tip: tip, UtxoCount: m.Count(), UtxoDigest: m.Digest().String()}); !reflect.DeepEqual(st, want) {
-		r.fatalf("GET /v1/tip: %s, want %s", jsonOf(st), jsonOf(want))
+// checkOn compares every read on n with the model.
+func (r *e2eRun) checkOn(n e2eNode) {
+	r.t.Helper()
+	m := r.m
+	tip := tipOf(m.Tip())
+	get := func(path string) httpResult { r.t.Helper(); return r.read(n, http.MethodGet, path, nil) }
+
+	want := e2eState{Tip: tip, UtxoCount: m.Count(), UtxoDigest: m.Digest().String()}
+	if n.replica {
+		var st struct {
+			e2eState
+			Replication e2eReplication `json:"replication"`
+		}
+		strictDecode(r.t, "tip", get("/v1/tip"), &st)
+		// The writer is idle at the model's seq, and the replica has heard so.
+		wantRepl := e2eReplication{Seq: r.seq, WriterSeq: r.seq, LastContactMs: st.Replication.LastContactMs}
+		if !reflect.DeepEqual(st.e2eState, want) || st.Replication != wantRepl || st.Replication.LastContactMs < 0 {
+			r.fatalf("GET /v1/tip on replica %s: %s, want %s with replication %s", n.p.base, jsonOf(st), jsonOf(want), jsonOf(wantRepl))
+		}
+	} else {
+		var st e2eState
+		strictDecode(r.t, "tip", get("/v1/tip"), &st)
+		if !reflect.DeepEqual(st, want) {
+			r.fatalf("GET /v1/tip: %s, want %s", jsonOf(st), jsonOf(want))
+		}
 	}
 
 	for _, a := range r.gen.Addresses() {
 		path := "/v1/addresses/" + escapePath(a)
 		var bal e2eBalance
-		strictDecode(r.t, "balance", p.get(path+"/balance"), &bal)
+		strictDecode(r.t, "balance", get(path+"/balance"), &bal)
 		mb := m.Balance(a)
 		want := e2eBalance{Tip: tip, Address: a, Value: mb.Value.String(), Assets: []e2eAsset{}, UtxoCount: mb.Count}
 		for _, s := range mb.Assets {
@@ -562,9 +649,13 @@ func (r *e2eRun) check() {
 		if !reflect.DeepEqual(bal, want) {
 			r.fatalf("balance of %s:\n got %s\nwant %s", a, jsonOf(bal), jsonOf(want))
 		}
+		if n.firstPages {
+			r.checkFirstPage(n, a)
+			continue
+		}
 		for _, desc := range []bool{false, true} {
 			limit := 1 + r.rng.IntN(6)
-			got := r.walk(a, desc, limit, "")
+			got := r.walkOn(n, a, desc, limit, "")
 			var exp []e2eUtxo
 			for _, u := range m.List(a, desc) {
 				exp = append(exp, utxoOf(u))
@@ -582,7 +673,7 @@ func (r *e2eRun) check() {
 			items = append(items, fmt.Sprintf(`{"tx_hash":"%s","index":%d}`, o.TxHash, o.Index))
 		}
 		var lk e2eLookup
-		strictDecode(r.t, "lookup", p.do(http.MethodPost, "/v1/utxos/lookup", "application/json",
+		strictDecode(r.t, "lookup", r.read(n, http.MethodPost, "/v1/utxos/lookup",
 			[]byte(`{"outpoints":[`+strings.Join(items, ",")+`]}`)), &lk)
 		if !reflect.DeepEqual(lk.Tip, tip) || len(lk.Results) != len(batch) {
 			r.fatalf("lookup: tip %s and %d results, want %s and %d", jsonOf(lk.Tip), len(lk.Results), jsonOf(tip), len(batch))
@@ -603,7 +694,7 @@ func (r *e2eRun) check() {
 	// GET a sample of outpoints one by one (the cached path).
 	for range 12 {
 		o := r.ops[r.rng.IntN(len(r.ops))]
-		res := p.get(fmt.Sprintf("/v1/utxos/%s/%d", o.TxHash, o.Index))
+		res := get(fmt.Sprintf("/v1/utxos/%s/%d", o.TxHash, o.Index))
 		u, spent, err := m.Utxo(o)
 		if err != nil {
 			if res.code != 404 {
@@ -633,9 +724,39 @@ func escapePath(s string) string {
 	return b.String()
 }
 
-// walk follows next_cursor from cursor to the end of a's listing; every page
-// must be at the model's tip.
+// checkFirstPage compares the first page of a's listing on n, in a random
+// order with a random limit, with the model's.
+func (r *e2eRun) checkFirstPage(n e2eNode, a string) {
+	r.t.Helper()
+	desc, limit := r.rng.IntN(2) == 1, 1+r.rng.IntN(6)
+	path := fmt.Sprintf("/v1/addresses/%s/utxos?limit=%d", escapePath(a), limit)
+	if desc {
+		path += "&order=desc"
+	}
+	var pg e2ePage
+	strictDecode(r.t, "page", r.read(n, http.MethodGet, path, nil), &pg)
+	all := r.m.List(a, desc)
+	want := e2ePage{Tip: tipOf(r.m.Tip()), Address: a, Utxos: []e2eUtxo{}, NextCursor: pg.NextCursor}
+	for _, u := range all[:min(limit, len(all))] {
+		want.Utxos = append(want.Utxos, utxoOf(u))
+	}
+	if pg.Utxos == nil {
+		pg.Utxos = []e2eUtxo{}
+	}
+	if !reflect.DeepEqual(pg, want) || pg.NextCursor == nil && len(all) > limit {
+		r.fatalf("first page %s on %s:\n got %s\nwant %s (%d in all)", path, n.p.base, jsonOf(pg), jsonOf(want), len(all))
+	}
+}
+
+// walk follows next_cursor from cursor to the end of a's listing on the
+// writer; every page must be at the model's tip.
 func (r *e2eRun) walk(a string, desc bool, limit int, cursor string) []e2eUtxo {
+	r.t.Helper()
+	return r.walkOn(e2eNode{p: r.p}, a, desc, limit, cursor)
+}
+
+// walkOn is walk on n.
+func (r *e2eRun) walkOn(n e2eNode, a string, desc bool, limit int, cursor string) []e2eUtxo {
 	r.t.Helper()
 	var all []e2eUtxo
 	for pages := 0; ; pages++ {
@@ -647,7 +768,7 @@ func (r *e2eRun) walk(a string, desc bool, limit int, cursor string) []e2eUtxo {
 			path += "&cursor=" + cursor
 		}
 		var pg e2ePage
-		strictDecode(r.t, "page", r.p.get(path), &pg)
+		strictDecode(r.t, "page", r.read(n, http.MethodGet, path, nil), &pg)
 		if !reflect.DeepEqual(pg.Tip, tipOf(r.m.Tip())) || pg.Address != a || len(pg.Utxos) > limit {
 			r.fatalf("page %s: tip %s address %q, %d items", path, jsonOf(pg.Tip), pg.Address, len(pg.Utxos))
 		}

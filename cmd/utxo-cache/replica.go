@@ -36,9 +36,11 @@ import (
 //	DATA_DIR/store-<nanos>.installing/   a bootstrap in progress (removed at start)
 //
 // A store is only ever named in CURRENT after it was verified against its
-// writer's checkpoint (replication.Install), and CURRENT is replaced
-// atomically (written beside, synced, renamed), so a replica killed at any
-// moment restarts on a verified store, or bootstraps when it has none.
+// writer's checkpoint (replication.Install), and before it serves; CURRENT is
+// replaced atomically (written beside, synced, renamed), and removed as soon
+// as the active store is found to have diverged from the writer. So a replica
+// killed at any moment restarts on a verified store that is at least as new
+// as anything it served, or bootstraps when it has none.
 const currentFile = "CURRENT"
 
 // contactTimeout is how long a replica stays ready without hearing from its
@@ -83,6 +85,15 @@ func writeCurrent(dataDir, name string) error {
 		err = syncDirOf(dataDir)
 	}
 	return err
+}
+
+// forgetCurrent removes CURRENT: a restart bootstraps instead of reopening
+// the active store.
+func forgetCurrent(dataDir string) error {
+	if err := os.Remove(filepath.Join(dataDir, currentFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return syncDirOf(dataDir)
 }
 
 func syncDirOf(dir string) error {
@@ -137,12 +148,16 @@ func (r *nodeRef) release() {
 	}
 }
 
-// retire refuses new requests and waits for those in flight.
+// retire refuses new requests and waits for those in flight. It may be
+// called again (a replaced node is retired when it is swapped out, and again
+// by closeNode).
 func (r *nodeRef) retire() {
 	r.mu.Lock()
-	r.retired = true
-	if r.n == 0 {
-		close(r.idle)
+	if !r.retired {
+		r.retired = true
+		if r.n == 0 {
+			close(r.idle)
+		}
 	}
 	r.mu.Unlock()
 	<-r.idle
@@ -295,6 +310,12 @@ func (r *replica) run(ctx context.Context) error {
 			name = ""
 			continue
 		}
+		// Named before it serves: once a reader has seen the new store's
+		// state, a restart must not go back to the old one.
+		if err := writeCurrent(r.s.dataDir, name); err != nil {
+			r.closeNode(n)
+			return fmt.Errorf("record the current store: %w", err)
+		}
 		if cur != nil && r.mem != nil {
 			// Nothing computed from the replaced store may be served.
 			r.mem.Fence(n.store.Published().Seq + 1)
@@ -305,9 +326,6 @@ func (r *replica) run(ctx context.Context) error {
 		if cur != nil {
 			r.closeNode(cur)
 		}
-		if err := writeCurrent(r.s.dataDir, name); err != nil {
-			return fmt.Errorf("record the current store: %w", err)
-		}
 		removeStoresBut(r.s.dataDir, name, r.log)
 		st := n.store.Published()
 		r.log.Info("serving", "store", name, "seq", st.Seq, "tip", st.Tip.String(), "utxos", st.UtxoCount)
@@ -315,6 +333,21 @@ func (r *replica) run(ctx context.Context) error {
 		err = n.f.Run(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, replication.ErrDiverged) {
+			// The store is not the writer's, and may hold a committed change
+			// that failed verification, which reopening it would publish:
+			// a restart before its replacement is in place must bootstrap,
+			// not serve it. (A store the writer's log merely left behind,
+			// 410, stays named: it is the writer's, and a restart serves it.)
+			if ferr := forgetCurrent(r.s.dataDir); ferr != nil {
+				return fmt.Errorf("forget the diverged store: %w", ferr)
+			}
+		}
+		if errors.Is(err, replication.ErrNotWritersState) {
+			// What it serves is not a state of the writer's: reads answer
+			// 503 until the new store is in place.
+			r.sw.cur.Swap(newNodeRef(r.bootstrapping())).retire()
 		}
 		// Diverged, or behind the writer's retention: keep serving the
 		// last verified state (readyz says why) and bootstrap a new store.

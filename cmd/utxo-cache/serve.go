@@ -281,6 +281,7 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	draining.Store(true)
 	stopFollow() // the follower finishes its block in flight before the writer stops
 	<-followDone
+	handler.Drain() // replicas' long polls answer now, or Shutdown would wait for them
 	sctx, cancel := context.WithTimeout(context.Background(), s.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

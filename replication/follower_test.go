@@ -1,0 +1,100 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/writer"
+)
+
+type emptyStore struct{}
+
+func (emptyStore) Published() disk.State { return disk.State{Tip: chain.Tip{Empty: true}} }
+
+type fixedStore struct{ st disk.State }
+
+func (s fixedStore) Published() disk.State { return s.st }
+
+type noApplier struct{}
+
+func (noApplier) Apply(context.Context, *chain.Block) (writer.Result, error) {
+	panic("no change expected")
+}
+func (noApplier) Rollback(context.Context, uint64) (writer.Result, error) {
+	panic("no change expected")
+}
+
+// TestFirstPollDoesNotWait: a follower's first request does not long-poll,
+// so a replica of an idle writer has contact (is ready, knows its lag) as
+// soon as the writer answers; later requests wait for changes.
+func TestFirstPollDoesNotWait(t *testing.T) {
+	var mu sync.Mutex
+	var waits []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		waits = append(waits, r.URL.Query().Get("wait"))
+		mu.Unlock()
+		w.Header().Set("X-Commit-Seq", "0")
+		w.WriteHeader(http.StatusOK) // nothing after seq 0
+	}))
+	defer srv.Close()
+	f, err := NewFollower(emptyStore{}, noApplier{}, FollowerOptions{URL: srv.URL, Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := f.Status(); st.LastContact >= 0 {
+		t.Fatalf("contact before any request: %+v", st)
+	}
+	for range 2 {
+		if err := f.poll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if st := f.Status(); st.LastContact < 0 {
+			t.Fatalf("no contact after the writer answered: %+v", st)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(waits) != 2 || waits[0] != "0" || waits[1] != "10" {
+		t.Fatalf("waits asked %q, want [0 10]", waits)
+	}
+}
+
+// TestNotWritersState: a replica whose own state differs from the writer's
+// record of that seq (a store tampered with) stops with an error that says
+// so (ErrNotWritersState, with ErrDiverged): the replica must stop serving
+// it, not only stop applying.
+func TestNotWritersState(t *testing.T) {
+	tip := func(h uint64, name string) chain.Tip { return chain.Tip{Height: h, Hash: chain.Hash{name[0]}} }
+	b := &chain.Block{Height: 7, Hash: tip(7, "w").Hash, Txs: []chain.Tx{}}
+	rec, err := chain.AppendChangeCBOR(nil, &chain.Change{Seq: 3, Kind: chain.ChangeApply, Block: b,
+		After: chain.Summary{Tip: tip(7, "w")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("after") != "2" {
+			t.Errorf("asked after %s, want 2 (the record of the replica's own seq 3)", r.URL.Query().Get("after"))
+		}
+		w.Header().Set("X-Commit-Seq", "3")
+		_, _ = w.Write(rec)
+	}))
+	defer srv.Close()
+	f, err := NewFollower(fixedStore{disk.State{Seq: 3, Tip: tip(7, "r")}}, noApplier{}, FollowerOptions{URL: srv.URL, Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.Run(context.Background())
+	if !errors.Is(err, ErrDiverged) || !errors.Is(err, ErrNotWritersState) {
+		t.Fatalf("Run: %v, want ErrDiverged and ErrNotWritersState", err)
+	}
+	if st := f.Status(); st.Failed == nil {
+		t.Fatalf("status after the divergence: %+v", st)
+	}
+}
