@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -30,8 +29,10 @@ func TestScenarios(t *testing.T) {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
 			s := startRedis(t)
 			sc := &scenario{t: t, file: file, s: s}
+			// testOptions' generous CallTimeout: a call that times out on a
+			// loaded machine would degrade the tier where the script does
+			// not expect it; a paused server costs a second per call.
 			sc.writer = newTier(t, s, func(o *Options) {
-				o.CallTimeout = outageCallTimeout
 				o.ProbeInterval = 2 * time.Minute
 				o.PublishedSeq = sc.writerSeq.Load
 			})
@@ -124,9 +125,10 @@ func (sc *scenario) do(where string, tier *Tier, raw *goredis.Client, args []str
 	case "replica":
 		sc.replicaSeq.Store(seq(1))
 		if sc.replica == nil {
-			sc.replica = openTier(t, Options{URL: sc.s.URL(), Namespace: testNS, CallTimeout: outageCallTimeout,
-				ProbeInterval: 2 * time.Minute, Follower: true, PublishedSeq: sc.replicaSeq.Load,
-				Logger: slog.New(slog.NewTextHandler(t.Output(), nil)).With("node", "replica")})
+			o := testOptions(t, sc.s)
+			o.ProbeInterval, o.Follower, o.PublishedSeq = 2*time.Minute, true, sc.replicaSeq.Load
+			o.Logger = o.Logger.With("node", "replica")
+			sc.replica = openTier(t, o)
 		}
 		return ""
 	case "floor":
