@@ -11,7 +11,7 @@ command -v redis-server >/dev/null || { echo "redis-server not found: apt-get in
 make build >/dev/null
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 6390)
 redis_dir=$(mktemp -d)
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$redis_dir" --daemonize no >"$redis_dir/redis.log" 2>&1 &
+redis-server deploy/redis.conf --port "$port" --bind 127.0.0.1 --maxmemory 256mb --dir "$redis_dir" --daemonize no >"$redis_dir/redis.log" 2>&1 &
 redis_pid=$!
 trap 'kill $redis_pid 2>/dev/null; wait $redis_pid 2>/dev/null; rm -rf "$redis_dir"' EXIT
 for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done

@@ -224,7 +224,11 @@ func serveReplica(ctx context.Context, e *env, s serveSettings, memBytes int64, 
 		r.mem = mem
 	}
 	if s.redisURL != "" {
-		rt, err := redis.New(redis.Options{URL: s.redisURL, TTL: s.redisTTL, CallTimeout: s.redisTimeout, Logger: log, Metrics: r.base})
+		// The writer's tier invalidates the shared namespace; this one only
+		// reads and fills it, and serves only while Redis has seen the
+		// writer's invalidations up to the current store's published seq.
+		rt, err := redis.New(redis.Options{URL: s.redisURL, TTL: s.redisTTL, CallTimeout: s.redisTimeout, Logger: log, Metrics: r.base,
+			Follower: true, PublishedSeq: r.publishedSeq})
 		if err != nil {
 			return fmt.Errorf("redis tier: %w", err)
 		}
@@ -284,6 +288,15 @@ func serveReplica(ctx context.Context, e *env, s serveSettings, memBytes int64, 
 		return runErr
 	}
 	return nil
+}
+
+// publishedSeq is the published seq of the store being served, 0 before
+// the first: what the shared Redis tier must have seen invalidated.
+func (r *replica) publishedSeq() uint64 {
+	if n := r.node.Load(); n != nil {
+		return n.store.Published().Seq
+	}
+	return 0
 }
 
 // run bootstraps and follows until ctx ends.

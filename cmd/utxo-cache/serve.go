@@ -199,8 +199,11 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	defer store.Close()
 	if s.redisURL != "" {
 		// The tier discards what Redis holds from before the store's state
-		// (a writer killed between a commit and its invalidation).
+		// (a writer killed between a commit and its invalidation), and
+		// serves nothing while Redis is behind the published state (a
+		// Redis restored from an older snapshot).
 		redisOpts.StartSeq = store.Published().Seq
+		redisOpts.PublishedSeq = func() uint64 { return store.Published().Seq }
 		rt, err := redis.New(redisOpts)
 		if err != nil {
 			return fmt.Errorf("redis tier: %w", err)

@@ -1,6 +1,7 @@
 // Package testredis runs a real redis-server for tests: a subprocess on a
-// free loopback port, without persistence, owned by one test and killed by
-// its cleanup. It is the helper of tiers/redis's tests, copied here so that
+// free loopback port, owned by one test and killed by its cleanup. It saves
+// nothing on its own (no save points, no AOF): a test that wants a snapshot
+// takes one with Save and restarts from it with RestartFromDump. It is the helper of tiers/redis's tests, copied here so that
 // tests of other packages (api, cmd/utxo-cache) can use it; test files cannot
 // be imported across packages.
 //
@@ -10,7 +11,9 @@ package testredis
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -24,8 +27,8 @@ import (
 )
 
 // Server is a redis-server subprocess on a loopback port, owned by one test.
-// Kill, Restart, Pause and Resume act on the same port; the test's cleanup
-// kills it. Safe for concurrent use.
+// Kill, Restart, RestartFromDump, Pause and Resume act on the same port; the
+// test's cleanup kills it. Safe for concurrent use.
 type Server struct {
 	t    testing.TB
 	bin  string
@@ -42,13 +45,27 @@ type Server struct {
 // fails t when redis-server is not installed.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartConfig(t, "")
+}
+
+// StartConfig is Start with the settings of a redis.conf file (none if file
+// is ""): Start's port, address and directory override the file's, and its
+// persistence (none) applies only without a file.
+func StartConfig(t testing.TB, file string) *Server {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatal("redis-server not found: install it with `apt-get install redis-server`")
 	}
 	s := &Server{t: t, bin: bin, port: FreePort(t), dir: t.TempDir()}
-	s.args = []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log")}
+	if file != "" {
+		s.args = append(s.args, file)
+	}
+	s.args = append(s.args, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--dir", s.dir, "--dbfilename", "dump.rdb", "--logfile", filepath.Join(s.dir, "redis.log"))
+	if file == "" {
+		s.args = append(s.args, "--save", "", "--appendonly", "no")
+	}
 	if s.Major() >= 7 { // DEBUG (SLEEP: a slow server) is off by default since Redis 7
 		s.args = append(s.args, "--enable-debug-command", "local")
 	}
@@ -157,12 +174,54 @@ func (s *Server) Kill() {
 	<-exit
 }
 
-// Restart starts the server again on the same port, empty (no persistence).
+// Restart kills the server and starts it again on the same port, empty:
+// a snapshot taken by Save is deleted first.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Kill()
+	if err := os.Remove(s.dumpPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.t.Fatalf("remove the snapshot: %v", err)
+	}
 	s.start()
 }
+
+// RestartFromDump kills the server (SIGKILL, as a crash) and starts it
+// again on the same port from the snapshot the last Save wrote: what a
+// default-configured Redis (RDB save points) does after a crash, coming back
+// with the data of an earlier moment. It fails the test when there is no
+// snapshot.
+func (s *Server) RestartFromDump() {
+	s.t.Helper()
+	s.Kill()
+	if _, err := os.Stat(s.dumpPath()); err != nil {
+		s.t.Fatalf("restart from the snapshot: %v (call Save first)", err)
+	}
+	s.start()
+}
+
+// Save makes the server write its snapshot (SAVE, synchronous), which
+// RestartFromDump then loads.
+func (s *Server) Save() {
+	s.t.Helper()
+	c, err := net.DialTimeout("tcp", s.Addr(), 5*time.Second)
+	if err != nil {
+		s.t.Fatalf("SAVE: %v", err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Write([]byte("*1\r\n$4\r\nSAVE\r\n")); err != nil {
+		s.t.Fatalf("SAVE: %v", err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		s.t.Fatalf("SAVE: %v", err)
+	}
+	if line != "+OK\r\n" {
+		s.t.Fatalf("SAVE answered %q", line)
+	}
+}
+
+func (s *Server) dumpPath() string { return filepath.Join(s.dir, "dump.rdb") }
 
 // Pause stops the process (SIGSTOP): connections are accepted by the kernel,
 // nothing is answered, and nothing is lost.

@@ -13,10 +13,11 @@ import (
 // answers without waiting for Redis, and many fills share a round trip.
 //
 // Safety does not depend on when a fill runs: setScript compares the entry's
-// Seq with its guard's floor and the global floor when Redis executes it,
-// the same check a synchronous Set makes, so a fill that arrives after the
-// invalidation of its guard (or after an outage's fencing) is refused. A
-// full queue drops the fill (counted): Set is best effort.
+// Seq with its guard's floor, the global floor and the marker when Redis
+// executes it, the same check a synchronous Set makes, so a fill that
+// arrives after the invalidation of its guard (or after an outage's
+// fencing) is refused. A full queue drops the fill (counted): Set is best
+// effort.
 //
 // Bounds: the queue holds at most fillQueue fills and fillQueueBytes of
 // bodies; a batch carries at most maxFillBatch fills and maxFillBatchBytes
@@ -113,7 +114,7 @@ func (t *Tier) runFills(batch []fillCall) {
 		c := &batch[i]
 		buf := query.AppendEntry(make([]byte, 0, entryHeaderMax+len(c.e.ETag)+len(c.e.Body)), &c.e)
 		calls[i] = scriptCall{
-			keys: []string{t.entryPrefix + c.key, t.floorPrefix + c.guard, t.globalKey},
+			keys: t.fillKeys(c.key, c.guard),
 			args: []any{strconv.FormatUint(c.e.Seq, 10), buf, t.ttlMillis},
 		}
 	}
@@ -123,14 +124,9 @@ func (t *Tier) runFills(batch []fillCall) {
 		t.failed(t.ctx, opSet, err)
 		return
 	}
-	for _, cmd := range cmds {
-		switch res, _ := cmd.Int64(); res {
-		case scriptStored:
-			t.counters.fills.Add(1)
-		case scriptRefused:
-			t.counters.fillsRefused.Add(1)
-		default:
-			t.degrade(opSet, 0, errUnfenced)
+	for i, cmd := range cmds {
+		res, _ := cmd.Int64()
+		if t.filled(res, batch[i].e.Seq) == fillFailed {
 			return
 		}
 	}

@@ -45,6 +45,7 @@ func TestSetAsyncLateFillRefused(t *testing.T) {
 	h := &gateFills{gate: make(chan struct{})}
 	tier.rdb.AddHook(h)
 
+	publish(t, tier, 5)
 	tier.SetAsync("k", "g", entryAt(5)) // a reader's answer at seq 5
 	for h.entered.Load() < 1 {
 		runtime.Gosched()
@@ -60,6 +61,7 @@ func TestSetAsyncLateFillRefused(t *testing.T) {
 		t.Fatalf("served the late fill of seq %d after the invalidation at 8", e.Seq)
 	}
 
+	publish(t, tier, 9)
 	tier.SetAsync("k", "g", entryAt(9))
 	waitFor(t, 10*time.Second, "the fill of seq 9", func() bool {
 		e, ok := tier.Get(ctx, "k", "g")
@@ -78,6 +80,7 @@ func TestSetAsyncAfterScriptFlush(t *testing.T) {
 	s := startRedis(t)
 	tier := newTier(t, s, func(o *Options) { o.ProbeInterval = 2 * time.Minute })
 	ctx := context.Background()
+	publish(t, tier, 3)
 	if err := s.Client().ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +107,7 @@ func TestSetAsyncLargeEntries(t *testing.T) {
 	})
 	ctx := context.Background()
 	const n = 20
+	publish(t, tier, 10+n)
 	body := bytes.Repeat([]byte("x"), 300<<10)
 	for i := range n {
 		e := entryAt(uint64(10 + i))

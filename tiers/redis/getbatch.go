@@ -12,11 +12,11 @@ import (
 // goroutine hand-off. A Get that finds every slot taken queues its call; a
 // few pipeline goroutines take every call waiting, wait for a slot, and send
 // them as one MGET (entry and guard floor of each call, then the global
-// floor once). Under load one round trip and one Redis command serve many
-// reads, which is most of the cost of a Redis hit on a small machine (two
-// syscalls on each side per round trip). Every read is judged exactly as
-// before, against its own floor and the global floor of the same reply, so
-// the guard invariant does not depend on how calls are grouped.
+// floor and the marker once). Under load one round trip and one Redis
+// command serve many reads, which is most of the cost of a Redis hit on a
+// small machine (two syscalls on each side per round trip). Every read is judged exactly as
+// before, against its own floor and the global floor and marker of the same
+// reply, so the guard invariant does not depend on how calls are grouped.
 //
 // Bounds: a Get waits at most CallTimeout in all (a full queue is a miss at
 // once), and a batch holds at most maxGetBatch calls, so that one batch's
@@ -28,11 +28,13 @@ const (
 	getQueue     = 1024
 )
 
-// getCall is one queued Get. The pipeline sets vals (entry, floor, global)
-// or err, then closes done.
+// getCall is one queued Get. The pipeline sets vals (entry, floor, global,
+// marker) and need (the marker needed when the MGET was sent), or err, then
+// closes done.
 type getCall struct {
 	entry, floor string
-	vals         [3]any
+	vals         [4]any
+	need         uint64
 	err          error
 	done         chan struct{}
 }
@@ -48,7 +50,7 @@ func (t *Tier) startGetPipelines() {
 
 func (t *Tier) getPipeline() {
 	batch := make([]*getCall, 0, maxGetBatch)
-	keys := make([]string, 0, 2*maxGetBatch+1)
+	keys := make([]string, 0, 2*maxGetBatch+2)
 	for {
 		clear(batch) // drop the last batch's calls and their replies
 		select {
@@ -82,7 +84,8 @@ func (t *Tier) getPipeline() {
 		for _, c := range batch {
 			keys = append(keys, c.entry, c.floor)
 		}
-		keys = append(keys, t.globalKey)
+		keys = append(keys, t.globalKey, t.markerKey)
+		need := t.need()
 		cctx, cancel := context.WithTimeout(t.ctx, t.opts.CallTimeout)
 		vals, err := t.rdb.MGet(cctx, keys...).Result()
 		cancel()
@@ -100,7 +103,8 @@ func (t *Tier) getPipeline() {
 			continue
 		}
 		for i, c := range batch {
-			c.vals = [3]any{vals[2*i], vals[2*i+1], vals[len(vals)-1]}
+			c.vals = [4]any{vals[2*i], vals[2*i+1], vals[len(vals)-2], vals[len(vals)-1]}
+			c.need = need
 			close(c.done)
 		}
 	}
@@ -120,15 +124,16 @@ func (t *Tier) coalescedGet(ctx context.Context, key, guard string) (query.Entry
 	entry, floor := t.entryPrefix+key, t.floorPrefix+guard
 	select {
 	case t.slots <- struct{}{}: // a free slot: no queue, no hand-off
+		need := t.need()
 		cctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
-		vals, err := t.rdb.MGet(cctx, entry, floor, t.globalKey).Result()
+		vals, err := t.rdb.MGet(cctx, entry, floor, t.globalKey, t.markerKey).Result()
 		cancel()
 		<-t.slots
 		if err != nil {
 			t.failed(ctx, opGet, err)
 			return query.Entry{}, false
 		}
-		return t.judge(vals)
+		return t.judge(vals, need)
 	default:
 	}
 	c := &getCall{entry: entry, floor: floor, done: make(chan struct{})}
@@ -150,5 +155,5 @@ func (t *Tier) coalescedGet(ctx context.Context, key, guard string) (query.Entry
 	if c.err != nil {
 		return query.Entry{}, false
 	}
-	return t.judge(c.vals[:])
+	return t.judge(c.vals[:], c.need)
 }

@@ -40,6 +40,7 @@ func TestConcurrentGetsShareRoundTrips(t *testing.T) {
 	tier := newTier(t, s, func(o *Options) { o.ProbeInterval = 2 * time.Minute })
 	ctx := context.Background()
 	const n = 300
+	publish(t, tier, n+10)
 	for i := range n {
 		tier.Set(ctx, "k"+strconv.Itoa(i), "g"+strconv.Itoa(i), entryAt(uint64(i+10)))
 	}

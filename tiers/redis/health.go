@@ -3,7 +3,9 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -85,9 +87,14 @@ func (t *Tier) probeLoop() {
 	}
 }
 
-// fence raises the global floor to maxSeen, creating it if missing, and
-// makes the tier healthy if no invalidation was noted meanwhile. It reports
-// whether the tier is healthy. Runs on the prober (or in New, before it).
+// fence makes a degraded tier healthy again if Redis answers and can be
+// trusted. The writer's tier raises the global floor and the marker to
+// maxSeen, creating them if missing, and heals if no invalidation was noted
+// meanwhile. A follower writes nothing: it heals once the writer's tier has
+// fenced, when both keys exist and the marker is at least this node's
+// published seq; until then it waits, silently (the outage was logged when
+// it began). It reports whether the tier is healthy. Runs on the prober (or
+// in New, before it).
 func (t *Tier) fence() bool {
 	for range maxFenceRounds {
 		t.mu.Lock()
@@ -96,19 +103,42 @@ func (t *Tier) fence() bool {
 		if closed {
 			return false
 		}
+		need := t.need()
 		// One round trip: load the scripts (a restarted Redis has none, and
-		// the first calls would each pay a NOSCRIPT round trip), then raise.
+		// the first calls would each pay a NOSCRIPT round trip), read the
+		// run_id, then fence or, on a follower, read the keys.
 		ctx, cancel := context.WithTimeout(t.ctx, t.opts.CallTimeout)
 		pipe := t.rdb.Pipeline()
-		for _, src := range []string{setLua, raiseFloorsLua, raiseGlobalLua} {
-			pipe.ScriptLoad(ctx, src) // not Script.Load: it would take the unexecuted reply for the hash
+		cmds := make([]goredis.Cmder, 0, 4)
+		for _, src := range []string{setLua, raiseFloorsLua, fenceLua, advanceLua} {
+			cmds = append(cmds, pipe.ScriptLoad(ctx, src)) // not Script.Load: it would take the unexecuted reply for the hash
 		}
-		raiseGlobalScript.EvalSha(ctx, pipe, []string{t.globalKey}, strconv.FormatUint(target, 10), "1")
-		_, err := pipe.Exec(ctx)
+		info := pipe.Info(ctx, "server")
+		var keys *goredis.SliceCmd
+		if t.opts.Follower {
+			keys = pipe.MGet(ctx, t.globalKey, t.markerKey)
+			cmds = append(cmds, keys)
+		} else {
+			cmds = append(cmds, fenceScript.EvalSha(ctx, pipe, []string{t.globalKey, t.markerKey}, strconv.FormatUint(target, 10)))
+		}
+		_, _ = pipe.Exec(ctx) // each command's error is looked at below
 		cancel()
-		if err != nil {
+		if err := firstErr(cmds); err != nil {
 			t.counters.errorsOf(opProbe).Add(1)
 			return false
+		}
+		restarted := t.sawRunID(info)
+		var marker uint64
+		if t.opts.Follower {
+			m, ok := t.followerMarker(keys.Val())
+			if !ok || m < need {
+				return false // the writer has not fenced this Redis yet
+			}
+			marker = m
+		} else {
+			// Raised before healing: Gets from now on need at least target.
+			t.raiseMarker(target)
+			marker = target
 		}
 
 		t.mu.Lock()
@@ -124,8 +154,13 @@ func (t *Tier) fence() bool {
 		t.mu.Unlock()
 		if healed {
 			t.advanced = max(t.advanced, target)
-			t.log.Info("redis tier healthy: global floor fenced", "global_floor", target,
-				"undelivered_seq", undelivered, "after", outage.Round(time.Millisecond))
+			if t.opts.Follower {
+				t.log.Info("redis tier healthy: the writer's marker covers this node", "marker", marker,
+					"published_seq", need, "redis_restarted", restarted, "after", outage.Round(time.Millisecond))
+			} else {
+				t.log.Info("redis tier healthy: global floor fenced", "global_floor", target,
+					"undelivered_seq", undelivered, "redis_restarted", restarted, "after", outage.Round(time.Millisecond))
+			}
 			return true
 		}
 	}
@@ -133,40 +168,135 @@ func (t *Tier) fence() bool {
 }
 
 // advance raises the global floor to the highest seq invalidated at least
-// horizon ago (see Tier, "Floor lifetime"), requiring the floor to exist:
-// it doubles as the healthy tier's check, every ProbeInterval, that Redis
-// is there and still holds its data. Runs on the prober.
+// horizon ago (see Tier, "Floor lifetime"), requiring the floor and the
+// marker to exist and the marker to be at least what this node needs: it
+// doubles as the healthy tier's check, every ProbeInterval, that Redis is
+// there, still holds its data and has not gone back in time, and that it is
+// the same server (its run_id). A follower only checks. Runs on the prober.
 func (t *Tier) advance(now time.Time) {
-	t.mu.Lock()
-	seen := t.mu.maxSeen
-	t.mu.Unlock()
-	if n := len(t.samples); n == 0 || t.samples[n-1].seq < seen {
-		t.samples = append(t.samples, sample{at: now, seq: seen})
-	}
-	cut := now.Add(-t.opts.horizon())
-	i := 0
-	for i+1 < len(t.samples) && !t.samples[i+1].at.After(cut) {
-		i++ // samples[i] is superseded by a later sample also older than cut
-	}
-	t.samples = t.samples[i:]
+	need := t.need()
 	target := t.advanced
-	if !t.samples[0].at.After(cut) {
-		target = max(target, t.samples[0].seq)
+	if !t.opts.Follower {
+		t.mu.Lock()
+		seen := t.mu.maxSeen
+		t.mu.Unlock()
+		if n := len(t.samples); n == 0 || t.samples[n-1].seq < seen {
+			t.samples = append(t.samples, sample{at: now, seq: seen})
+		}
+		cut := now.Add(-t.opts.horizon())
+		i := 0
+		for i+1 < len(t.samples) && !t.samples[i+1].at.After(cut) {
+			i++ // samples[i] is superseded by a later sample also older than cut
+		}
+		t.samples = t.samples[i:]
+		if !t.samples[0].at.After(cut) {
+			target = max(target, t.samples[0].seq)
+		}
 	}
 
 	ctx, cancel := context.WithTimeout(t.ctx, t.opts.CallTimeout)
-	res, err := raiseGlobalScript.Run(ctx, t.rdb, []string{t.globalKey}, strconv.FormatUint(target, 10), "0").Int64()
+	pipe := t.rdb.Pipeline()
+	info := pipe.Info(ctx, "server")
+	var keys *goredis.SliceCmd
+	var raised *goredis.Cmd
+	if t.opts.Follower {
+		keys = pipe.MGet(ctx, t.globalKey, t.markerKey)
+	} else {
+		// The script's text, not its hash: once a second, it costs little,
+		// and a flushed script cache (SCRIPT FLUSH) must not look like an
+		// outage.
+		raised = advanceScript.Eval(ctx, pipe, []string{t.globalKey, t.markerKey},
+			strconv.FormatUint(target, 10), strconv.FormatUint(need, 10))
+	}
+	_, _ = pipe.Exec(ctx)
 	cancel()
-	switch {
-	case err != nil:
+	var err error
+	if t.opts.Follower {
+		err = keys.Err()
+	} else {
+		err = raised.Err()
+	}
+	if err != nil {
 		// Any failure, not only the network's: like a failed Invalidate,
 		// a global floor that cannot advance may leave floors to expire
 		// uncovered.
 		t.counters.errorsOf(opProbe).Add(1)
 		t.degrade(opProbe, 0, err)
-	case res == scriptUnfenced:
-		t.degrade(opProbe, 0, errUnfenced)
-	default:
-		t.advanced = target
+		return
 	}
+	// The keys first: a restart that lost data is logged as what it lost.
+	if t.opts.Follower {
+		switch m, ok := t.followerMarker(keys.Val()); {
+		case !ok:
+			t.degrade(opProbe, 0, errUnfenced)
+		case m < need:
+			t.behind(opProbe, fmt.Errorf("%w: marker %d, this node at %d", errBehind, m, need))
+		}
+	} else {
+		switch res, _ := raised.Int64(); res {
+		case scriptUnfenced:
+			t.degrade(opProbe, 0, errUnfenced)
+		case scriptBehind:
+			t.behind(opProbe, fmt.Errorf("%w: marker below %d", errBehind, need))
+		default:
+			t.advanced = target
+		}
+	}
+	if old := t.runID; t.sawRunID(info) {
+		t.degrade(opProbe, 0, fmt.Errorf("%w: run_id %s, was %s", errRestarted, t.runID, old))
+	}
+}
+
+// sawRunID notes the run_id of an INFO server reply and reports whether it
+// differs from the one seen before (a restarted or replaced Redis), counting
+// it. A refused INFO (a proxy) or a reply without run_id says nothing.
+// Prober only.
+func (t *Tier) sawRunID(info *goredis.StringCmd) bool {
+	if info.Err() != nil {
+		return false
+	}
+	id := runIDOf(info.Val())
+	if id == "" {
+		return false
+	}
+	old := t.runID
+	t.runID = id
+	if old == "" || old == id {
+		return false
+	}
+	t.counters.restarts.Add(1)
+	return true
+}
+
+// runIDOf finds the run_id field of an INFO reply.
+func runIDOf(info string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "run_id:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// followerMarker reads an MGET of (global floor, marker): the marker, and
+// whether both keys exist and parse.
+func (t *Tier) followerMarker(vals []any) (uint64, bool) {
+	if len(vals) != 2 || vals[0] == nil || vals[1] == nil {
+		return 0, false
+	}
+	if _, err := parseSeq(vals[0]); err != nil {
+		return 0, false
+	}
+	m, err := parseSeq(vals[1])
+	return m, err == nil
+}
+
+// firstErr returns the first error among cmds.
+func firstErr(cmds []goredis.Cmder) error {
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

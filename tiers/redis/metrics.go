@@ -29,7 +29,15 @@ type Stats struct {
 	Outages       uint64 // transitions from healthy to degraded
 	Coalesced     uint64 // Gets queued for a shared MGET (every slot was busy)
 	FillsDropped  uint64 // SetAsync fills dropped because the queue was full
-	Errors        map[string]uint64
+	// Rewinds counts the times the tier found Redis behind this node: the
+	// sequence marker below the node's published seq or below what the tier
+	// last saw it reach (Redis restored from an older snapshot, failed over
+	// to a lagging replica, or not reached by the writer's invalidations).
+	Rewinds uint64
+	// Restarts counts the changes of Redis's run_id the prober saw: a
+	// restarted or replaced server.
+	Restarts uint64
+	Errors   map[string]uint64
 }
 
 // counters are the atomics behind Stats and the Prometheus figures.
@@ -38,6 +46,7 @@ type counters struct {
 	fills, fillsRefused              atomic.Uint64
 	invalidations, outages           atomic.Uint64
 	coalesced, fillsDropped          atomic.Uint64
+	rewinds, restarts                atomic.Uint64
 	errGet, errSet, errInv, errProbe atomic.Uint64
 	errPing                          atomic.Uint64
 }
@@ -62,8 +71,8 @@ func (c *counters) stats() Stats {
 		Hits: c.hits.Load(), Misses: c.misses.Load(), StaleDiscards: c.staleDiscards.Load(),
 		Fills: c.fills.Load(), FillsRefused: c.fillsRefused.Load(),
 		Invalidations: c.invalidations.Load(), Outages: c.outages.Load(), Coalesced: c.coalesced.Load(),
-		FillsDropped: c.fillsDropped.Load(),
-		Errors:       make(map[string]uint64, len(ops)),
+		FillsDropped: c.fillsDropped.Load(), Rewinds: c.rewinds.Load(), Restarts: c.restarts.Load(),
+		Errors: make(map[string]uint64, len(ops)),
 	}
 	for _, op := range ops {
 		s.Errors[op] = c.errorsOf(op).Load()
@@ -88,6 +97,8 @@ func (t *Tier) register(reg prometheus.Registerer) error {
 		counter("utxo_cache_redis_fills_dropped_total", "Redis tier fills dropped because the fill queue was full.", &c.fillsDropped, nil),
 		counter("utxo_cache_redis_coalesced_gets_total", "Redis tier reads that shared one MGET with others because every connection slot was busy.", &c.coalesced, nil),
 		counter("utxo_cache_redis_outages_total", "Transitions of the Redis tier from healthy to degraded.", &c.outages, nil),
+		counter("utxo_cache_redis_rewinds_total", "Times the Redis tier found Redis behind this node (its sequence marker below what the node published or last saw): a restore from an older snapshot, a failover, or invalidations that did not reach it.", &c.rewinds, nil),
+		counter("utxo_cache_redis_restarts_total", "Changes of the Redis server's run_id seen by the Redis tier's prober (a restarted or replaced server).", &c.restarts, nil),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "utxo_cache_redis_up",
 			Help: "1 while the Redis tier is healthy and serving, 0 while degraded (reads miss, fills are dropped).",

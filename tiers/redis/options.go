@@ -61,8 +61,24 @@ type Options struct {
 	// its invalidation restarts with a store ahead of the floors in Redis;
 	// the entries of the last published state (computed at StartSeq, whose
 	// floors were raised before it was published) stay. Only the writer sets
-	// it; 0 fences nothing.
+	// it; 0 fences nothing. A follower must leave it 0.
 	StartSeq uint64
+	// PublishedSeq returns the commit sequence this node has published: the
+	// writer's store's, or a replica's current store's. It is called before
+	// every Get, fill and probe, from any goroutine, and must be cheap and
+	// never decrease. The tier serves an entry only while the sequence
+	// marker in Redis is at least its value (see Tier, "Rewinds"), and a
+	// lower marker degrades the tier. Nil on the writer is 0: the writer's
+	// tier also checks the marker against what it wrote itself, which is
+	// never below its published seq. A follower requires it.
+	PublishedSeq func() uint64
+	// Follower makes the tier a replica's: it reads and fills the namespace
+	// of a writer's tier but never invalidates (Invalidate records nothing
+	// and returns nil), and never creates or raises the global floor or the
+	// marker. After Redis loses its data or goes back in time, it serves
+	// nothing until the writer's tier has fenced Redis at or above this
+	// node's PublishedSeq. Default false: the writer's tier.
+	Follower bool
 }
 
 // EnsureDefaults fills the zero fields of o with their defaults and returns o.
@@ -102,6 +118,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("redis: options: ProbeInterval %v is not positive", o.ProbeInterval)
 	case o.FloorTTL <= o.TTL:
 		return fmt.Errorf("redis: options: FloorTTL %v must exceed TTL %v", o.FloorTTL, o.TTL)
+	case o.Follower && o.PublishedSeq == nil:
+		return errors.New("redis: options: a Follower needs PublishedSeq: it serves only what the writer's invalidations cover")
+	case o.Follower && o.StartSeq != 0:
+		return errors.New("redis: options: a Follower does not fence: StartSeq must be 0")
 	}
 	// The prober advances the global floor to what was invalidated
 	// horizon() ago; it needs two periods (one to sample, one to act) and a

@@ -42,6 +42,7 @@ func TestOutageKilledAndRestarted(t *testing.T) {
 	s := startRedis(t)
 	tier := outageTier(t, s)
 	ctx := context.Background()
+	publish(t, tier, 5)
 	tier.Set(ctx, "k", "g", entryAt(5))
 	if _, ok := tier.Get(ctx, "k", "g"); !ok {
 		t.Fatal("miss before the outage")
@@ -103,6 +104,7 @@ func TestOutagePausedNotRestarted(t *testing.T) {
 	s := startRedis(t)
 	tier := outageTier(t, s)
 	ctx := context.Background()
+	publish(t, tier, 5)
 	for _, g := range []string{"g", "h", "other"} {
 		tier.Set(ctx, "k"+g, g, entryAt(5))
 	}
@@ -161,6 +163,7 @@ func TestSlowServerTimesOut(t *testing.T) {
 	s := startRedis(t)
 	tier := outageTier(t, s)
 	ctx := context.Background()
+	publish(t, tier, 1)
 	tier.Set(ctx, "k", "g", entryAt(1))
 
 	slept := make(chan error, 1)

@@ -29,23 +29,30 @@ end
 
 // Results of the scripts.
 const (
-	scriptUnfenced = -1 // the global floor key is missing: Redis lost its data
-	scriptRefused  = 0  // setScript: the entry is below a floor, nothing written
-	scriptStored   = 1  // setScript: the entry is written
+	scriptUnfenced   = -1 // the global floor or the marker is missing: Redis lost its data
+	scriptBehind     = -2 // the marker is below what the caller knows it reached: Redis went back in time
+	scriptIncomplete = -3 // raiseFloorsScript: an earlier chunk of the same invalidation did not run
+	scriptRefused    = 0  // setScript: the entry is below a floor, nothing written
+	scriptStored     = 1  // setScript: the entry is written
 )
 
 // setScript stores an entry unless it is below its guard's floor or the
-// global floor.
+// global floor, or above the sequence marker (a Redis that has not seen the
+// invalidations up to the entry's seq: see Tier, "Rewinds").
 //
 //	KEYS[1] entry key   KEYS[2] guard floor key   KEYS[3] global floor key
+//	KEYS[4] marker key
 //	ARGV[1] entry seq   ARGV[2] entry bytes       ARGV[3] TTL in ms
 //
-// Returns scriptStored, scriptRefused, or scriptUnfenced (nothing written).
+// Returns scriptStored, scriptRefused, scriptUnfenced or scriptBehind (the
+// last two write nothing).
 var setScript = goredis.NewScript(setLua)
 
 const setLua = luaBelow + `
 local g = redis.call('GET', KEYS[3])
-if not g then return -1 end
+local s = redis.call('GET', KEYS[4])
+if not g or not s then return -1 end
+if below(s, ARGV[1]) then return -2 end
 if below(ARGV[1], g) then return 0 end
 local f = redis.call('GET', KEYS[2])
 if f and below(ARGV[1], f) then return 0 end
@@ -58,43 +65,89 @@ return 1
 // invalidations execute in, including a timed-out call that the server runs
 // after a later one.
 //
-//	KEYS[1] global floor key   KEYS[2..] guard floor keys
-//	ARGV[1] seq                ARGV[2] floor TTL in ms
+// One invalidation is one or more calls (chunks of at most maxKeysPerScript
+// guards), sent in order in one pipeline. The last call, and only it, also
+// raises the marker to max(marker, seq), after its floors, so that a marker
+// at seq means every floor of the invalidation was raised: it checks first
+// that the marker is at least what the tier last saw it reach (expected; a
+// lower one means Redis went back in time, and raising it would hide that),
+// and that each earlier chunk ran, through one witness per chunk (its last
+// guard's floor, which that chunk's atomic run raised to at least seq).
 //
-// Returns the number of floors raised, or scriptUnfenced when the global
-// floor is missing (the floors are raised all the same).
+//	KEYS[1] global floor key   KEYS[2] marker key
+//	KEYS[3..2+w] witnesses (the last call only)   then the guard floor keys
+//	ARGV[1] seq   ARGV[2] floor TTL in ms
+//	ARGV[3] '-' for a call that is not the last, else w
+//	ARGV[4] expected marker (the last call only)
+//
+// Returns the number of floors raised, scriptUnfenced when the global floor
+// or the marker is missing, scriptBehind when the marker is below expected,
+// scriptIncomplete when a witness is below seq. The floors are raised all
+// the same; the marker only on success.
 var raiseFloorsScript = goredis.NewScript(raiseFloorsLua)
 
 const raiseFloorsLua = luaBelow + `
 local seq, ttl = ARGV[1], ARGV[2]
-for i = 2, #KEYS do
+local first = 3
+if ARGV[3] ~= '-' then first = 3 + tonumber(ARGV[3]) end
+for i = first, #KEYS do
   local cur = redis.call('GET', KEYS[i])
   local v = seq
   if cur and below(seq, cur) then v = cur end
   redis.call('SET', KEYS[i], v, 'PX', ttl)
 end
+local n = #KEYS - first + 1
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-return #KEYS - 1
+if ARGV[3] == '-' then return n end
+local s = redis.call('GET', KEYS[2])
+if not s then return -1 end
+if below(s, ARGV[4]) then return -2 end
+for i = 3, first - 1 do
+  local f = redis.call('GET', KEYS[i])
+  if not f or below(f, seq) then return -3 end
+end
+if below(s, seq) then redis.call('SET', KEYS[2], seq) end
+return n
 `
 
-// raiseGlobalScript raises the global floor to max(current, seq). It has no
-// lifetime: one key, needed for as long as any entry may exist.
+// fenceScript raises the global floor and the marker to max(current,
+// target), creating them if missing: the writer's tier recovering from an
+// outage (see Tier, "Outages"). Neither key has a lifetime: both are needed
+// for as long as any entry may exist.
 //
-//	KEYS[1] global floor key
-//	ARGV[1] seq   ARGV[2] '1' to create the key if missing (fencing after an
-//	              outage), '0' to require it (advancing while healthy)
+//	KEYS[1] global floor key   KEYS[2] marker key
+//	ARGV[1] target
 //
-// Returns 1 when raised, 0 when already at or above seq, scriptUnfenced when
-// the key is missing and ARGV[2] is '0' (nothing written).
-var raiseGlobalScript = goredis.NewScript(raiseGlobalLua)
+// Returns 1.
+var fenceScript = goredis.NewScript(fenceLua)
 
-const raiseGlobalLua = luaBelow + `
-local cur = redis.call('GET', KEYS[1])
-if not cur then
-  if ARGV[2] ~= '1' then return -1 end
-elseif not below(cur, ARGV[1]) then
-  return 0
+const fenceLua = luaBelow + `
+for i = 1, 2 do
+  local cur = redis.call('GET', KEYS[i])
+  if not cur or below(cur, ARGV[1]) then redis.call('SET', KEYS[i], ARGV[1]) end
 end
+return 1
+`
+
+// advanceScript raises the global floor to max(current, seq), requiring it
+// and the marker to exist and the marker to be at least expected: the
+// healthy writer tier's periodic check that Redis still holds its keys and
+// has not gone back in time, and the global floor's advance (see Tier,
+// "Floor lifetime").
+//
+//	KEYS[1] global floor key   KEYS[2] marker key
+//	ARGV[1] seq   ARGV[2] expected marker
+//
+// Returns 1 when raised, 0 when already at or above seq, scriptUnfenced or
+// scriptBehind (nothing written).
+var advanceScript = goredis.NewScript(advanceLua)
+
+const advanceLua = luaBelow + `
+local g = redis.call('GET', KEYS[1])
+local s = redis.call('GET', KEYS[2])
+if not g or not s then return -1 end
+if below(s, ARGV[2]) then return -2 end
+if not below(g, ARGV[1]) then return 0 end
 redis.call('SET', KEYS[1], ARGV[1])
 return 1
 `

@@ -61,3 +61,32 @@ func TestRedisServerHelper(t *testing.T) {
 		t.Fatalf("after restart: %v, want redis.Nil (the data gone)", err)
 	}
 }
+
+// TestRedisConfOfDeploy starts redis-server with deploy/redis.conf, the
+// settings recommended for the tier, and checks the ones the tier's
+// assumptions rest on: no eviction, no persistence.
+func TestRedisConfOfDeploy(t *testing.T) {
+	s := &redisServer{Server: testredis.StartConfig(t, "../../deploy/redis.conf"), t: t}
+	ctx := context.Background()
+	c := s.Client()
+	for name, want := range map[string]string{
+		"maxmemory-policy": "noeviction",
+		"save":             "",
+		"appendonly":       "no",
+		"maxmemory":        "2147483648",
+	} {
+		got, err := c.ConfigGet(ctx, name).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[name] != want {
+			t.Errorf("%s = %q, want %q", name, got[name], want)
+		}
+	}
+	tier := newTier(t, s, nil)
+	publish(t, tier, 1)
+	tier.Set(ctx, "k", "g", entryAt(1))
+	if _, ok := tier.Get(ctx, "k", "g"); !ok {
+		t.Fatal("the tier does not work on the recommended settings")
+	}
+}

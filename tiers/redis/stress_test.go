@@ -21,11 +21,15 @@ var (
 
 // stressModel is the truth the stress test checks the tier against: a
 // single writer committing seqs in order (commit), then invalidating the
-// guards each commit touched; readers that read the committed seq and fill
-// later, as a reader of a disk snapshot does.
+// guards each commit touched, then publishing it; readers that read the
+// published seq and fill later, as a reader of a published disk snapshot
+// does. (Two writer goroutines invalidate concurrently, so that the server
+// runs invalidations in any order; a commit is published once its own
+// invalidation has returned.)
 type stressModel struct {
 	commitMu  sync.Mutex // serializes commits, as the one writer goroutine does
 	committed atomic.Uint64
+	published atomic.Uint64 // the highest seq whose Invalidate has returned
 	// raised[g] is the highest seq whose Invalidate of guard g has returned:
 	// from then on no Get may serve an entry of g below it.
 	raised []atomic.Uint64
@@ -37,6 +41,16 @@ func (m *stressModel) commit() uint64 {
 	seq := m.committed.Load() + 1
 	m.committed.Store(seq)
 	return seq
+}
+
+// raise sets v to max(v, seq).
+func raise(v *atomic.Uint64, seq uint64) {
+	for {
+		cur := v.Load()
+		if cur >= seq || v.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
 }
 
 // stressReport is what the workers saw.
@@ -121,20 +135,16 @@ func runStress(t *testing.T, tier *Tier, d time.Duration, disturb func()) *stres
 				}
 			})
 			for _, g := range touched {
-				for {
-					cur := m.raised[g].Load()
-					if cur >= seq || m.raised[g].CompareAndSwap(cur, seq) {
-						break
-					}
-				}
+				raise(&m.raised[g], seq)
 			}
+			raise(&m.published, seq)
 			time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
 		})
 	}
 	for w := range stressFillers {
 		worker(uint64(200+w), func(rng *rand.Rand) {
 			key, guard := stressKey(rng.IntN(stressGuards), rng.IntN(stressVariants))
-			seq := m.committed.Load() // the reader's snapshot
+			seq := m.published.Load() // the reader's snapshot
 			if rng.IntN(4) == 0 {     // a slow reader: the disk read takes a while
 				time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
 			}

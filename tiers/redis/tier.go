@@ -23,6 +23,15 @@ var ErrClosed = errors.New("redis: closed")
 // errUnfenced reports a missing global floor: Redis lost the tier's keys.
 var errUnfenced = errors.New("redis: global floor missing: Redis lost its data")
 
+// errBehind reports a sequence marker below what this node knows it reached.
+var errBehind = errors.New("redis: sequence marker behind this node: Redis went back in time (restored from an older snapshot, failed over, lost writes) or the writer's invalidations have not reached it")
+
+// errIncomplete reports an invalidation whose earlier chunks did not all run.
+var errIncomplete = errors.New("redis: an invalidation's earlier chunks did not all run")
+
+// errRestarted reports a new run_id: Redis restarted or was replaced.
+var errRestarted = errors.New("redis: server restarted or replaced (new run_id)")
+
 // errDegraded answers queued calls the tier stopped serving.
 var errDegraded = errors.New("redis: tier degraded")
 
@@ -48,23 +57,27 @@ const maxKeysPerScript = 5000
 //	ns:f:{guard}    the guard's floor, decimal seq            FloorTTL, renewed by each raise
 //	ns:F            the global floor, decimal seq: a floor    none
 //	                under every guard
+//	ns:S            the sequence marker, decimal seq: every   none
+//	                invalidation up to it reached Redis
 //
 // An entry of guard g may be served only if entry.Seq >= max(ns:f:g, ns:F),
-// a missing guard floor counting as 0. A missing ns:F means the namespace is
-// not fenced (a fresh Redis, or one that lost its data to a restart, FLUSHALL
-// or eviction): nothing is served or stored until the prober has recreated it
-// (see Outages).
+// a missing guard floor counting as 0, and only to a node whose published
+// seq is at most ns:S (see Rewinds). A missing ns:F or ns:S means the
+// namespace is not fenced (a fresh Redis, or one that lost its data to a
+// restart, FLUSHALL or eviction): nothing is served or stored until the
+// writer's prober has recreated them (see Outages).
 //
 // # Why a stale fill is never served
 //
 // Each operation is one round trip, and each is atomic on the server:
 //
-//   - Get is MGET ns:e:key ns:f:guard ns:F, so the entry and the floors it is
-//     judged by are read at one instant.
-//   - Set is setScript: read both floors, write the entry (PX TTL) only if its
-//     Seq is not below them.
+//   - Get is MGET ns:e:key ns:f:guard ns:F ns:S, so the entry and the floors
+//     and marker it is judged by are read at one instant.
+//   - Set is setScript: read both floors and the marker, write the entry (PX
+//     TTL) only if its Seq is not below the floors nor above the marker.
 //   - Invalidate(seq, guards) is raiseFloorsScript over chunks of 5000 guards,
-//     all chunks in one pipeline: each floor becomes max(floor, seq), FloorTTL.
+//     all chunks in one pipeline: each floor becomes max(floor, seq), FloorTTL;
+//     then the last chunk raises the marker to max(marker, seq).
 //
 // Floors only rise, so a timed-out Invalidate that the server runs late, after
 // a newer one, lowers nothing. Once Invalidate returns, every guard floor is
@@ -102,16 +115,17 @@ const maxKeysPerScript = 5000
 //
 // Every call is bounded by CallTimeout. The tier degrades when an Invalidate
 // fails in any way (its floors may not be raised), when any call fails by the
-// network (timeout, refused, reset), and when it finds ns:F missing. A
-// degraded tier does not touch the network: Get misses and Set returns, so
+// network (timeout, refused, reset), when it finds ns:F or ns:S missing, and
+// when it finds Redis behind or restarted (see Rewinds). A degraded tier does
+// not touch the network but for the prober: Get misses and Set returns, so
 // reads fall through to memory and disk and clients see no error; Invalidate
 // records its seq and returns nil, which is what query.Tier asks of a tier
 // that cannot hold the invariant: to serve nothing stored before the failure
 // until it can. The tier remembers the highest seq ever passed to Invalidate
-// (maxSeen). Every ProbeInterval the prober tries to fence: raise ns:F to
-// maxSeen, creating it if missing, and only when that succeeded and no
-// Invalidate recorded a higher seq meanwhile, become healthy again. Any entry
-// in Redis then, stored before the outage or by a Set the server ran late,
+// (maxSeen). Every ProbeInterval the prober tries to fence: raise ns:F and
+// ns:S to maxSeen, creating them if missing, and only when that succeeded
+// and no Invalidate recorded a higher seq meanwhile, become healthy again. Any
+// entry in Redis then, stored before the outage or by a Set the server ran late,
 // whose guard was invalidated at some seq v, either received that floor or
 // has Seq < v <= maxSeen <= ns:F: it is never served. The price is that
 // every entry below maxSeen goes with the stale ones: after an outage the
@@ -123,26 +137,103 @@ const maxKeysPerScript = 5000
 //	Invalidate(8, [g]) times out             (f:g may rise later)  degraded, maxSeen 8
 //	Get(k, g)                                (not asked)           miss, at once
 //	Invalidate(9, [h])                       (not asked)           maxSeen 9, returns nil
-//	Redis answers; the prober fences         F = 9                 healthy
+//	Redis answers; the prober fences         F = 9, S = 9          healthy
 //	Get(k, g): Seq 5 < max(f:g, F) = 9                             miss (stale discard)
 //	Set(k, g, Seq 8)                         refused: 8 < F        (reader older than the outage)
 //	Set(k, g, Seq 9)                         e:k = Seq 9           hit from now on
 //
 // testdata/outage.txt replays this example, and a restart, against a real
 // redis-server; testdata/guard.txt does the same for the guard invariant.
+//
+// # Rewinds
+//
+// A Redis that restarts from a snapshot (RDB, saved by default) or an AOF,
+// or fails over to a replica that lagged, comes back with its keys as they
+// were at an earlier moment: entries whose guards were invalidated since come
+// back with their older floors, and ns:F is there, so nothing above notices.
+// The sequence marker ns:S does. Only the writer's tier writes it: the last
+// call of each Invalidate raises it to seq after the floors (also for a
+// change that touched no guard), and fencing raises it with ns:F; it only
+// rises. The writer publishes a change only after its Invalidate returned,
+// and a replica has a change only after the writer published it, so while
+// Redis is intact and the writer's tier healthy, ns:S is at least every
+// node's published seq. Every call checks it against need, read before the
+// call is sent: the node's published
+// seq (Options.PublishedSeq) and, on the writer, the marker its tier last saw
+// Redis acknowledge. Both are values an intact Redis had reached by then, so
+// a lower marker means lost writes:
+//
+//   - Get serves nothing when ns:S < need.
+//   - setScript refuses an entry whose Seq is above ns:S: a node never
+//     stores into a Redis that has not seen the invalidations up to the
+//     state it read.
+//   - Invalidate raises ns:S only where it is at least the marker the tier
+//     last wrote: raising it over a rewound Redis would hide the rewind.
+//   - The prober's periodic check requires ns:S >= need too, and compares
+//     Redis's run_id (INFO server) with the last one it saw: a restarted or
+//     replaced server degrades the tier whatever ns:S says (counted in
+//     Stats.Restarts), so the writer's tier fences it; a follower's heals at
+//     its next round if ns:S covers its node.
+//
+// Any of these finding Redis behind degrades the tier (logged once per
+// outage, counted in Stats.Rewinds). The writer's tier then fences as after
+// any outage, which hides every entry from before it. A follower (a replica's
+// tier, Options.Follower) writes neither key: it stays degraded, its prober
+// only reading whether ns:S has reached the node's published seq, and heals
+// once the writer's tier has fenced. A follower also degrades when the
+// writer's tier is the one cut off from Redis: the changes it published
+// meanwhile never reached Redis's floors, and ns:S shows it.
+//
+// Why ns:S >= P means the floors of every change up to P are there: a
+// restored Redis holds a prefix of the writes it executed (a snapshot is
+// taken between two commands; a replica applies its primary's stream in
+// order); the writer sends an Invalidate only after the previous one
+// returned; the marker is raised at the end of an Invalidate's last call,
+// which first checks that each earlier chunk ran (one witness per chunk: its
+// last floor, which the chunk's script raises after the others); and an
+// Invalidate that failed degraded the tier, so the next marker it writes is
+// the fence's, with ns:F covering that seq. A node at P <= ns:S
+// thus reads floors holding every invalidation up to P: the guard invariant
+// Server relies on. The worked example of the defect it fixes (a writer's
+// tier at published seq W and a replica's at 8 share one Redis):
+//
+//	event                                  Redis                        writer      replica (8)
+//	Invalidate(5, [g]); Set(k, g, Seq 5)   f:g 5, S 5, e:k Seq 5        healthy     healthy
+//	SAVE                                   the dump holds the above
+//	Invalidate(6..10, [g]); W = 10         f:g 10, S 10
+//	Set(k, g, Seq 10)                      e:k Seq 10
+//	kill -9; restart from the dump         f:g 5, S 5, e:k Seq 5
+//	writer Get(k, g): S 5 < 10                                          miss, degraded
+//	replica Get(k, g): S 5 < 8                                                      miss, degraded
+//	replica's prober: S 5 < 8                                                       still degraded
+//	writer's prober fences                 F 10, S 10                   healthy
+//	replica's prober: S 10 >= 8                                                     healthy
+//	Get(k, g): Seq 5 < F 10                                             miss        miss
+//	Set(k, g, Seq 8) from the replica      refused: 8 < F
+//	Set(k, g, Seq 10) from the writer      e:k Seq 10                   hit 10      hit 10
+//
+// (The replica's Server serves that last hit only once it has published 10:
+// an entry above its state is from its future.) Without the marker, every
+// Get answered Seq 5, a balance five changes old, with the tip of 10 until
+// the entry expired. testdata/rewind.txt replays this example.
+//
 // # Assumptions
 //
-//   - One invalidating writer per namespace, and every process filling the
-//     namespace tags entries with that writer's sequence (a replica with its
-//     own store needs its own namespace). maxSeen is that writer's knowledge;
-//     after Redis loses its data, a process that never invalidated could
-//     recreate ns:F at a lower seq before the writer notices the loss.
-//   - Redis keeps what it acknowledged until it loses everything at once:
-//     floors must not be evicted (maxmemory-policy noeviction, the default:
-//     a full Redis refuses writes, which degrades the tier, never loses a
-//     floor), and must not come back from an old snapshot (a cache needs no
-//     persistence: an RDB restored after we raised floors brings back
-//     entries with their older floors). Reads go to the primary, not a replica.
+//   - One invalidating writer per namespace, which calls Invalidate for its
+//     changes in order, one at a time, and publishes each after its
+//     Invalidate returned (query.Server does, on the writer goroutine).
+//     Every other process using the namespace is a Follower whose store
+//     follows that writer's sequence (a replica), so all entries carry seqs
+//     of one sequence; maxSeen and the marker are that writer's knowledge.
+//   - After a restart or a failover, Redis holds a prefix of the writes it
+//     acknowledged: all, none, or all up to some moment, never a later write
+//     without an earlier one (RDB, AOF and replication all give that).
+//   - Floors are never evicted: maxmemory-policy noeviction, the default (a
+//     full Redis refuses writes, which degrades the tier, never loses a
+//     floor). The volatile-* policies evict floors, which have a lifetime,
+//     and nothing detects a single evicted floor (deploy/redis.conf).
+//     Persistence is not needed: a Redis that comes back with old data, or
+//     none, is fenced like any other. Reads go to the primary, not a replica.
 //   - Lifetimes are measured by Redis and the horizon by this process; their
 //     clocks need only tick at about the same rate.
 type Tier struct {
@@ -150,8 +241,13 @@ type Tier struct {
 	rdb  *goredis.Client
 	log  *slog.Logger
 
-	entryPrefix, floorPrefix, globalKey string
-	ttlMillis, floorTTLMillis           int64
+	entryPrefix, floorPrefix, globalKey, markerKey string
+	ttlMillis, floorTTLMillis                      int64
+
+	// marker is the highest sequence marker this tier wrote and saw
+	// acknowledged (the writer's; 0 on a follower): an intact Redis holds at
+	// least that. Raised by Invalidate and fence, read by every call.
+	marker atomic.Uint64
 
 	// up mirrors "open and not degraded" for the hot path; written under mu.
 	up atomic.Bool
@@ -172,6 +268,7 @@ type Tier struct {
 	// prober state, owned by the prober goroutine.
 	samples  []sample // (time, maxSeen) as observed, seq increasing
 	advanced uint64   // the global floor as this tier last raised it
+	runID    string   // Redis's run_id when last probed; "" before, or if INFO is refused
 
 	ctx    context.Context // canceled by Close, to end the prober's calls
 	cancel context.CancelFunc
@@ -235,6 +332,7 @@ func New(opts Options) (*Tier, error) {
 		entryPrefix:    ns + ":e:",
 		floorPrefix:    ns + ":f:",
 		globalKey:      ns + ":F",
+		markerKey:      ns + ":S",
 		ttlMillis:      opts.TTL.Milliseconds(),
 		floorTTLMillis: opts.FloorTTL.Milliseconds(),
 		done:           make(chan struct{}),
@@ -253,8 +351,13 @@ func New(opts Options) (*Tier, error) {
 	}
 	goredisLog.Do(func() { goredis.SetLogger(goredisLogger{t.log}) })
 	if !t.fence() {
-		t.log.Warn("redis tier starting degraded: reads miss and fills are dropped until Redis answers",
-			"addr", ro.Addr)
+		if opts.Follower {
+			t.log.Warn("redis tier starting degraded: reads miss and fills are dropped until Redis answers and the writer's tier has fenced it",
+				"addr", ro.Addr)
+		} else {
+			t.log.Warn("redis tier starting degraded: reads miss and fills are dropped until Redis answers",
+				"addr", ro.Addr)
+		}
 	}
 	t.startGetPipelines()
 	t.startFillPipelines()
@@ -303,15 +406,25 @@ func (t *Tier) Get(ctx context.Context, key, guard string) (query.Entry, bool) {
 	return e, true
 }
 
-// judge returns the entry of an MGET of (entry, guard floor, global floor)
-// if it may be served.
-func (t *Tier) judge(vals []any) (query.Entry, bool) {
-	if len(vals) != 3 {
+// judge returns the entry of an MGET of (entry, guard floor, global floor,
+// marker) if it may be served to a node that needed the marker at need
+// when the MGET was sent.
+func (t *Tier) judge(vals []any, need uint64) (query.Entry, bool) {
+	if len(vals) != 4 {
 		t.counters.errorsOf(opGet).Add(1)
 		return query.Entry{}, false
 	}
-	if vals[2] == nil {
+	if vals[2] == nil || vals[3] == nil {
 		t.degrade(opGet, 0, errUnfenced)
+		return query.Entry{}, false
+	}
+	marker, merr := parseSeq(vals[3])
+	if merr != nil {
+		t.counters.errorsOf(opGet).Add(1)
+		return query.Entry{}, false
+	}
+	if marker < need {
+		t.behind(opGet, fmt.Errorf("%w: marker %d, this node at %d", errBehind, marker, need))
 		return query.Entry{}, false
 	}
 	raw, ok := vals[0].(string)
@@ -332,6 +445,34 @@ func (t *Tier) judge(vals []any) (query.Entry, bool) {
 	return e, true
 }
 
+// need is the marker a call sent now must find in Redis: the highest this
+// tier saw acknowledged, and this node's published seq. Read before the
+// call is sent, it is a value Redis had reached by then, so an intact Redis
+// never answers below it (see Tier, "Rewinds").
+func (t *Tier) need() uint64 {
+	n := t.marker.Load()
+	if f := t.opts.PublishedSeq; f != nil {
+		n = max(n, f())
+	}
+	return n
+}
+
+// raiseMarker notes that Redis acknowledged a marker of at least seq.
+func (t *Tier) raiseMarker(seq uint64) {
+	for {
+		cur := t.marker.Load()
+		if cur >= seq || t.marker.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
+// behind counts a rewind and degrades the tier with cause.
+func (t *Tier) behind(op string, cause error) {
+	t.counters.rewinds.Add(1)
+	t.degrade(op, 0, cause)
+}
+
 // parseSeq parses a floor as MGET returns it; nil (no floor) is 0.
 func parseSeq(v any) (uint64, error) {
 	switch v := v.(type) {
@@ -345,7 +486,7 @@ func parseSeq(v any) (uint64, error) {
 }
 
 // Set implements query.Tier: one setScript call, which writes nothing if
-// e.Seq is below either floor.
+// e.Seq is below either floor or above the marker.
 func (t *Tier) Set(ctx context.Context, key, guard string, e query.Entry) {
 	t.set(ctx, key, guard, &e)
 }
@@ -361,7 +502,7 @@ const (
 	fillSkipped fillOutcome = iota // degraded or closed: Redis not asked
 	fillStored
 	fillRefused // below a floor
-	fillFailed  // the call failed, or the namespace is not fenced
+	fillFailed  // the call failed, the namespace is not fenced, or Redis is behind
 )
 
 func (t *Tier) set(ctx context.Context, key, guard string, e *query.Entry) fillOutcome {
@@ -370,19 +511,36 @@ func (t *Tier) set(ctx context.Context, key, guard string, e *query.Entry) fillO
 	}
 	buf := query.AppendEntry(make([]byte, 0, entryHeaderMax+len(e.ETag)+len(e.Body)), e)
 	cctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
-	res, err := setScript.Run(cctx, t.rdb, []string{t.entryPrefix + key, t.floorPrefix + guard, t.globalKey},
+	res, err := setScript.Run(cctx, t.rdb, t.fillKeys(key, guard),
 		strconv.FormatUint(e.Seq, 10), buf, t.ttlMillis).Int64()
 	cancel()
-	switch {
-	case err != nil:
+	if err != nil {
 		t.failed(ctx, opSet, err)
 		return fillFailed
-	case res == scriptStored:
+	}
+	return t.filled(res, e.Seq)
+}
+
+// fillKeys are setScript's keys for key of guard.
+func (t *Tier) fillKeys(key, guard string) []string {
+	return []string{t.entryPrefix + key, t.floorPrefix + guard, t.globalKey, t.markerKey}
+}
+
+// filled counts a setScript result for an entry at seq, degrading the tier
+// on a missing key or a marker below seq.
+func (t *Tier) filled(res int64, seq uint64) fillOutcome {
+	switch res {
+	case scriptStored:
 		t.counters.fills.Add(1)
 		return fillStored
-	case res == scriptRefused:
+	case scriptRefused:
 		t.counters.fillsRefused.Add(1)
 		return fillRefused
+	case scriptBehind:
+		// The entry was computed at seq, which its filler had published:
+		// an intact Redis has seen the invalidations up to it.
+		t.behind(opSet, fmt.Errorf("%w: marker below a fill at %d", errBehind, seq))
+		return fillFailed
 	default:
 		t.degrade(opSet, 0, errUnfenced)
 		return fillFailed
@@ -390,55 +548,85 @@ func (t *Tier) set(ctx context.Context, key, guard string, e *query.Entry) fillO
 }
 
 // Invalidate implements query.Tier: one round trip raises every guard's floor
-// to seq. It returns nil whenever the guard invariant holds, which is always
-// while the tier is open: a call that fails degrades the tier before
-// returning, and a degraded tier records seq for the prober's fencing and
-// serves nothing until then. Failures are logged (once per outage) and
+// to seq, then the marker. It returns nil whenever the guard invariant holds,
+// which is always while the tier is open: a call that fails degrades the tier
+// before returning, and a degraded tier records seq for the prober's fencing
+// and serves nothing until then. Failures are logged (once per outage) and
 // counted. The caller's cancellation is ignored: a half-delivered
-// invalidation would only degrade the tier.
+// invalidation would only degrade the tier. A change that touched no guard
+// still raises the marker. On a follower it does nothing: the writer's tier
+// invalidates.
 func (t *Tier) Invalidate(ctx context.Context, seq uint64, guards []string) error {
+	if t.opts.Follower {
+		if t.isClosed() {
+			return ErrClosed
+		}
+		return nil
+	}
 	degraded, closed := t.record(seq)
 	switch {
 	case closed:
 		return ErrClosed
-	case degraded, len(guards) == 0:
+	case degraded:
 		return nil
 	}
+	expected := t.marker.Load()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.opts.CallTimeout)
 	defer cancel()
-	if err := t.raiseFloors(cctx, seq, guards); err != nil {
+	if err := t.raiseFloors(cctx, seq, expected, guards); err != nil {
 		t.counters.errorsOf(opInvalidate).Add(1)
+		if errors.Is(err, errBehind) {
+			t.counters.rewinds.Add(1)
+		}
 		t.degrade(opInvalidate, seq, err)
 		return nil
 	}
+	t.raiseMarker(seq)
 	t.counters.invalidations.Add(uint64(len(guards)))
 	return nil
 }
 
-// raiseFloors runs raiseFloorsScript over guards in chunks, pipelined. After a
-// Redis restart (NOSCRIPT) it sends the pipeline again with the script text.
-func (t *Tier) raiseFloors(ctx context.Context, seq uint64, guards []string) error {
-	args := []any{strconv.FormatUint(seq, 10), t.floorTTLMillis}
-	calls := make([]scriptCall, 0, (len(guards)+maxKeysPerScript-1)/maxKeysPerScript)
-	for len(guards) > 0 {
-		n := min(len(guards), maxKeysPerScript)
-		keys := make([]string, 0, n+1)
-		keys = append(keys, t.globalKey)
-		for _, g := range guards[:n] {
+// raiseFloors runs raiseFloorsScript over guards in chunks, pipelined, the
+// last chunk raising the marker to seq if Redis holds at least expected.
+// After a Redis restart (NOSCRIPT) it sends the pipeline again with the
+// script text.
+func (t *Tier) raiseFloors(ctx context.Context, seq, expected uint64, guards []string) error {
+	seqArg := strconv.FormatUint(seq, 10)
+	n := max(1, (len(guards)+maxKeysPerScript-1)/maxKeysPerScript)
+	calls := make([]scriptCall, 0, n)
+	witnesses := make([]string, 0, n-1)
+	for i := range n {
+		chunk := guards[i*len(guards)/n : (i+1)*len(guards)/n]
+		last := i == n-1
+		keys := make([]string, 0, 2+len(chunk)+len(witnesses))
+		keys = append(keys, t.globalKey, t.markerKey)
+		args := []any{seqArg, t.floorTTLMillis, "-"}
+		if last {
+			keys = append(keys, witnesses...)
+			args = []any{seqArg, t.floorTTLMillis, len(witnesses), strconv.FormatUint(expected, 10)}
+		}
+		for _, g := range chunk {
 			keys = append(keys, t.floorPrefix+g)
 		}
+		if !last {
+			witnesses = append(witnesses, keys[len(keys)-1])
+		}
 		calls = append(calls, scriptCall{keys: keys, args: args})
-		guards = guards[n:]
 	}
 	cmds, err := t.runPipelined(ctx, raiseFloorsScript, calls)
 	if err != nil {
 		return fmt.Errorf("raise floors: %w", err)
 	}
 	for _, cmd := range cmds {
-		if n, err := cmd.Int64(); err != nil {
+		switch n, err := cmd.Int64(); {
+		case err != nil:
 			return fmt.Errorf("raise floors: %w", err)
-		} else if n == scriptUnfenced {
+		case n == scriptUnfenced:
 			return errUnfenced
+		case n == scriptBehind:
+			return fmt.Errorf("%w: marker below %d, the last this tier wrote", errBehind, expected)
+		case n == scriptIncomplete:
+			return errIncomplete
 		}
 	}
 	return nil

@@ -67,6 +67,18 @@ func newTier(t testing.TB, s *redisServer, edit func(*Options)) *Tier {
 	return tier
 }
 
+// publish does what the writer does for a change at seq that touched no
+// guard: Invalidate with none, which raises the marker to seq. A fill above
+// the marker is refused (see Tier, "Rewinds"): an entry at seq exists only
+// once the writer has published seq, so a test that fills at seq publishes it
+// first.
+func publish(t testing.TB, tier *Tier, seq uint64) {
+	t.Helper()
+	if err := tier.Invalidate(context.Background(), seq, nil); err != nil {
+		t.Fatalf("Invalidate(%d): %v", seq, err)
+	}
+}
+
 func entryAt(seq uint64) query.Entry {
 	return query.Entry{Seq: seq, Status: 200, ETag: fmt.Sprintf(`W/"%d"`, seq),
 		Body: fmt.Appendf(nil, `"seq":%d}`, seq)}
@@ -102,6 +114,7 @@ func TestSetGetRoundTrip(t *testing.T) {
 	tier := newTier(t, s, nil)
 	ctx := context.Background()
 
+	publish(t, tier, 42)
 	want := query.Entry{Seq: 42, Tip: chain.Tip{Height: 812345, Hash: chain.Hash{0xaa, 31: 0xbb}},
 		Status: 404, ETag: `W/"abc"`, Body: []byte(`"error":{"code":"not_found"}}`)}
 	if got := tier.set(ctx, "utxo/aa:0", "aa:0", &want); got != fillStored {
@@ -127,6 +140,9 @@ func TestSetGetRoundTrip(t *testing.T) {
 	if v := rawGet(t, raw, testNS+":F"); v != "0" {
 		t.Fatalf("global floor of a fresh namespace = %s, want 0", v)
 	}
+	if v := rawGet(t, raw, testNS+":S"); v != "42" {
+		t.Fatalf("marker = %s, want 42 (the last Invalidate)", v)
+	}
 	st := tier.Stats()
 	if st.Hits != 1 || st.Misses != 1 || st.Fills != 1 {
 		t.Fatalf("stats %+v", st)
@@ -138,6 +154,7 @@ func TestInvalidateHidesOlderEntries(t *testing.T) {
 	tier := newTier(t, s, nil)
 	ctx := context.Background()
 	raw := s.Client()
+	publish(t, tier, 5)
 
 	for _, k := range []string{"addr/A?limit=10", "addr/A?limit=100", "bal/A"} { // variants of one guard
 		tier.Set(ctx, k, "A", entryAt(5))
@@ -213,6 +230,7 @@ func TestSeqComparisonBoundaries(t *testing.T) {
 	s := startRedis(t)
 	tier := newTier(t, s, nil)
 	ctx := context.Background()
+	publish(t, tier, math.MaxUint64) // the marker covers every fill below
 	for i, c := range []struct {
 		floor, seq uint64
 		stored     bool
@@ -279,6 +297,7 @@ func TestOneRoundTripPerCall(t *testing.T) {
 	s := startRedis(t)
 	tier := newTier(t, s, func(o *Options) { o.ProbeInterval = 2 * time.Minute }) // no probes in the count
 	ctx := context.Background()
+	publish(t, tier, 1)
 	h := &roundTrips{}
 	tier.rdb.AddHook(h)
 
@@ -307,6 +326,17 @@ func TestOneRoundTripPerCall(t *testing.T) {
 			t.Fatalf("floor of %s = %s", g, v)
 		}
 	}
+	if v := rawGet(t, raw, testNS+":S"); v != "7" {
+		t.Fatalf("marker = %s after the three chunks, want 7", v)
+	}
+	// A change that touched no guard is one call too: the marker follows.
+	publish(t, tier, 8)
+	if p, pl, cmds := h.take(); p != 0 || pl != 1 || cmds != 1 {
+		t.Fatalf("Invalidate of no guard: %d commands, %d pipelines of %d scripts; want one of 1", p, pl, cmds)
+	}
+	if v := rawGet(t, raw, testNS+":S"); v != "8" {
+		t.Fatalf("marker = %s after an Invalidate of no guard, want 8", v)
+	}
 	if st := tier.Stats(); st.Invalidations != uint64(len(guards)) {
 		t.Fatalf("invalidations %d", st.Invalidations)
 	}
@@ -328,7 +358,7 @@ func TestOneRoundTripPerCall(t *testing.T) {
 	if err := raw.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	e := entryAt(9)
+	e := entryAt(8)
 	if got := tier.set(ctx, "k", "g", &e); got != fillStored {
 		t.Fatalf("Set after SCRIPT FLUSH: %v", got)
 	}
@@ -381,6 +411,10 @@ func TestOptions(t *testing.T) {
 		{"no slack", func(o *Options) { o.FloorTTL = o.TTL + 3*time.Second }, "too close to TTL"},
 		{"negative timeout", func(o *Options) { o.CallTimeout = -1 }, "CallTimeout"},
 		{"sub-ms TTL", func(o *Options) { o.TTL = time.Microsecond }, "below 1ms"},
+		{"follower without its seq", func(o *Options) { o.Follower = true }, "needs PublishedSeq"},
+		{"follower fencing", func(o *Options) {
+			o.Follower, o.PublishedSeq, o.StartSeq = true, func() uint64 { return 0 }, 3
+		}, "StartSeq must be 0"},
 	} {
 		o := Options{URL: "redis://127.0.0.1:1/0"}
 		o.EnsureDefaults()
@@ -436,6 +470,7 @@ func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	tier := newTier(t, s, func(o *Options) { o.Metrics = reg })
 	ctx := context.Background()
+	publish(t, tier, 3)
 	tier.Set(ctx, "k", "g", entryAt(3))
 	tier.Get(ctx, "k", "g")
 	if err := tier.Invalidate(ctx, 4, []string{"g"}); err != nil {
@@ -489,6 +524,8 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 	defer tier.Close()
 	ctx := context.Background()
+	waitFor(t, 10*time.Second, "healthy", tier.Healthy)
+	publish(t, tier, 1)
 	tier.Set(ctx, "k", "g", entryAt(1))
 	if _, ok := tier.Get(ctx, "k", "g"); !ok {
 		t.Fatal("miss before Close")
