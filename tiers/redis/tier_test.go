@@ -295,7 +295,10 @@ func (h *roundTrips) take() (process, pipelines, cmds int64) {
 
 func TestOneRoundTripPerCall(t *testing.T) {
 	s := startRedis(t)
-	tier := newTier(t, s, func(o *Options) { o.ProbeInterval = 2 * time.Minute }) // no probes in the count
+	tier := newTier(t, s, func(o *Options) {
+		o.ProbeInterval = 2 * time.Minute // no probes in the count
+		o.CallTimeout = 5 * time.Second   // a 10,001-guard invalidation on a loaded machine
+	})
 	ctx := context.Background()
 	publish(t, tier, 1)
 	h := &roundTrips{}
