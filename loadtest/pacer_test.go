@@ -190,16 +190,44 @@ func TestOpenLoopWorkersAndLimit(t *testing.T) {
 }
 
 func TestOpenLoopStopsOnCancel(t *testing.T) {
+	const workers = 2
 	clk := &fakeClock{now: epoch}
 	ctx, cancel := context.WithCancel(context.Background())
-	ol := &openLoop{sched: Schedule{Start: epoch, Rate: 10}, end: epoch.Add(time.Hour), workers: 2, clk: clk}
-	n := ol.run(ctx, func(_ context.Context, s shot) {
+	ol := &openLoop{sched: Schedule{Start: epoch, Rate: 10}, end: epoch.Add(time.Hour), workers: workers, clk: clk}
+	var mu sync.Mutex
+	sent := map[int64]bool{}
+	late := 0 // requests whose send began after the cancel
+	n := ol.run(ctx, func(ctx context.Context, s shot) {
+		mu.Lock()
+		sent[s.seq] = true
+		if ctx.Err() != nil {
+			late++
+		}
+		mu.Unlock()
 		if s.seq == 5 {
 			cancel()
 		}
 	})
-	if n < 6 || n > 8 {
-		t.Fatalf("sent %d after cancelling at the 6th, want 6..7 (a worker may be past its check)", n)
+	// Workers claim requests in order but pass their due times in any
+	// order, and the other worker runs on while request 5 is cancelling.
+	// What run promises: request 5 is sent; once cancelled, a worker sends
+	// at most the one request it was already past its check with; a worker
+	// drops at most the one request it had claimed, so at most workers-1
+	// requests before 5 go unsent; and run returns.
+	if int(n) != len(sent) || !sent[5] {
+		t.Fatalf("run reported %d sent, distinct %d, request 5 sent: %v", n, len(sent), sent[5])
+	}
+	if late > workers {
+		t.Errorf("%d requests sent after the cancel, want at most one per worker (%d)", late, workers)
+	}
+	missing := 0
+	for s := range int64(5) {
+		if !sent[s] {
+			missing++
+		}
+	}
+	if missing > workers-1 {
+		t.Errorf("%d requests before the cancel were dropped, want at most %d", missing, workers-1)
 	}
 }
 
