@@ -152,7 +152,7 @@ func (a *API) getCheckpoint(c *gin.Context) {
 		h.Set("X-Tip-Hash", m.Tip.Hash)
 	}
 	h.Set("X-Utxo-Count", strconv.FormatUint(m.UtxoCount, 10))
-	h.Set("X-Utxo-Digest", m.DigestHex)
+	h.Set("X-Utxo-Digest", m.Digest.String())
 	h.Set("Content-Type", "application/x-tar")
 	c.Status(http.StatusOK)
 	if err := cp.Stream(c.Writer); err != nil {

@@ -409,8 +409,7 @@ func manifestFromHeaders(h http.Header) (Manifest, error) {
 	if m.UtxoCount, err = strconv.ParseUint(h.Get("X-Utxo-Count"), 10, 64); err != nil {
 		return bad("X-Utxo-Count")
 	}
-	m.DigestHex = h.Get("X-Utxo-Digest")
-	if m.Digest, err = parseDigest(m.DigestHex); err != nil {
+	if m.Digest, err = chain.ParseDigest(h.Get("X-Utxo-Digest")); err != nil {
 		return bad("X-Utxo-Digest")
 	}
 	if hs := h.Get("X-Tip-Hash"); hs != "" {
