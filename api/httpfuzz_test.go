@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -125,6 +126,10 @@ func TestFuzzHTTPSeeds(t *testing.T) {
 
 // maxFuzzRequests bounds the requests of one input.
 const maxFuzzRequests = 8
+
+// fuzzRequestTimeout is how long one request may take before FuzzHTTP
+// reports it as hung (generous: the machine is shared and busy).
+const fuzzRequestTimeout = 20 * time.Second
 
 // fuzzBaseLen is how many blocks the base chain has.
 const fuzzBaseLen = 3
@@ -462,7 +467,17 @@ func (fz *fuzzHTTP) serve(t *testing.T, r fuzzRequest) {
 		r.method, r.target, r.header.Get("Authorization"), r.header.Get("Content-Type"), r.body)
 	before := fz.state()
 	rec := httptest.NewRecorder()
+	// A request that hangs is a finding too: waits are capped at a
+	// millisecond and long polls drained, so nothing may take seconds. The
+	// fuzzer has no timeout of its own; this one crashes the process with
+	// every goroutine's stack, which the fuzzer reports with the input.
+	watchdog := time.AfterFunc(fuzzRequestTimeout, func() {
+		stacks := make([]byte, 1<<20)
+		stacks = stacks[:runtime.Stack(stacks, true)]
+		panic(fmt.Sprintf("%s: no answer after %s\n%s", desc, fuzzRequestTimeout, stacks))
+	})
 	fz.s.h.ServeHTTP(rec, req)
+	watchdog.Stop()
 	res := &response{code: rec.Code, hdr: rec.Result().Header, body: rec.Body.Bytes()}
 	after := fz.state()
 
@@ -585,10 +600,10 @@ func encodeFuzz(reqs ...fuzzReq) []byte {
 // seeds are valid and malformed sequences against the base chain.
 func (fz *fuzzHTTP) seeds() [][]byte {
 	const (
-		get, post, head, put = 0, 1, 2, 3
+		get, post, head, put                                                              = 0, 1, 2, 3
 		rTip, rUtxos, rBalance, rUtxo, rLookup, rBlocks, rRollback, rChanges, rCheckpoint = 0, 1, 2, 3, 4, 5, 6, 7, 8
-		rHealth, rReady, rOpenAPI, rMetrics, rV1, rAny, rRaw                               = 9, 10, 11, 12, 13, 14, 15
-		cJSON, cCBOR                                                                       = 1, 2
+		rHealth, rReady, rOpenAPI, rMetrics, rV1, rAny, rRaw                              = 9, 10, 11, 12, 13, 14, 15
+		cJSON, cCBOR                                                                      = 1, 2
 	)
 	top := fz.base[len(fz.base)-1]
 	next := &chain.Block{Height: top.Height + 1, Hash: hx("fuzzseed", 1), PrevHash: top.Hash, Time: 1_700_000_000,
