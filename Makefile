@@ -77,7 +77,7 @@ loadtest: build ## standard load test (<3 min): each tier vs the bare ceiling, P
 
 # soak: SOAK_DURATION (default 1h) of mixed reads, blocks, rollbacks and
 # Redis restarts; fails when RSS, goroutines, open files or Pebble figures
-# grow (docs/loadtest.md, "Soak").
+# grow (README.md, "Soak").
 SOAK_DURATION ?= 1h
 .PHONY: soak
 soak: build ## bounded soak (SOAK_DURATION, default 1h): resource growth, 0 mismatches, 0 5xx through Redis restarts
