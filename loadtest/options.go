@@ -75,7 +75,8 @@ type Options struct {
 	Rate float64
 	// RateFraction: default 0.5.
 	RateFraction float64
-	// InFlight bounds the open loop's requests in flight. Default 128.
+	// InFlight bounds the open loop's requests in flight. Default 128 (soak
+	// 32).
 	InFlight int
 	// Mix of request kinds. Default DefaultMix.
 	Mix Mix
@@ -159,6 +160,7 @@ type scenarioDefaults struct {
 	hotAddresses        int
 	hotFraction         float64
 	soakRate, blockRate float64 // 0: the general defaults
+	inFlight            int     // 0: the general default
 }
 
 func defaultsOf(scenario string) (scenarioDefaults, error) {
@@ -201,7 +203,7 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 			plan: func(n int) preloadPlan {
 				return preloadPlan{utxos: n, seedUTXOs: n / 2, seedBlockOutputs: 2_000, minBlocks: 20}
 			},
-			soakRate: 150, blockRate: 2,
+			soakRate: 150, blockRate: 2, inFlight: 32,
 		}, nil
 	}
 	return scenarioDefaults{}, fmt.Errorf("loadtest: unknown scenario %q (want standard, big, smoke or soak)", scenario)
@@ -246,6 +248,9 @@ func (o Options) EnsureDefaults() (Options, error) {
 	setDur(&o.HotDuration, o.MaxDuration*5/8)
 	setInt(&o.Workers, 16)
 	setFloat(&o.RateFraction, 0.5)
+	if d.inFlight > 0 {
+		setInt(&o.InFlight, d.inFlight)
+	}
 	setInt(&o.InFlight, 128)
 	if o.Mix == (Mix{}) {
 		o.Mix = DefaultMix

@@ -392,6 +392,9 @@ func (r *runner) serviceArgs(config string) []string {
 	case ConfigDisk:
 		return []string{"--memory-cache-bytes", "0"}
 	case ConfigFull:
+		if r.o.Scenario == ScenarioSoak {
+			return []string{"--memory-cache-bytes", soakMemoryTier, "--redis-url", r.redis.url()}
+		}
 		return []string{"--memory-cache-bytes", "256MiB", "--redis-url", r.redis.url()}
 	}
 	panic("unknown configuration " + config)

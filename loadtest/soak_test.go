@@ -54,8 +54,8 @@ func TestSoakGrowthRule(t *testing.T) {
 	if f := figure(s, "rss_bytes"); s.Verdict != "FAIL" || !f.Growing || !strings.Contains(strings.Join(s.Reasons, ";"), "rss_bytes grows") {
 		t.Errorf("a leaking RSS: verdict %s, %+v, reasons %v", s.Verdict, f, s.Reasons)
 	}
-	// A goroutine leak of 40 over the run.
-	s = judge(soakSamples(41, 100, "goroutines", func(q float64) float64 { return 50 + q*80 }))
+	// A goroutine leak of 160 over the run.
+	s = judge(soakSamples(41, 100, "goroutines", func(q float64) float64 { return 50 + q*160 }))
 	if f := figure(s, "goroutines"); s.Verdict != "FAIL" || !f.Growing {
 		t.Errorf("leaking goroutines: verdict %s, %+v", s.Verdict, f)
 	}

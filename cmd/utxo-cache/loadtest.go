@@ -53,7 +53,7 @@ Scenarios: standard (200k UTXOs, under 3 minutes), big (1.2M UTXOs with
 exchange addresses of 100k+ UTXOs each, for the disk-tier target; several
 minutes, mostly the preload), smoke (5k UTXOs, memory and bare, seconds),
 soak (20k UTXOs, the full configuration for --duration, default 1h: an open
-loop at --rate, default 150 req/s, a feed of 2 blocks/s with a rollback every
+loop at --rate, default 150 req/s (--in-flight 32), a feed of 2 blocks/s with a rollback every
 20 blocks, redis-server killed with SIGKILL and restarted --redis-restarts
 times; every --sample-every it samples the service's RSS, open files,
 goroutines and Pebble figures, and fails the run when one of them grows: the
@@ -179,8 +179,14 @@ func runLoadtest(e *env, args []string) error {
 	if o.CheckFraction == 0 {
 		o.CheckFraction = -1
 	}
-	if o.Scenario == loadtest.ScenarioSoak && !cl.given("block-rate") {
-		o.BlockRate = 0 // the soak's own default
+	if o.Scenario == loadtest.ScenarioSoak {
+		// The soak's own defaults, unless given.
+		if !cl.given("block-rate") {
+			o.BlockRate = 0
+		}
+		if !cl.given("in-flight") {
+			o.InFlight = 0
+		}
 	}
 
 	if writeChain != "" {
