@@ -74,3 +74,11 @@ LOADTEST_ARGS ?=
 .PHONY: loadtest
 loadtest: build ## standard load test (<3 min): each tier vs the bare ceiling, PASS/MISS, reports in results/
 	$(BIN) loadtest --cpu-profile $(LOADTEST_ARGS)
+
+# soak: SOAK_DURATION (default 1h) of mixed reads, blocks, rollbacks and
+# Redis restarts; fails when RSS, goroutines, open files or Pebble figures
+# grow (README.md, "Soak").
+SOAK_DURATION ?= 1h
+.PHONY: soak
+soak: build ## bounded soak (SOAK_DURATION, default 1h): resource growth, 0 mismatches, 0 5xx through Redis restarts
+	$(BIN) loadtest --scenario soak --duration $(SOAK_DURATION) $(LOADTEST_ARGS)

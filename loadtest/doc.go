@@ -20,6 +20,12 @@
 //	        cursors, 1000 addresses, 4096 outpoints) after its own warmup:
 //	        cache hits against the ceiling, the memory tier's target
 //
+// The soak scenario (soak.go) replaces the phases with one open-loop run of
+// the full configuration for Duration, with the feed, Redis kills and
+// restarts, and samples of the service's RSS, open files, goroutines and
+// Pebble figures; it fails when one of them grows (the last quarter's mean
+// against the second quarter's) or on any 5xx or mismatch.
+//
 // With CPUProfile, the service's pprof endpoint records a CPU profile during
 // the max and the rate phase (a 100 Hz sampler: about 1% of a core), so a
 // missed target comes with where the time went under that very load.

@@ -28,12 +28,13 @@ const (
 	ScenarioStandard = "standard" // 200k UTXOs, every configuration, under 3 minutes
 	ScenarioBig      = "big"      // 1.2M UTXOs, exchanges with 100k+ each: the disk-tier target
 	ScenarioSmoke    = "smoke"    // a tiny store, two configurations, a few seconds
+	ScenarioSoak     = "soak"     // the full configuration for Duration (1h), Redis restarts, resource samples (soak.go)
 )
 
 // Options configure a run. The zero value of a field means the default of
 // the Scenario (see EnsureDefaults); durations are wall time per phase.
 type Options struct {
-	// Scenario picks the defaults: standard (default), big or smoke.
+	// Scenario picks the defaults: standard (default), big, smoke or soak.
 	Scenario string
 	// Profile is the chain's shape. Default workload.Bitcoin.
 	Profile workload.Profile
@@ -74,7 +75,8 @@ type Options struct {
 	Rate float64
 	// RateFraction: default 0.5.
 	RateFraction float64
-	// InFlight bounds the open loop's requests in flight. Default 128.
+	// InFlight bounds the open loop's requests in flight. Default 128 (soak
+	// 32).
 	InFlight int
 	// Mix of request kinds. Default DefaultMix.
 	Mix Mix
@@ -84,8 +86,8 @@ type Options struct {
 	// RequestTimeout bounds one request. Default 5s.
 	RequestTimeout time.Duration
 
-	// BlockRate is the writer feed's blocks/s during the rate phase. Default
-	// 10; negative: no feed.
+	// BlockRate is the writer feed's blocks/s during the rate phase (the
+	// soak). Default 10 (soak 2); negative: no feed.
 	BlockRate float64
 	// RollbackEvery is how many blocks go between rollbacks of RollbackDepth
 	// blocks. Defaults 50 and 3; RollbackEvery < 0: no rollbacks.
@@ -96,6 +98,15 @@ type Options struct {
 	CheckFraction float64
 	// CheckBudget is the share of one core the checker may use. Default 0.25.
 	CheckBudget float64
+
+	// Duration is the soak's length (soak.go). Default 1h.
+	Duration time.Duration
+	// SampleEvery is the soak's sampling period of the service's figures.
+	// Default Duration/60, between 250ms and 1m.
+	SampleEvery time.Duration
+	// RedisRestarts is how many times the soak kills and restarts its
+	// redis-server, evenly spaced. Default 5; negative: none.
+	RedisRestarts int
 
 	// Targets switch to an external run: base URLs of running services
 	// (reads go round-robin), whose writer (Writer, default Targets[0]) must
@@ -140,14 +151,16 @@ type Options struct {
 
 // scenarioDefaults are the per-scenario values EnsureDefaults applies.
 type scenarioDefaults struct {
-	utxos, txs        int
-	warmup, max, rate time.Duration
-	machineWarmup     time.Duration
-	configs           []string
-	rollbackEvery     int
-	plan              func(utxos int) preloadPlan
-	hotAddresses      int
-	hotFraction       float64
+	utxos, txs          int
+	warmup, max, rate   time.Duration
+	machineWarmup       time.Duration
+	configs             []string
+	rollbackEvery       int
+	plan                func(utxos int) preloadPlan
+	hotAddresses        int
+	hotFraction         float64
+	soakRate, blockRate float64 // 0: the general defaults
+	inFlight            int     // 0: the general default
 }
 
 func defaultsOf(scenario string) (scenarioDefaults, error) {
@@ -181,8 +194,19 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 				return preloadPlan{utxos: n, seedUTXOs: n / 2, seedBlockOutputs: 1_000, minBlocks: 10}
 			},
 		}, nil
+	case ScenarioSoak:
+		// A modest load for a long time on a busy machine: what it looks
+		// for is growth, not throughput.
+		return scenarioDefaults{
+			utxos: 20_000, txs: 20, warmup: 2 * time.Second, max: time.Second, rate: time.Second,
+			machineWarmup: -1, configs: []string{ConfigFull}, rollbackEvery: 20,
+			plan: func(n int) preloadPlan {
+				return preloadPlan{utxos: n, seedUTXOs: n / 2, seedBlockOutputs: 2_000, minBlocks: 20}
+			},
+			soakRate: 150, blockRate: 2, inFlight: 32,
+		}, nil
 	}
-	return scenarioDefaults{}, fmt.Errorf("loadtest: unknown scenario %q (want standard, big or smoke)", scenario)
+	return scenarioDefaults{}, fmt.Errorf("loadtest: unknown scenario %q (want standard, big, smoke or soak)", scenario)
 }
 
 // EnsureDefaults returns o with every zero field set to its default.
@@ -224,6 +248,9 @@ func (o Options) EnsureDefaults() (Options, error) {
 	setDur(&o.HotDuration, o.MaxDuration*5/8)
 	setInt(&o.Workers, 16)
 	setFloat(&o.RateFraction, 0.5)
+	if d.inFlight > 0 {
+		setInt(&o.InFlight, d.inFlight)
+	}
 	setInt(&o.InFlight, 128)
 	if o.Mix == (Mix{}) {
 		o.Mix = DefaultMix
@@ -232,7 +259,21 @@ func (o Options) EnsureDefaults() (Options, error) {
 	setInt(&o.LookupBatch, 20)
 	setInt(&o.MaxDepth, 50)
 	setDur(&o.RequestTimeout, 5*time.Second)
+	if o.Rate == 0 {
+		o.Rate = d.soakRate
+	}
+	if d.blockRate > 0 {
+		setFloat(&o.BlockRate, d.blockRate)
+	}
 	setFloat(&o.BlockRate, 10)
+	if o.Scenario == ScenarioSoak {
+		setDur(&o.Duration, time.Hour)
+		setDur(&o.SampleEvery, soakSampleEvery(o.Duration))
+		setInt(&o.RedisRestarts, 5)
+		if o.RedisRestarts < 0 {
+			o.RedisRestarts = 0
+		}
+	}
 	setInt(&o.RollbackEvery, d.rollbackEvery)
 	setInt(&o.RollbackDepth, 3)
 	setFloat(&o.CheckFraction, 0.01)
@@ -271,6 +312,18 @@ func (o Options) Validate() error {
 	}
 	if o.MaxDuration <= 0 || o.RateDuration <= 0 {
 		errs = append(errs, errors.New("phase durations must be positive"))
+	}
+	if o.Scenario == ScenarioSoak {
+		switch {
+		case len(o.Targets) > 0:
+			errs = append(errs, errors.New("the soak scenario is a managed run: it restarts its own redis-server and samples the service's process"))
+		case !slices.Equal(o.Configs, []string{ConfigFull}):
+			errs = append(errs, fmt.Errorf("the soak scenario runs the full configuration only, not %v", o.Configs))
+		case o.Duration <= 0 || o.SampleEvery <= 0:
+			errs = append(errs, errors.New("the soak's duration and sampling period must be positive"))
+		case o.Rate <= 0:
+			errs = append(errs, errors.New("the soak needs an offered rate (--rate)"))
+		}
 	}
 	if len(o.Targets) == 0 && o.Bin == "" {
 		errs = append(errs, errors.New("a managed run needs the utxo-cache binary (Bin)"))

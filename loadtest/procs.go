@@ -150,7 +150,10 @@ func waitHTTP(ctx context.Context, c *http.Client, url string, p *process, timeo
 // persistence, as the Redis tier's tests run it.
 type redisServer struct {
 	*process
-	addr string
+	addr     string
+	port     int
+	bin, dir string
+	restarts int
 }
 
 // startRedis starts redis-server on the load's CPUs of cpus (it serves the
@@ -160,24 +163,51 @@ func startRedis(cpus cpuPlan, bin, dir string) (*redisServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	bin, args := cpus.command(cpus.load, bin, []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--protected-mode", "yes"})
-	p, err := startProcess("redis-server", filepath.Join(dir, "redis.log"), bin, args...)
-	if err != nil {
+	r := &redisServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), port: port, bin: bin, dir: dir}
+	if err := r.start(cpus, "redis.log", 10*time.Second); err != nil {
 		return nil, err
 	}
-	r := &redisServer{process: p, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	deadline := time.Now().Add(10 * time.Second)
+	return r, nil
+}
+
+// start runs redis-server on r's port and waits up to timeout for its PONG.
+func (r *redisServer) start(cpus cpuPlan, logName string, timeout time.Duration) error {
+	bin, args := cpus.command(cpus.load, r.bin, []string{"--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", r.dir, "--protected-mode", "yes"})
+	p, err := startProcess("redis-server", filepath.Join(r.dir, logName), bin, args...)
+	if err != nil {
+		return err
+	}
+	r.process = p
+	deadline := time.Now().Add(timeout)
 	for {
 		if err := r.command("PING", "+PONG"); err == nil {
-			return r, nil
+			return nil
 		}
 		if !p.running() || time.Now().After(deadline) {
 			_ = p.stop(time.Second)
-			return nil, fmt.Errorf("redis-server did not answer PING on %s (see %s)", r.addr, p.log.Name())
+			return fmt.Errorf("redis-server did not answer PING on %s (see %s)", r.addr, p.log.Name())
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// restart kills redis-server (SIGKILL: a crash, not a shutdown) and starts
+// a new one on the same port, empty (no persistence), as a crashed and
+// restarted Redis; it returns how long Redis was down, from the kill to the
+// new one's PONG.
+func (r *redisServer) restart(cpus cpuPlan, timeout time.Duration) (time.Duration, error) {
+	t0 := time.Now()
+	if r.running() {
+		_ = r.cmd.Process.Kill()
+	}
+	<-r.exited
+	r.log.Close()
+	r.restarts++
+	// The port is free again once the old process is gone; the new one
+	// binds it with SO_REUSEADDR, like any redis-server.
+	err := r.start(cpus, fmt.Sprintf("redis-%d.log", r.restarts), timeout)
+	return time.Since(t0), err
 }
 
 // command sends one argument-less command in RESP and expects a reply

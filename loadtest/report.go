@@ -30,6 +30,7 @@ type Report struct {
 	Fairness    Fairness       `json:"fairness"`
 	Configs     []ConfigResult `json:"configs"`
 	Targets     []Verdict      `json:"targets"`
+	Soak        *SoakResult    `json:"soak,omitempty"` // the soak scenario's samples and verdict
 	Failed      bool           `json:"failed"`
 	FailReasons []string       `json:"fail_reasons,omitempty"`
 	Error       string         `json:"error,omitempty"`
@@ -233,6 +234,10 @@ func (r *Report) config(name string) *ConfigResult {
 // evaluate computes the ceiling ratios, the target verdicts and whether the
 // run failed.
 func (r *Report) evaluate(o Options) {
+	if r.Soak != nil {
+		r.evaluateSoak()
+		return
+	}
 	bare := r.config(ConfigBare)
 	ceiling, hotCeiling := 0.0, 0.0
 	if bare != nil {
@@ -429,6 +434,26 @@ func (r *Report) evaluate(o Options) {
 	r.Fairness.Comparable = r.comparability(o)
 }
 
+// evaluateSoak sets the soak's targets and whether the run failed: a soak
+// fails on its own verdict (SoakResult.judge) or a run error.
+func (r *Report) evaluateSoak() {
+	r.Targets = r.Soak.soakTargets()
+	r.Failed, r.FailReasons = false, nil
+	if r.Error != "" {
+		r.Failed = true
+		r.FailReasons = append(r.FailReasons, "run error: "+strings.ReplaceAll(r.Error, "\n", "; "))
+	}
+	if r.Soak.Verdict != "PASS" {
+		r.Failed = true
+		r.FailReasons = append(r.FailReasons, r.Soak.Reasons...)
+		if len(r.Soak.Reasons) == 0 {
+			r.FailReasons = append(r.FailReasons, "the soak did not finish")
+		}
+	}
+	r.Fairness.Comparable = []string{"A soak compares the service with itself over time (its second quarter with its last): " +
+		"its figures do not compare with another scenario's, and its throughput is the offered rate, not a maximum."}
+}
+
 // comparability says which of the run's figures compare with which, from
 // what the run did to make them comparable (Fairness) and what it measured.
 func (r *Report) comparability(o Options) []string {
@@ -530,6 +555,12 @@ func passMiss(ok bool) string {
 // configuration, the ratio to the bare ceiling, then the targets.
 func (r *Report) Headline() string {
 	var b strings.Builder
+	if r.Soak != nil {
+		// A soak has no maximum to compare: its account, then its targets.
+		fmt.Fprintf(&b, "soak %s: %s\n\n", r.Soak.Verdict, r.Soak.summary())
+		r.writeTargets(&b)
+		return b.String()
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "config\tmax req/s\t× ceiling\tp99 @max\trate req/s\tp99 @rate\thot req/s (×)\thit ratio\tsvc CPU\tsvc RSS\t5xx\tmismatch\t")
 	for _, c := range r.Configs {
@@ -555,20 +586,26 @@ func (r *Report) Headline() string {
 	}
 	tw.Flush()
 	b.WriteString("\n")
+	r.writeTargets(&b)
+	return b.String()
+}
+
+// writeTargets writes the targets' lines, the busy-machine warning and the
+// failure reasons of the headline.
+func (r *Report) writeTargets(b *strings.Builder) {
 	for _, v := range r.Targets {
-		fmt.Fprintf(&b, "%-4s  %s: %s", v.Status, v.Target, v.Value)
+		fmt.Fprintf(b, "%-4s  %s: %s", v.Status, v.Target, v.Value)
 		if v.Detail != "" {
-			fmt.Fprintf(&b, " (%s)", v.Detail)
+			fmt.Fprintf(b, " (%s)", v.Detail)
 		}
 		b.WriteString("\n")
 	}
 	if w := r.busyWarning(); w != "" {
-		fmt.Fprintf(&b, "WARNING: %s\n", w)
+		fmt.Fprintf(b, "WARNING: %s\n", w)
 	}
 	if r.Failed {
-		fmt.Fprintf(&b, "FAILED: %s\n", strings.Join(r.FailReasons, "; "))
+		fmt.Fprintf(b, "FAILED: %s\n", strings.Join(r.FailReasons, "; "))
 	}
-	return b.String()
 }
 
 // busyWarning says when the machine was busy with other work as the run

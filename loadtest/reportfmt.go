@@ -221,9 +221,15 @@ func (r *Report) Markdown() string {
 	if w := r.busyWarning(); w != "" {
 		fmt.Fprintf(&b, "\n**Warning:** %s\n", w)
 	}
-	fmt.Fprintf(&b, "\n## Headline\n\n%s\n## Targets\n\n%s\n", r.headlineTable().markdown(), r.targetsTable().markdown())
+	if r.Soak == nil {
+		fmt.Fprintf(&b, "\n## Headline\n\n%s", r.headlineTable().markdown())
+	}
+	fmt.Fprintf(&b, "\n## Targets\n\n%s\n", r.targetsTable().markdown())
 	if r.Failed {
 		fmt.Fprintf(&b, "**FAILED:** %s\n\n", strings.Join(r.FailReasons, "; "))
+	}
+	if r.Soak != nil {
+		b.WriteString(r.Soak.markdown())
 	}
 	if len(r.Fairness.Comparable) > 0 {
 		b.WriteString("## Comparability\n\n")
@@ -333,12 +339,17 @@ func (r *Report) HTML() string {
 	if w := r.busyWarning(); w != "" {
 		b.WriteString("<p class=\"miss\">Warning: " + html.EscapeString(w) + "</p>\n")
 	}
-	b.WriteString("<h2>Headline</h2>\n" + r.headlineTable().html())
-	b.WriteString(r.throughputChart())
-	b.WriteString(r.hitRatioChart())
+	if r.Soak == nil {
+		b.WriteString("<h2>Headline</h2>\n" + r.headlineTable().html())
+		b.WriteString(r.throughputChart())
+		b.WriteString(r.hitRatioChart())
+	}
 	b.WriteString("<h2>Targets</h2>\n" + r.targetsTable().html())
 	if r.Failed {
 		b.WriteString("<p class=\"miss\">FAILED: " + html.EscapeString(strings.Join(r.FailReasons, "; ")) + "</p>\n")
+	}
+	if r.Soak != nil {
+		b.WriteString(r.Soak.html())
 	}
 	if len(r.Fairness.Comparable) > 0 {
 		b.WriteString("<h2>Comparability</h2>\n<ul class=\"notes\">")

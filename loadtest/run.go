@@ -114,7 +114,13 @@ func (r *runner) managed(ctx context.Context) error {
 	}
 	r.w.freeze()
 	r.report.Preload.State = r.w.base.state
-	r.prepareFeed()
+	if r.o.Scenario == ScenarioSoak {
+		// Blocks are made as the feed posts them, and forgotten once
+		// posted: an hour's script is not held in memory.
+		r.w.forgetPosted = true
+	} else {
+		r.prepareFeed()
+	}
 	fair := &r.report.Fairness
 	fair.StoreCopies, fair.ConfigWarmup = true, r.o.Warmup.String()
 
@@ -147,6 +153,15 @@ func (r *runner) managed(ctx context.Context) error {
 		}
 		defer func() { _ = r.redis.stop(5 * time.Second) }()
 		r.logf("redis-server on %s", r.redis.addr)
+	}
+	if r.o.Scenario == ScenarioSoak {
+		res, err := r.runSoak(ctx, dataDir, token)
+		if err != nil {
+			err = fmt.Errorf("soak: %w", err)
+			res.Error = joinNonEmpty(res.Error, err.Error())
+		}
+		r.report.Configs = append(r.report.Configs, res)
+		return err
 	}
 	var services []string
 	for _, c := range r.o.Configs {
@@ -377,6 +392,9 @@ func (r *runner) serviceArgs(config string) []string {
 	case ConfigDisk:
 		return []string{"--memory-cache-bytes", "0"}
 	case ConfigFull:
+		if r.o.Scenario == ScenarioSoak {
+			return []string{"--memory-cache-bytes", soakMemoryTier, "--redis-url", r.redis.url()}
+		}
 		return []string{"--memory-cache-bytes", "256MiB", "--redis-url", r.redis.url()}
 	}
 	panic("unknown configuration " + config)
@@ -509,7 +527,7 @@ func (r *runner) phase(ctx context.Context, t target, name string, mode phaseMod
 	if name == "warmup" {
 		d.capture = r.capture
 	}
-	measured := name == "max" || name == "rate" || name == "hot"
+	measured := name == "max" || name == "rate" || name == "hot" || name == "soak"
 	fed := mode == phaseOpen && t.writer != "" && r.o.BlockRate > 0
 	if measured && !t.bare && r.o.CheckFraction > 0 {
 		d.check, d.checkFraction = newChecker(r.w, r.o.CheckBudget, !fed), r.o.CheckFraction

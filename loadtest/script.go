@@ -78,6 +78,9 @@ func (w *world) nextStep() feedStep {
 		w.extendScript()
 	}
 	st := w.script.steps[w.pos]
+	if w.forgetPosted {
+		w.script.steps[w.pos] = feedStep{}
+	}
 	w.pos++
 	return st
 }

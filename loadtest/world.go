@@ -60,6 +60,9 @@ type world struct {
 	created []chain.OutPoint // recent outputs, ring; feed only
 	next    int              // ring position in created
 	pos     int              // the next step of script to post; feed only
+	// forgetPosted drops each script step's block once the feed has taken
+	// it (the soak: one configuration, never replayed, for an hour).
+	forgetPosted bool
 
 	base *worldBase // the replaying side after the preload; set by freeze
 }

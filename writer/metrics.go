@@ -74,6 +74,20 @@ func (m *Metrics) observeStore(s *disk.Store) {
 		func(h disk.Health, _ disk.State) float64 { return float64(h.L0Files) })
 	gauge("utxo_cache_store_memtable_bytes", "Pebble memtable bytes.",
 		func(h disk.Health, _ disk.State) float64 { return float64(h.MemTableBytes) })
+	gauge("utxo_cache_store_memtables", "Pebble memtables: the mutable one and those queued for flushing.",
+		func(h disk.Health, _ disk.State) float64 { return float64(h.MemTables) })
+	gauge("utxo_cache_store_sstables", "Pebble live sstables, every level.",
+		func(h disk.Health, _ disk.State) float64 { return float64(h.Sstables) })
+	gauge("utxo_cache_store_zombie_sstables", "Pebble sstables no longer in the tree but still held by an iterator.",
+		func(h disk.Health, _ disk.State) float64 { return float64(h.ZombieSstables) })
+	gauge("utxo_cache_store_open_sstables", "Pebble sstables held open by its file cache (file descriptors).",
+		func(h disk.Health, _ disk.State) float64 { return float64(h.OpenSstables) })
+	gauge("utxo_cache_store_table_iterators", "Open Pebble sstable iterators.",
+		func(h disk.Health, _ disk.State) float64 { return float64(h.TableIterators) })
+	gauge("utxo_cache_store_snapshots", "Open Pebble snapshots.",
+		func(h disk.Health, _ disk.State) float64 { return float64(h.Snapshots) })
+	gauge("utxo_cache_store_block_cache_bytes", "Bytes in Pebble's block cache.",
+		func(h disk.Health, _ disk.State) float64 { return float64(h.BlockCacheBytes) })
 	counter("utxo_cache_store_compactions_total", "Pebble compactions.",
 		func(h disk.Health) float64 { return float64(h.Compactions) })
 	counter("utxo_cache_store_flushes_total", "Pebble memtable flushes.",

@@ -51,7 +51,15 @@ which figures compare with which.
 
 Scenarios: standard (200k UTXOs, under 3 minutes), big (1.2M UTXOs with
 exchange addresses of 100k+ UTXOs each, for the disk-tier target; several
-minutes, mostly the preload), smoke (5k UTXOs, memory and bare, seconds).
+minutes, mostly the preload), smoke (5k UTXOs, memory and bare, seconds),
+soak (20k UTXOs, the full configuration for --duration, default 1h: an open
+loop at --rate, default 150 req/s (--in-flight 32), a feed of 2 blocks/s with a rollback every
+20 blocks, redis-server killed with SIGKILL and restarted --redis-restarts
+times; every --sample-every it samples the service's RSS, open files,
+goroutines and Pebble figures, and fails the run when one of them grows: the
+last quarter's mean above the second quarter's by more than 10% plus a fixed
+tolerance; or on any 5xx or answer that differs from the model. make soak
+runs it; SOAK_DURATION=10m shortens it).
 
 An external run (--target URL, repeatable) loads running services instead:
 reads go round-robin to the targets, the feed posts to --writer (default the
@@ -87,7 +95,7 @@ func runLoadtest(e *env, args []string) error {
 	var o loadtest.Options
 	var targets stringList
 	var profile, configs, mix, writeChain, bareServe, bareBodies string
-	fs.StringVar(&o.Scenario, "scenario", loadtest.ScenarioStandard, "`NAME`: standard, big or smoke (sets the defaults of the flags below marked 0)")
+	fs.StringVar(&o.Scenario, "scenario", loadtest.ScenarioStandard, "`NAME`: standard, big, smoke or soak (sets the defaults of the flags below marked 0)")
 	fs.StringVar(&profile, "chain-profile", "bitcoin", "shape of the generated chain: bitcoin or cardano")
 	fs.Int64Var(&o.Seed, "seed", 1, "`SEED` of the chain and of the request stream")
 	fs.IntVar(&o.UTXOs, "utxos", 0, "live `UTXOS` of the preloaded store (0: the scenario's)")
@@ -113,6 +121,9 @@ func runLoadtest(e *env, args []string) error {
 	fs.IntVar(&o.RollbackDepth, "rollback-depth", 3, "`BLOCKS` each rollback undoes before a new branch is applied")
 	fs.Float64Var(&o.CheckFraction, "check-fraction", 0.01, "`FRACTION` of answers checked against the model (0: none)")
 	fs.Float64Var(&o.CheckBudget, "check-budget", 0.25, "share of one core the checker may use")
+	fs.DurationVar(&o.Duration, "duration", 0, "soak: `DURATION` of the run (0: 1h)")
+	fs.DurationVar(&o.SampleEvery, "sample-every", 0, "soak: sampling `PERIOD` of the service's RSS, goroutines, open files and Pebble figures (0: duration/60, 250ms..1m)")
+	fs.IntVar(&o.RedisRestarts, "redis-restarts", 0, "soak: times redis-server is killed and restarted, evenly spaced (0: 5; -1: none)")
 	fs.Var(&targets, "target", "base `URL` of a running service to load instead of starting one (repeatable)")
 	fs.StringVar(&o.Writer, "writer", "", "base `URL` the feed posts blocks to in an external run (default: the first --target)")
 	fs.StringVar(&o.AdminToken, "admin-token", "", "the writer's bearer `TOKEN` in an external run")
@@ -167,6 +178,15 @@ func runLoadtest(e *env, args []string) error {
 	}
 	if o.CheckFraction == 0 {
 		o.CheckFraction = -1
+	}
+	if o.Scenario == loadtest.ScenarioSoak {
+		// The soak's own defaults, unless given.
+		if !cl.given("block-rate") {
+			o.BlockRate = 0
+		}
+		if !cl.given("in-flight") {
+			o.InFlight = 0
+		}
 	}
 
 	if writeChain != "" {

@@ -10,6 +10,13 @@ type Health struct {
 	Compactions        int64
 	Flushes            int64
 	MemTableBytes      uint64
+	MemTables          int64 // memtables, the mutable one and those queued for flushing
+	Sstables           int64 // live sstables, every level
+	ZombieSstables     int64 // sstables no longer in the tree but held by an iterator
+	OpenSstables       int64 // sstables the file cache holds open (file descriptors)
+	TableIterators     int64 // open sstable iterators
+	Snapshots          int   // open Pebble snapshots (published states hold one each)
+	BlockCacheBytes    int64 // bytes in the block cache (bounded by Options.CacheBytes)
 	BlockCacheHits     int64
 	BlockCacheMisses   int64
 	RecentHits         uint64 // apply lookups answered by the young-output view
@@ -30,6 +37,13 @@ func (s *Store) Health() Health {
 		Compactions:        m.Compact.Count,
 		Flushes:            m.Flush.Count,
 		MemTableBytes:      m.MemTable.Size,
+		MemTables:          m.MemTable.Count,
+		Sstables:           m.Total().TablesCount,
+		ZombieSstables:     m.Table.ZombieCount,
+		OpenSstables:       m.FileCache.TableCount,
+		TableIterators:     m.TableIters,
+		Snapshots:          m.Snapshots.Count,
+		BlockCacheBytes:    m.BlockCache.Size,
 		BlockCacheHits:     m.BlockCache.Hits,
 		BlockCacheMisses:   m.BlockCache.Misses,
 		RecentHits:         s.metrics.recentHits.Load(),
