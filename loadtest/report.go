@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,7 +30,10 @@ type Report struct {
 	Preload     PreloadResult  `json:"preload"`
 	Fairness    Fairness       `json:"fairness"`
 	Configs     []ConfigResult `json:"configs"`
-	Targets     []Verdict      `json:"targets"`
+	// Throughput is the replicas scenario's (the writer's apply throughput
+	// with and without replicas); nil in the other scenarios.
+	Throughput  *ThroughputResult `json:"replica_throughput,omitempty"`
+	Targets     []Verdict         `json:"targets"`
 	Failed      bool           `json:"failed"`
 	FailReasons []string       `json:"fail_reasons,omitempty"`
 	Error       string         `json:"error,omitempty"`
@@ -95,6 +99,17 @@ type StoreState struct {
 	Hash   string `json:"hash"`
 	UTXOs  uint64 `json:"utxo_count"`
 	Digest string `json:"utxo_digest"`
+	// Seq is the state's commit sequence (X-Commit-Seq), when a service
+	// reported it (the model's figures have none: the preload's seq is the
+	// store's to count).
+	Seq uint64 `json:"seq,omitempty"`
+}
+
+// sameFigures reports whether s and o are the same state by tip, count and
+// digest (the figures a store and the model both have).
+func (s StoreState) sameFigures(o StoreState) bool {
+	s.Seq, o.Seq = 0, 0
+	return s == o
 }
 
 func (s StoreState) String() string {
@@ -139,6 +154,9 @@ type ConfigResult struct {
 	// preloaded store's figures, for a managed run's every service.
 	Start        *StoreState    `json:"start,omitempty"`
 	Args         []string       `json:"args,omitempty"`
+	// Processes are the processes the configuration started (all stopped
+	// when it ended), with their logs.
+	Processes    []ProcessInfo  `json:"processes,omitempty"`
 	BodySizes    map[string]int `json:"body_sizes,omitempty"` // bare: bytes per route
 	Max          PhaseResult    `json:"max"`
 	Rate         PhaseResult    `json:"rate"`
@@ -217,6 +235,8 @@ const (
 	diskCeilingShare   = 0.3
 	memoryRateP99Ms    = 5.0
 	visibleP99Ms       = 5.0
+	replicaLagP99Ms    = 100.0
+	replicaApplyShare  = 0.9 // writer apply throughput with replicas over without
 	diskTargetUTXOs    = 1_000_000
 	feedRateShare      = 0.95 // of BlockRate, for the feed to count as sustained
 )
@@ -358,6 +378,7 @@ func (r *Report) evaluate(o Options) {
 		}
 		r.Targets = append(r.Targets, v)
 	}
+	r.Targets = append(r.Targets, r.replicationVerdicts(o)...)
 	{
 		v := Verdict{Target: fmt.Sprintf("zero mismatches and zero 5xx under a %.0f blocks/s feed", o.BlockRate), Threshold: "0 and 0"}
 		v.Value = fmt.Sprintf("%d mismatches in %d checked answers, %d 5xx", mismatches, checked, fiveXX)
@@ -409,6 +430,9 @@ func (r *Report) evaluate(o Options) {
 		if fiveXX > 0 {
 			fail("configuration %s: %d answers were 5xx", c.Name, fiveXX)
 		}
+		if rr := c.Rate.Feed.replication(); rr != nil && len(rr.Errors) > 0 {
+			fail("configuration %s: the replication lag observer: %s", c.Name, rr.Errors[0])
+		}
 		// A feed that failed outright is the configuration's error, in the
 		// run error already.
 		if len(feedErrs) > 0 && !strings.Contains(r.Error, feedErrs[0]) {
@@ -427,6 +451,53 @@ func (r *Report) evaluate(o Options) {
 		}
 	}
 	r.Fairness.Comparable = r.comparability(o)
+}
+
+// replication returns the feed's replication lag figures, nil for none.
+func (f *FeedResult) replication() *ReplicationResult {
+	if f == nil {
+		return nil
+	}
+	return f.Replication
+}
+
+// replicationVerdicts are the replica targets of issue 9: the replica
+// configuration's lag and the replicas scenario's throughput ratio.
+func (r *Report) replicationVerdicts(o Options) []Verdict {
+	var out []Verdict
+	if c := r.config(ConfigReplica); c != nil || slices.Contains(o.Configs, ConfigReplica) {
+		v := Verdict{Target: fmt.Sprintf("replication lag p99 < %.0f ms (writer acknowledgement to the replica at its seq)", replicaLagP99Ms),
+			Config: ConfigReplica, Threshold: fmt.Sprintf("< %.0f ms", replicaLagP99Ms)}
+		rr := (*FeedResult)(nil).replication()
+		if c != nil {
+			rr = c.Rate.Feed.replication()
+		}
+		switch {
+		case rr == nil || rr.Lag.Count == 0:
+			v.Status, v.Detail = "SKIP", "no replication lag measured (the configuration did not run its feed)"
+		default:
+			v.Value = fmt.Sprintf("%.2f ms (p50 %.2f, max %.2f ms)", rr.Lag.P99, rr.Lag.P50, rr.Lag.Max)
+			v.Status = passMiss(rr.Lag.P99 < replicaLagP99Ms && rr.NotReached == 0 && rr.Unobserved == 0 && len(rr.Errors) == 0)
+			v.Detail = fmt.Sprintf("%d of %d acknowledged writes observed", rr.Lag.Count, rr.Writes)
+			if rr.NotReached > 0 || rr.Unobserved > 0 {
+				v.Detail += fmt.Sprintf("; %d not reached within %s, %d not observed", rr.NotReached, lagTimeout, rr.Unobserved)
+			}
+		}
+		out = append(out, v)
+	}
+	if tr := r.Throughput; tr != nil {
+		v := Verdict{Target: fmt.Sprintf("writer apply throughput with %d replicas ≥ %.1f× with none (same run)", tr.Replicas, replicaApplyShare),
+			Threshold: fmt.Sprintf("≥ %.2f", replicaApplyShare)}
+		if tr.Without == 0 || tr.With == 0 {
+			v.Status, v.Detail = "SKIP", "a leg without or with replicas did not finish"
+		} else {
+			v.Value = fmt.Sprintf("%.2f (%.1f / %.1f blocks/s)", tr.Ratio, tr.With, tr.Without)
+			v.Status = passMiss(tr.Ratio >= replicaApplyShare)
+			v.Detail = fmt.Sprintf("%d legs of %d blocks and %d rollbacks each", len(tr.Legs), tr.Blocks, tr.Rollbacks)
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // comparability says which of the run's figures compare with which, from
