@@ -72,5 +72,9 @@ clean: ## remove build output (bin/); never touches a store
 # `utxo-cache loadtest` (e.g. LOADTEST_ARGS='--scenario big', see its --help).
 LOADTEST_ARGS ?=
 .PHONY: loadtest
-loadtest: build ## standard load test (<3 min): each tier vs the bare ceiling, PASS/MISS, reports in results/
+loadtest: build ## standard load test (<3 min): each tier and a read replica vs the bare ceiling, PASS/MISS, reports in results/
 	$(BIN) loadtest --cpu-profile $(LOADTEST_ARGS)
+
+.PHONY: loadtest-replicas
+loadtest-replicas: build ## writer apply throughput with 0 and 3 replicas tailing it, same run (~2 min), PASS/MISS, reports in results/
+	$(BIN) loadtest --scenario replicas $(LOADTEST_ARGS)

@@ -49,11 +49,11 @@ type lagObserver struct {
 	replica string // base URL
 	wait    time.Duration
 
-	h    *syncHist
-	sem  chan struct{}
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	res  ReplicationResult // guarded by mu (but Lag, filled by finish)
+	h   *syncHist
+	sem chan struct{}
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	res ReplicationResult // guarded by mu (but Lag, filled by finish)
 }
 
 const (

@@ -19,24 +19,24 @@ const ReportVersion = 1
 // Report is everything a run measured. It is written as report.json
 // (machines), report.md (people) and report.html (charts).
 type Report struct {
-	Version     int            `json:"version"`
-	Started     time.Time      `json:"started"`
-	Seconds     float64        `json:"seconds"`
-	Command     []string       `json:"command,omitempty"` // set by the caller, for the record
-	ResultsDir  string         `json:"results_dir"`
-	Scenario    string         `json:"scenario"`
-	Settings    Settings       `json:"settings"`
-	Machine     Machine        `json:"machine"`
-	Preload     PreloadResult  `json:"preload"`
-	Fairness    Fairness       `json:"fairness"`
-	Configs     []ConfigResult `json:"configs"`
+	Version    int            `json:"version"`
+	Started    time.Time      `json:"started"`
+	Seconds    float64        `json:"seconds"`
+	Command    []string       `json:"command,omitempty"` // set by the caller, for the record
+	ResultsDir string         `json:"results_dir"`
+	Scenario   string         `json:"scenario"`
+	Settings   Settings       `json:"settings"`
+	Machine    Machine        `json:"machine"`
+	Preload    PreloadResult  `json:"preload"`
+	Fairness   Fairness       `json:"fairness"`
+	Configs    []ConfigResult `json:"configs"`
 	// Throughput is the replicas scenario's (the writer's apply throughput
 	// with and without replicas); nil in the other scenarios.
 	Throughput  *ThroughputResult `json:"replica_throughput,omitempty"`
 	Targets     []Verdict         `json:"targets"`
-	Failed      bool           `json:"failed"`
-	FailReasons []string       `json:"fail_reasons,omitempty"`
-	Error       string         `json:"error,omitempty"`
+	Failed      bool              `json:"failed"`
+	FailReasons []string          `json:"fail_reasons,omitempty"`
+	Error       string            `json:"error,omitempty"`
 }
 
 // Settings are the options that shaped the numbers.
@@ -152,8 +152,8 @@ type ConfigResult struct {
 	Kind string `json:"kind"` // service, bare or external
 	// Start is what the service reported before its first request: the
 	// preloaded store's figures, for a managed run's every service.
-	Start        *StoreState    `json:"start,omitempty"`
-	Args         []string       `json:"args,omitempty"`
+	Start *StoreState `json:"start,omitempty"`
+	Args  []string    `json:"args,omitempty"`
 	// Processes are the processes the configuration started (all stopped
 	// when it ended), with their logs.
 	Processes    []ProcessInfo  `json:"processes,omitempty"`
@@ -364,9 +364,12 @@ func (r *Report) evaluate(o Options) {
 	}
 	{
 		v := Verdict{Target: fmt.Sprintf("commit-to-visible p99 < %.0f ms", visibleP99Ms), Threshold: fmt.Sprintf("< %.0f ms", visibleP99Ms)}
-		if !fed {
+		switch {
+		case !fed:
 			v.Status, v.Detail = "SKIP", "no writer feed in this run"
-		} else {
+		case worstAt == "":
+			v.Status, v.Detail = "SKIP", "no configuration read from its writer (a replica's delay is its replication lag)"
+		default:
 			v.Config = strings.Fields(worstAt)[0]
 			v.Value = fmt.Sprintf("%.2f ms (worst: %s)", worstVisible, worstAt)
 			v.Status = passMiss(worstVisible < visibleP99Ms && notVisible == 0)
@@ -391,6 +394,11 @@ func (r *Report) evaluate(o Options) {
 			v.Detail = fmt.Sprintf("feed sustained ≥ %.1f blocks/s (target %.0f), %d feed errors", minFeed, o.BlockRate, feedErrs)
 		}
 		r.Targets = append(r.Targets, v)
+	}
+
+	if o.Scenario == ScenarioReplicas {
+		// No configuration ran: the tiers' targets do not apply.
+		r.Targets = r.replicationVerdicts(o)
 	}
 
 	r.Failed, r.FailReasons = false, nil
@@ -602,29 +610,45 @@ func passMiss(ok bool) string {
 func (r *Report) Headline() string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "config\tmax req/s\t× ceiling\tp99 @max\trate req/s\tp99 @rate\thot req/s (×)\thit ratio\tsvc CPU\tsvc RSS\t5xx\tmismatch\t")
-	for _, c := range r.Configs {
-		ratio := "-"
-		if c.CeilingRatio > 0 {
-			ratio = fmt.Sprintf("%.2f", c.CeilingRatio)
+	if len(r.Configs) > 0 {
+		fmt.Fprintln(tw, "config\tmax req/s\t× ceiling\tp99 @max\trate req/s\tp99 @rate\thot req/s (×)\thit ratio\tsvc CPU\tsvc RSS\t5xx\tmismatch\t")
+		for _, c := range r.Configs {
+			ratio := "-"
+			if c.CeilingRatio > 0 {
+				ratio = fmt.Sprintf("%.2f", c.CeilingRatio)
+			}
+			cpu, rss := "-", "-"
+			if s := c.Max.Service; s != nil {
+				cpu = fmt.Sprintf("%.2f", s.CPUCores)
+				rss = fmt.Sprintf("%d MiB", max(s.RSSPeak, maxRSS(c.Rate.Service))>>20)
+			}
+			var mism int64
+			if c.Rate.Checks != nil {
+				mism += c.Rate.Checks.Mismatches
+			}
+			if c.Max.Checks != nil {
+				mism += c.Max.Checks.Mismatches
+			}
+			fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.2f ms\t%.0f/%.0f\t%.2f ms\t%s\t%s\t%s\t%s\t%d\t%d\t\n",
+				c.Name, c.Max.AchievedRate, ratio, c.Max.Latency.P99, c.Rate.AchievedRate, c.Rate.OfferedRate,
+				c.Rate.Latency.P99, c.hotCell(), hitRatios(c.Max.Cache), cpu, rss, count5xx(c.Max.Errors)+count5xx(c.Rate.Errors), mism)
 		}
-		cpu, rss := "-", "-"
-		if s := c.Max.Service; s != nil {
-			cpu = fmt.Sprintf("%.2f", s.CPUCores)
-			rss = fmt.Sprintf("%d MiB", max(s.RSSPeak, maxRSS(c.Rate.Service))>>20)
-		}
-		var mism int64
-		if c.Rate.Checks != nil {
-			mism += c.Rate.Checks.Mismatches
-		}
-		if c.Max.Checks != nil {
-			mism += c.Max.Checks.Mismatches
-		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.2f ms\t%.0f/%.0f\t%.2f ms\t%s\t%s\t%s\t%s\t%d\t%d\t\n",
-			c.Name, c.Max.AchievedRate, ratio, c.Max.Latency.P99, c.Rate.AchievedRate, c.Rate.OfferedRate,
-			c.Rate.Latency.P99, c.hotCell(), hitRatios(c.Max.Cache), cpu, rss, count5xx(c.Max.Errors)+count5xx(c.Rate.Errors), mism)
 	}
 	tw.Flush()
+	if tr := r.Throughput; tr != nil {
+		b.WriteString("\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "leg\treplicas\tblocks\tseconds\tblocks/s\tapply p99\tcatch-up\t")
+		for i, l := range tr.Legs {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%.2f s\t%.1f\t%.2f ms\t%.2f s\t\n", i+1, l.Replicas, l.Blocks, l.Seconds, l.BlocksPerSec, l.Apply.P99, l.CatchUpSeconds)
+		}
+		tw.Flush()
+	}
+	for _, c := range r.Configs {
+		if rr := c.Rate.Feed.replication(); rr != nil {
+			fmt.Fprintf(&b, "\n%s: replication lag p50 %.2f p99 %.2f max %.2f ms over %d writes\n", c.Name, rr.Lag.P50, rr.Lag.P99, rr.Lag.Max, rr.Lag.Count)
+		}
+	}
 	b.WriteString("\n")
 	for _, v := range r.Targets {
 		fmt.Fprintf(&b, "%-4s  %s: %s", v.Status, v.Target, v.Value)

@@ -180,6 +180,14 @@ func phaseNotes(p *PhaseResult) []string {
 		if f.NotVisible > 0 {
 			n = append(n, fmt.Sprintf("%d blocks not visible within %s", f.NotVisible, visibleTimeout))
 		}
+		if rr := f.Replication; rr != nil {
+			n = append(n, fmt.Sprintf("replication lag on %s (writer acknowledgement to the replica's answer to GET /v1/tip?min_seq=S): "+
+				"p50 %.2f p90 %.2f p99 %.2f max %.2f ms (%d of %d acknowledged writes; %d not reached within %s, %d not observed)",
+				rr.Replica, rr.Lag.P50, rr.Lag.P90, rr.Lag.P99, rr.Lag.Max, rr.Lag.Count, rr.Writes, rr.NotReached, lagTimeout, rr.Unobserved))
+			for _, e := range rr.Errors {
+				n = append(n, "replication lag observer error: "+e)
+			}
+		}
 		for _, e := range f.Errors {
 			n = append(n, "feed error: "+e)
 		}
@@ -232,6 +240,13 @@ func (r *Report) Markdown() string {
 		}
 		b.WriteString("\n")
 	}
+	if tr := r.Throughput; tr != nil {
+		fmt.Fprintf(&b, "## Writer apply throughput with and without replicas\n\n%s\n", throughputTable(tr).markdown())
+		for _, l := range throughputNotes(tr) {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+		b.WriteString("\n")
+	}
 	missed := r.missedConfigs()
 	for i := range r.Configs {
 		c := &r.Configs[i]
@@ -275,6 +290,34 @@ func (r *Report) Markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// throughputTable is the replicas scenario's legs.
+func throughputTable(tr *ThroughputResult) *table {
+	t := &table{head: []string{"leg", "replicas", "blocks", "rollbacks", "seconds", "blocks/s", "apply p50 ms", "apply p99 ms",
+		"writer CPU cores", "replicas caught up after s", "error"}}
+	for i, l := range tr.Legs {
+		cpu := "-"
+		if l.Writer != nil {
+			cpu = fmt.Sprintf("%.2f", l.Writer.CPUCores)
+		}
+		t.add(fmt.Sprint(i+1), fmt.Sprint(l.Replicas), fmt.Sprint(l.Blocks), fmt.Sprint(l.Rollbacks), fmt.Sprintf("%.2f", l.Seconds),
+			fmt.Sprintf("%.1f", l.BlocksPerSec), ms(l.Apply.P50), ms(l.Apply.P99), cpu, fmt.Sprintf("%.2f", l.CatchUpSeconds), l.Error)
+	}
+	return t
+}
+
+func throughputNotes(tr *ThroughputResult) []string {
+	n := []string{fmt.Sprintf("without replicas %.1f blocks/s, with %d replicas %.1f blocks/s: ratio %.2f (target ≥ %.2f)",
+		tr.Without, tr.Replicas, tr.With, tr.Ratio, replicaApplyShare),
+		"Each leg: a writer on a fresh copy of the preloaded store (pinned to the service's CPUs when the run pins), its replicas " +
+			"bootstrapped from its checkpoint (on the harness's CPUs), then the same script posted back to back, one write in flight; " +
+			"blocks/s is the blocks over the time from the first post to the last acknowledgement. Afterwards every replica must " +
+			"reach the writer's seq and report its tip, count and digest."}
+	if len(tr.Legs) > 0 && len(tr.Legs[0].Processes) > 0 {
+		n = append(n, "Logs: serve-throughput-<leg>-writer.log and serve-throughput-<leg>-replica-<i>.log.")
+	}
+	return n
 }
 
 func bodySizes(m map[string]int) string {
@@ -343,6 +386,13 @@ func (r *Report) HTML() string {
 	if len(r.Fairness.Comparable) > 0 {
 		b.WriteString("<h2>Comparability</h2>\n<ul class=\"notes\">")
 		for _, l := range r.Fairness.Comparable {
+			b.WriteString("<li>" + html.EscapeString(l) + "</li>")
+		}
+		b.WriteString("</ul>\n")
+	}
+	if tr := r.Throughput; tr != nil {
+		b.WriteString("<h2>Writer apply throughput with and without replicas</h2>\n" + throughputTable(tr).html() + "<ul class=\"notes\">")
+		for _, l := range throughputNotes(tr) {
 			b.WriteString("<li>" + html.EscapeString(l) + "</li>")
 		}
 		b.WriteString("</ul>\n")
