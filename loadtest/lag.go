@@ -24,8 +24,27 @@ type ReplicationResult struct {
 	// observations were already waiting (none on a healthy replica).
 	Unobserved int64 `json:"unobserved"`
 	// NotReached counts writes the replica did not reach within lagTimeout.
-	NotReached int64    `json:"not_reached"`
-	Errors     []string `json:"errors,omitempty"`
+	NotReached int64 `json:"not_reached"`
+	// ReplicaApplied and ReplicaApplyMeanMs are, from the replica's
+	// utxo_cache_replica_apply_seconds over the phase, the changes it
+	// applied and the mean time one took to apply, verify and publish:
+	// the part of the lag spent applying, the rest being the delivery
+	// from the writer and the wait for the replica's CPU.
+	ReplicaApplied     int64    `json:"replica_applied"`
+	ReplicaApplyMeanMs float64  `json:"replica_apply_mean_ms"`
+	Errors             []string `json:"errors,omitempty"`
+}
+
+const metricReplicaApply = "utxo_cache_replica_apply_seconds"
+
+// applyDelta fills the replica's apply figures from its metrics scraped
+// before and after the phase.
+func (r *ReplicationResult) applyDelta(before, after Samples) {
+	n := after.Sum(metricReplicaApply+"_count", nil) - before.Sum(metricReplicaApply+"_count", nil)
+	sum := after.Sum(metricReplicaApply+"_sum", nil) - before.Sum(metricReplicaApply+"_sum", nil)
+	if n > 0 {
+		r.ReplicaApplied, r.ReplicaApplyMeanMs = int64(n), 1000*sum/n
+	}
 }
 
 // lagObserver measures the replication lag of each acknowledged write.

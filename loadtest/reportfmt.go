@@ -184,6 +184,10 @@ func phaseNotes(p *PhaseResult) []string {
 			n = append(n, fmt.Sprintf("replication lag on %s (writer acknowledgement to the replica's answer to GET /v1/tip?min_seq=S): "+
 				"p50 %.2f p90 %.2f p99 %.2f max %.2f ms (%d of %d acknowledged writes; %d not reached within %s, %d not observed)",
 				rr.Replica, rr.Lag.P50, rr.Lag.P90, rr.Lag.P99, rr.Lag.Max, rr.Lag.Count, rr.Writes, rr.NotReached, lagTimeout, rr.Unobserved))
+			if rr.ReplicaApplied > 0 {
+				n = append(n, fmt.Sprintf("the replica applied %d changes, %.2f ms each on average (apply, verify, publish: utxo_cache_replica_apply_seconds); "+
+					"the rest of the lag is the delivery from the writer and the wait for the replica's CPU", rr.ReplicaApplied, rr.ReplicaApplyMeanMs))
+			}
 			for _, e := range rr.Errors {
 				n = append(n, "replication lag observer error: "+e)
 			}

@@ -604,6 +604,9 @@ func (r *runner) phase(ctx context.Context, t target, name string, mode phaseMod
 		if after, err := scrape(ctx, r.ctl, t.bases[0]); err == nil {
 			ts := tierDelta(before, after)
 			res.Cache = &ts
+			if res.Feed != nil && res.Feed.Replication != nil {
+				res.Feed.Replication.applyDelta(before, after)
+			}
 		}
 	}
 	res.Service = svc.finish()
