@@ -76,5 +76,5 @@ loadtest: build ## standard load test (<3 min): each tier and a read replica vs 
 	$(BIN) loadtest --cpu-profile $(LOADTEST_ARGS)
 
 .PHONY: loadtest-replicas
-loadtest-replicas: build ## writer apply throughput with 0 and 3 replicas tailing it, same run (~2 min), PASS/MISS, reports in results/
+loadtest-replicas: build ## writer apply throughput with 0 and 3 replicas tailing it, same run (a few minutes), PASS/MISS, reports in results/
 	$(BIN) loadtest --scenario replicas $(LOADTEST_ARGS)

@@ -62,8 +62,8 @@ minutes, mostly the preload), smoke (5k UTXOs, memory and bare, seconds),
 replicas (200k UTXOs, no read load: the writer's apply throughput with no
 replica and with --replicas replicas tailing its change log, the same
 --apply-blocks script posted back to back on a fresh store copy per leg, in
---apply-rounds ABBA rounds; target ratio ≥ 0.9; each leg is bounded by
---apply-timeout).
+--apply-rounds ABBA rounds; target ratio ≥ 0.9; the writer on the service's
+CPUs, the replicas on the harness's; each leg is bounded by --apply-timeout).
 
 An external run (--target URL, repeatable) loads running services instead:
 reads go round-robin to the targets, the feed posts to --writer (default the
@@ -208,7 +208,7 @@ func runLoadtest(e *env, args []string) error {
 		return err
 	}
 	rep, err := loadtest.Run(ctx, o)
-	if rep != nil && len(rep.Configs) > 0 {
+	if rep != nil && (len(rep.Configs) > 0 || rep.Throughput != nil) {
 		fmt.Fprintf(e.stdout, "\n%s\nreports: %s\n", rep.Headline(),
 			strings.Join([]string{filepath.Join(rep.ResultsDir, "report.md"), filepath.Join(rep.ResultsDir, "report.html"),
 				filepath.Join(rep.ResultsDir, "report.json")}, ", "))
