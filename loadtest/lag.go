@@ -65,8 +65,9 @@ func (r *ReplicationResult) applyDelta(before, after Samples) {
 // per write, at most maxLagInFlight), so a slow one delays no other.
 type lagObserver struct {
 	client  *http.Client
-	replica string // base URL
-	wait    time.Duration
+	replica string        // base URL
+	wait    time.Duration // of each request; a 503 behind is asked again
+	timeout time.Duration // after the acknowledgement: not reached
 
 	h   *syncHist
 	sem chan struct{}
@@ -82,7 +83,7 @@ const (
 )
 
 func newLagObserver(client *http.Client, replica string) *lagObserver {
-	return &lagObserver{client: client, replica: replica, wait: lagWait, h: newSyncHist(),
+	return &lagObserver{client: client, replica: replica, wait: lagWait, timeout: lagTimeout, h: newSyncHist(),
 		sem: make(chan struct{}, maxLagInFlight), res: ReplicationResult{Replica: replica}}
 }
 
@@ -125,7 +126,7 @@ func (o *lagObserver) fail(err error) {
 
 func (o *lagObserver) run(ctx context.Context, seq uint64, ackAt time.Time) {
 	url := o.replica + "/v1/tip?min_seq=" + strconv.FormatUint(seq, 10) + "&wait=" + strconv.FormatFloat(o.wait.Seconds(), 'f', -1, 64)
-	deadline := ackAt.Add(lagTimeout)
+	deadline := ackAt.Add(o.timeout)
 	for {
 		t0 := time.Now()
 		got, status, err := o.ask(ctx, url)

@@ -301,6 +301,12 @@ func (r *runner) applyLeg(ctx context.Context, i, n int, dataDir, token string, 
 	f := &feed{client: r.ctl, writer: set.writer.base, token: token}
 	apply := newSyncHist()
 	wp := watchProc(set.writer.pid())
+	watching := true
+	defer func() {
+		if watching { // the leg failed before its figures
+			wp.finish()
+		}
+	}()
 	t0 := time.Now()
 	var last uint64
 	for k, st := range r.w.script.steps {
@@ -327,7 +333,7 @@ func (r *runner) applyLeg(ctx context.Context, i, n int, dataDir, token string, 
 	leg.Seconds = acked.Sub(t0).Seconds()
 	leg.BlocksPerSec = float64(leg.Blocks) / leg.Seconds
 	leg.Apply = apply.summary()
-	leg.Writer = wp.finish()
+	leg.Writer, watching = wp.finish(), false
 	final, err := storeState(ctx, r.ctl, set.writer.base)
 	if err != nil {
 		return leg, err
