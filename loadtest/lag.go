@@ -23,7 +23,8 @@ type ReplicationResult struct {
 	// Unobserved counts writes acknowledged while maxLagInFlight
 	// observations were already waiting (none on a healthy replica).
 	Unobserved int64 `json:"unobserved"`
-	// NotReached counts writes the replica did not reach within lagTimeout.
+	// NotReached counts writes the replica did not reach within lagTimeout,
+	// or before the phase ended (its requests get one request timeout more).
 	NotReached int64 `json:"not_reached"`
 	// ReplicaApplied and ReplicaApplyMeanMs are, from the replica's
 	// utxo_cache_replica_apply_seconds over the phase, the changes it

@@ -488,7 +488,7 @@ func (r *Report) replicationVerdicts(o Options) []Verdict {
 			v.Status = passMiss(rr.Lag.P99 < replicaLagP99Ms && rr.NotReached == 0 && rr.Unobserved == 0 && len(rr.Errors) == 0)
 			v.Detail = fmt.Sprintf("%d of %d acknowledged writes observed", rr.Lag.Count, rr.Writes)
 			if rr.NotReached > 0 || rr.Unobserved > 0 {
-				v.Detail += fmt.Sprintf("; %d not reached within %s, %d not observed", rr.NotReached, lagTimeout, rr.Unobserved)
+				v.Detail += fmt.Sprintf("; %d not reached within %s or by the phase's end, %d not observed", rr.NotReached, lagTimeout, rr.Unobserved)
 			}
 		}
 		out = append(out, v)

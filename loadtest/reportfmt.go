@@ -182,7 +182,7 @@ func phaseNotes(p *PhaseResult) []string {
 		}
 		if rr := f.Replication; rr != nil {
 			n = append(n, fmt.Sprintf("replication lag on %s (writer acknowledgement to the replica's answer to GET /v1/tip?min_seq=S): "+
-				"p50 %.2f p90 %.2f p99 %.2f max %.2f ms (%d of %d acknowledged writes; %d not reached within %s, %d not observed)",
+				"p50 %.2f p90 %.2f p99 %.2f max %.2f ms (%d of %d acknowledged writes; %d not reached within %s or by the phase's end, %d not observed)",
 				rr.Replica, rr.Lag.P50, rr.Lag.P90, rr.Lag.P99, rr.Lag.Max, rr.Lag.Count, rr.Writes, rr.NotReached, lagTimeout, rr.Unobserved))
 			if rr.ReplicaApplied > 0 {
 				n = append(n, fmt.Sprintf("the replica applied %d changes, %.2f ms each on average (apply, verify, publish: utxo_cache_replica_apply_seconds); "+
