@@ -340,6 +340,16 @@ func (r *Report) introLines() []string {
 	for _, a := range sortedKeys(p.Exchanges) {
 		ex = append(ex, fmt.Sprintf("%d", p.Exchanges[a]))
 	}
+	if tr := r.Throughput; tr != nil {
+		return []string{
+			fmt.Sprintf("machine: %d CPUs, %s/%s, %s, kernel %s; load average %s at the start, %s at the end; %s",
+				m.CPUs, m.GOOS, m.GOARCH, m.GoVersion, m.Kernel, m.LoadAvgStart, m.LoadAvgEnd, r.Fairness.Placement.describe()),
+			fmt.Sprintf("store: %d live UTXOs after %d blocks (height %d) via %s in %.1f s", p.UTXOs, p.Blocks, p.Height, p.Via, p.Seconds),
+			fmt.Sprintf("replicas scenario: %d legs of the same %d blocks and %d rollbacks (%s profile, seed %d, %d txs per block), "+
+				"without and with %d replicas", len(tr.Legs), tr.Blocks, tr.Rollbacks, s.Profile, s.Seed, s.TxsPerBlock, tr.Replicas),
+			fmt.Sprintf("run took %.0f s; results in %s", r.Seconds, r.ResultsDir),
+		}
+	}
 	return []string{
 		fmt.Sprintf("machine: %d CPUs, %s/%s, %s, kernel %s; load average %s at the start, %s at the end; %s",
 			m.CPUs, m.GOOS, m.GOARCH, m.GoVersion, m.Kernel, m.LoadAvgStart, m.LoadAvgEnd, r.Fairness.Placement.describe()),
