@@ -638,9 +638,10 @@ func (r *Report) Headline() string {
 	if tr := r.Throughput; tr != nil {
 		b.WriteString("\n")
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "leg\treplicas\tblocks\tseconds\tblocks/s\tapply p99\tcatch-up\t")
+		fmt.Fprintln(tw, "leg\treplicas\tblocks\tapplying\tapply blocks/s\tposting\tposted blocks/s\tPOST p99\tcatch-up\t")
 		for i, l := range tr.Legs {
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%.2f s\t%.1f\t%.2f ms\t%.2f s\t\n", i+1, l.Replicas, l.Blocks, l.Seconds, l.BlocksPerSec, l.Apply.P99, l.CatchUpSeconds)
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%.2f s\t%.1f\t%.2f s\t%.1f\t%.2f ms\t%.2f s\t\n", i+1, l.Replicas, l.Blocks,
+				l.WriterApplySeconds, l.ApplyBlocksPerSec, l.Seconds, l.BlocksPerSec, l.Apply.P99, l.CatchUpSeconds)
 		}
 		tw.Flush()
 	}

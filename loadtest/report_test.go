@@ -129,7 +129,8 @@ func verdict(r *Report, prefix string) Verdict {
 func sampleThroughput() *ThroughputResult {
 	final := &StoreState{Height: 370, Hash: strings.Repeat("ef", 32), UTXOs: 200_500, Digest: strings.Repeat("01", 32), Seq: 450}
 	leg := func(n int, bps float64) ApplyLeg {
-		return ApplyLeg{Replicas: n, Blocks: 300, Rollbacks: 5, Seconds: 300 / bps, BlocksPerSec: bps,
+		return ApplyLeg{Replicas: n, Blocks: 300, Rollbacks: 5, Seconds: 360 / bps, BlocksPerSec: bps / 1.2,
+			WriterApplied: 300, WriterApplySeconds: 300 / bps, ApplyBlocksPerSec: bps,
 			Apply: LatencySummary{Count: 300, P50: 1000 / bps, P99: 2000 / bps}, CatchUpSeconds: float64(n) / 10, Final: final,
 			Writer: &ProcStats{PID: 3, CPUSeconds: 10, CPUCores: 0.9}, Processes: []ProcessInfo{{Role: "writer", PID: 3, Log: "w.log"}}}
 	}

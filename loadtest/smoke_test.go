@@ -341,7 +341,8 @@ func TestLoadtestReplicasScenarioSmoke(t *testing.T) {
 		t.Errorf("legs %+v", tr.Legs)
 	}
 	for i, l := range tr.Legs {
-		if l.Error != "" || l.Blocks != int64(tr.Blocks) || l.Rollbacks != int64(tr.Rollbacks) || l.Seconds <= 0 || l.Final == nil {
+		if l.Error != "" || l.Blocks != int64(tr.Blocks) || l.Rollbacks != int64(tr.Rollbacks) || l.Seconds <= 0 || l.Final == nil ||
+			l.WriterApplied != l.Blocks || l.WriterApplySeconds <= 0 || l.ApplyBlocksPerSec <= 0 {
 			t.Errorf("leg %d: %+v", i+1, l)
 		}
 		if len(l.Processes) != 1+l.Replicas {
