@@ -72,7 +72,7 @@ clean: ## remove build output (bin/); never touches a store
 # `utxo-cache loadtest` (e.g. LOADTEST_ARGS='--scenario big', see its --help).
 LOADTEST_ARGS ?=
 .PHONY: loadtest
-loadtest: build ## standard load test (<3 min): each tier and a read replica vs the bare ceiling, PASS/MISS, reports in results/
+loadtest: build ## standard load test (about 3.5 min): each tier and a read replica vs the bare ceiling, PASS/MISS, reports in results/
 	$(BIN) loadtest --cpu-profile $(LOADTEST_ARGS)
 
 .PHONY: loadtest-replicas

@@ -32,7 +32,7 @@ var AllConfigs = []string{ConfigMemory, ConfigRedis, ConfigDisk, ConfigFull, Con
 
 // Scenarios.
 const (
-	ScenarioStandard = "standard" // 200k UTXOs, every configuration, under 3 minutes
+	ScenarioStandard = "standard" // 200k UTXOs, every configuration, about 3.5 minutes
 	ScenarioBig      = "big"      // 1.2M UTXOs, exchanges with 100k+ each: the disk-tier target
 	ScenarioSmoke    = "smoke"    // a tiny store, two configurations, a few seconds
 	// ScenarioReplicas runs no configuration: it measures the writer's

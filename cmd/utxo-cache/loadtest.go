@@ -56,11 +56,12 @@ taskset to the upper half of them, the harness and redis-server to the rest
 (--no-pin: leave it to the scheduler); the report says where each ran and
 which figures compare with which.
 
-Scenarios: standard (200k UTXOs, under 3 minutes), big (1.2M UTXOs with
+Scenarios: standard (200k UTXOs, about 3.5 minutes), big (1.2M UTXOs with
 exchange addresses of 100k+ UTXOs each, for the disk-tier target; several
 minutes, mostly the preload), smoke (5k UTXOs, memory and bare, seconds),
-replicas (200k UTXOs, no read load: the writer's apply throughput with no
-replica and with --replicas replicas tailing its change log, the same
+replicas (200k UTXOs, no read load: the writer's apply throughput, blocks
+over its own apply seconds, with no replica and with --replicas replicas
+tailing its change log, the same
 --apply-blocks script posted back to back on a fresh store copy per leg, in
 --apply-rounds ABBA rounds; target ratio ≥ 0.9; the writer on the service's
 CPUs, the replicas on the harness's; each leg is bounded by --apply-timeout).
