@@ -72,7 +72,7 @@ clean: ## remove build output (bin/); never touches a store
 # `utxo-cache loadtest` (e.g. LOADTEST_ARGS='--scenario big', see its --help).
 LOADTEST_ARGS ?=
 .PHONY: loadtest
-loadtest: build ## standard load test (<3 min): each tier vs the bare ceiling, PASS/MISS, reports in results/
+loadtest: build ## standard load test (about 3.5 min): each tier and a read replica vs the bare ceiling, PASS/MISS, reports in results/
 	$(BIN) loadtest --cpu-profile $(LOADTEST_ARGS)
 
 # soak: SOAK_DURATION (default 1h) of mixed reads, blocks, rollbacks and
@@ -82,3 +82,7 @@ SOAK_DURATION ?= 1h
 .PHONY: soak
 soak: build ## bounded soak (SOAK_DURATION, default 1h): resource growth, 0 mismatches, 0 5xx through Redis restarts
 	$(BIN) loadtest --scenario soak --duration $(SOAK_DURATION) $(LOADTEST_ARGS)
+
+.PHONY: loadtest-replicas
+loadtest-replicas: build ## writer apply throughput with 0 and 3 replicas tailing it, same run (a few minutes), PASS/MISS, reports in results/
+	$(BIN) loadtest --scenario replicas $(LOADTEST_ARGS)

@@ -20,7 +20,7 @@ type CheckResult struct {
 	Sampled    int64    `json:"sampled"`     // answers queued for checking
 	Dropped    int64    `json:"dropped"`     // sampled while the queue was full
 	Checked    int64    `json:"checked"`     // compared with the model
-	SkippedTip int64    `json:"skipped_tip"` // answered at a tip other than the model's
+	SkippedTip int64    `json:"skipped_tip"` // answered at another state (seq) than the model's
 	Mismatches int64    `json:"mismatches"`
 	Examples   []string `json:"examples,omitempty"` // the first few mismatches
 }
@@ -30,6 +30,7 @@ type sample struct {
 	req        request
 	status     int
 	headHeight string // X-Tip-Height
+	commitSeq  string // X-Commit-Seq
 	body       []byte
 }
 
@@ -252,7 +253,19 @@ func sameUtxo(got wireUtxo, want *chain.Utxo) bool {
 }
 
 // check compares one answer with the model. It returns checked == false when
-// the answer's tip is not the model's, and an error describing a mismatch.
+// the answer's state is not the model's, and an error describing a mismatch.
+//
+// The state is named by its commit sequence (X-Commit-Seq, CONTRACT §7),
+// not by its tip, because a tip names no single state: after a rollback to
+// height H the writer is back at the tip (H, hash) it had several changes
+// earlier, and a replica that lags, or an answer that waited in the
+// checker's queue, may come from that earlier state. The seq the feed
+// records with each acknowledged write, under the model's lock, names that
+// write's state and no other, on the writer and on every replica (a
+// replica at seq S is the writer at S): an answer at the model's seq must
+// equal the model's answer, and one at any other seq, older or newer, is
+// skipped. At the model's seq the answer's tip must be the model's: any
+// other is a mismatch, not a skip.
 func (c *checker) check(s *sample) (checked bool, err error) {
 	var a wireAnswer
 	if err := json.Unmarshal(s.body, &a); err != nil {
@@ -268,14 +281,21 @@ func (c *checker) check(s *sample) (checked bool, err error) {
 	if s.headHeight != strconv.FormatUint(tip.Height, 10) {
 		return true, fmt.Errorf("X-Tip-Height %q but body tip %d", s.headHeight, tip.Height)
 	}
+	seq, err := strconv.ParseUint(s.commitSeq, 10, 64)
+	if err != nil {
+		return true, fmt.Errorf("X-Commit-Seq %q: %v", s.commitSeq, err)
+	}
 	if s.req.kind == kindTip && !c.stable {
 		return false, nil
 	}
 	c.w.mu.RLock()
 	defer c.w.mu.RUnlock()
 	m := c.w.model
-	if m.Tip() != tip {
+	if c.w.seq == 0 || seq != c.w.seq {
 		return false, nil
+	}
+	if m.Tip() != tip {
+		return true, fmt.Errorf("at seq %d the tip is %s, the model's %s", seq, tip, m.Tip())
 	}
 	return true, c.checkLocked(s, &a, tip)
 }

@@ -27,8 +27,12 @@ func checkWorld(t *testing.T) *world {
 		func(*chain.Block) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
+	w.setSeq(checkSeq)
 	return w
 }
+
+// checkSeq is checkWorld's commit sequence.
+const checkSeq = 100
 
 func tipJSON(tip chain.Tip) string {
 	return `{"height":` + strconv.FormatUint(tip.Height, 10) + `,"hash":"` + tip.Hash.String() + `"}`
@@ -72,7 +76,7 @@ func TestCheckerPages(t *testing.T) {
 	req := request{kind: kindDeep, method: "GET", path: "/p", address: addr, limit: 10}
 	check := func(name string, r request, body string, wantChecked, wantOK bool) {
 		t.Helper()
-		checked, err := c.check(&sample{req: r, status: 200, headHeight: strconv.FormatUint(tip.Height, 10), body: []byte(body)})
+		checked, err := c.check(&sample{req: r, status: 200, headHeight: strconv.FormatUint(tip.Height, 10), commitSeq: "100", body: []byte(body)})
 		if checked != wantChecked || (err == nil) != wantOK {
 			t.Errorf("%s: checked %v, err %v; want checked %v, ok %v", name, checked, err, wantChecked, wantOK)
 		}
@@ -101,17 +105,73 @@ func TestCheckerPages(t *testing.T) {
 	other.prev = &pagePosition{last: list[9].OutPoint, tip: chain.Tip{Height: 1}}
 	check("continued across tips", other, pageBody(t, tip, addr, list[12:22], "c2"), true, true)
 
-	// Another tip than the model's: skipped, not judged.
+	// Another state than the model's (an older seq, as a lagging replica
+	// answers): skipped, not judged, whatever its tip.
 	old := chain.Tip{Height: tip.Height - 1, Hash: tip.Hash}
-	_, err := c.check(&sample{req: req, status: 200, headHeight: strconv.FormatUint(old.Height, 10),
-		body: []byte(pageBody(t, old, addr, list[:3], ""))})
-	if err != nil {
-		t.Errorf("an answer at another tip was judged: %v", err)
+	for _, at := range []struct {
+		seq string
+		tip chain.Tip
+	}{{"99", old}, {"99", tip}, {"101", tip}} {
+		checked, err := c.check(&sample{req: req, status: 200, headHeight: strconv.FormatUint(at.tip.Height, 10), commitSeq: at.seq,
+			body: []byte(pageBody(t, at.tip, addr, list[:3], ""))})
+		if checked || err != nil {
+			t.Errorf("an answer at seq %s, tip %s was judged: %v, %v", at.seq, at.tip, checked, err)
+		}
 	}
-	// Header and body disagreeing is a mismatch at any tip.
-	checked, err := c.check(&sample{req: req, status: 200, headHeight: "1", body: []byte(pageBody(t, tip, addr, list[:10], "c"))})
+	// At the model's seq, another tip is a mismatch, not a skip.
+	checked, err := c.check(&sample{req: req, status: 200, headHeight: strconv.FormatUint(old.Height, 10), commitSeq: "100",
+		body: []byte(pageBody(t, old, addr, list[:10], "c"))})
+	if !checked || err == nil {
+		t.Errorf("an answer at the model's seq with another tip: checked %v, err %v", checked, err)
+	}
+	// Header and body disagreeing is a mismatch at any tip; so is an
+	// answer without its state's seq.
+	checked, err = c.check(&sample{req: req, status: 200, headHeight: "1", commitSeq: "100", body: []byte(pageBody(t, tip, addr, list[:10], "c"))})
 	if !checked || err == nil {
 		t.Error("X-Tip-Height different from the body's tip went unnoticed")
+	}
+	checked, err = c.check(&sample{req: req, status: 200, headHeight: strconv.FormatUint(tip.Height, 10), body: []byte(pageBody(t, tip, addr, list[:10], "c1"))})
+	if !checked || err == nil {
+		t.Error("an answer without X-Commit-Seq went unnoticed")
+	}
+}
+
+// TestCheckerSkipsTheSameTipAtAnotherSeq: after a rollback the model is
+// back at a tip it had several changes earlier. An answer a lagging replica
+// gave at that earlier seq is skipped, not compared (its content is not
+// even looked at: here it is wrong), and the same answer claimed at the
+// model's seq is a mismatch.
+func TestCheckerSkipsTheSameTipAtAnotherSeq(t *testing.T) {
+	w := checkWorld(t)
+	at := w.modelTip()
+	for i := range 3 {
+		b := w.nextBlock()
+		if err := w.applyToModel(b, checkSeq+1+uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+		w.extend(b)
+	}
+	if err := w.rollbackModel(at.Height, checkSeq+4); err != nil {
+		t.Fatal(err)
+	}
+	if w.modelTip() != at {
+		t.Fatalf("model at %s after the rollback, want %s", w.modelTip(), at)
+	}
+	var live chain.OutPoint
+	for op := range w.gen.LiveOutPoints() {
+		live = op
+		break
+	}
+	c := &checker{w: w}
+	req := request{kind: kindOutpoint, ops: []chain.OutPoint{live}}
+	wrong := sample{req: req, status: 404, headHeight: strconv.FormatUint(at.Height, 10), commitSeq: strconv.Itoa(checkSeq),
+		body: []byte(`{"tip":` + tipJSON(at) + `,"error":{"code":"not_found","message":"x"}}`)}
+	if checked, err := c.check(&wrong); checked || err != nil {
+		t.Errorf("an answer of seq %d was judged against the model at seq %d: %v, %v", checkSeq, checkSeq+4, checked, err)
+	}
+	wrong.commitSeq = strconv.Itoa(checkSeq + 4)
+	if checked, err := c.check(&wrong); !checked || err == nil {
+		t.Errorf("a wrong answer at the model's seq: checked %v, err %v", checked, err)
 	}
 }
 
@@ -131,7 +191,7 @@ func TestCheckerOutpointsBalancesTip(t *testing.T) {
 	}
 	run := func(name string, s sample, wantOK bool) {
 		t.Helper()
-		s.headHeight = height
+		s.headHeight, s.commitSeq = height, "100"
 		checked, err := c.check(&s)
 		if !checked || (err == nil) != wantOK {
 			t.Errorf("%s: checked %v, err %v; want ok %v", name, checked, err, wantOK)
@@ -177,7 +237,7 @@ func TestCheckerOutpointsBalancesTip(t *testing.T) {
 
 	// While a feed moves the tip, the tip's figures are not compared.
 	c.stable = false
-	s := sample{req: request{kind: kindTip}, status: 200, headHeight: height, body: []byte(strings.Replace(tipBody, `"utxo_digest":"`, `"utxo_digest":"f`, 1))}
+	s := sample{req: request{kind: kindTip}, status: 200, headHeight: height, commitSeq: "100", body: []byte(strings.Replace(tipBody, `"utxo_digest":"`, `"utxo_digest":"f`, 1))}
 	if checked, err := c.check(&s); checked || err != nil {
 		t.Errorf("tip figures compared during a feed: %v, %v", checked, err)
 	}
@@ -190,7 +250,7 @@ func TestAddressIndexMatchesModel(t *testing.T) {
 	w := checkWorld(t)
 	branch := rollbackAndRebranch(t, w, w.modelTip().Height-4)
 	for _, b := range branch[:2] { // part of the branch: some outputs stay rolled back
-		if err := w.applyToModel(b); err != nil {
+		if err := w.applyToModel(b, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -224,7 +284,7 @@ func hexOf(b []byte) string {
 // branch, as a feed script's rollback step does.
 func rollbackAndRebranch(t *testing.T, w *world, target uint64) []*chain.Block {
 	t.Helper()
-	if err := w.rollbackModel(target); err != nil {
+	if err := w.rollbackModel(target, 0); err != nil {
 		t.Fatal(err)
 	}
 	branch := w.rebranch(target)
@@ -246,7 +306,7 @@ func TestRollbackRebranch(t *testing.T) {
 		t.Fatalf("branch of %d blocks, tip %v", len(branch), w.modelTip())
 	}
 	for _, b := range branch {
-		if err := w.applyToModel(b); err != nil {
+		if err := w.applyToModel(b, 0); err != nil {
 			t.Fatal(err)
 		}
 		w.extend(b)
@@ -260,7 +320,7 @@ func TestRollbackRebranch(t *testing.T) {
 	}
 	for range 5 {
 		b := w.nextBlock()
-		if err := w.applyToModel(b); err != nil {
+		if err := w.applyToModel(b, 0); err != nil {
 			t.Fatalf("the generator does not go on from the new branch: %v", err)
 		}
 		w.extend(b)
@@ -285,20 +345,20 @@ func TestFeedRetriesUnansweredWrites(t *testing.T) {
 		}
 		if n == 1 {
 			time.Sleep(300 * time.Millisecond) // the client gives up first
-			_, _ = rw.Write([]byte(`{"applied":true}`))
+			_, _ = rw.Write([]byte(`{"applied":true,"seq":7}`))
 			return
 		}
-		_, _ = rw.Write([]byte(`{"applied":false}`))
+		_, _ = rw.Write([]byte(`{"applied":false,"seq":7}`))
 	}))
 	defer srv.Close()
 	f := &feed{w: w, client: &http.Client{Timeout: 100 * time.Millisecond}, writer: srv.URL, token: "tok",
 		apply: newSyncHist(), rollback: newSyncHist()}
 	before := w.modelTip().Height
-	b, _, _, err := f.step(context.Background())
+	b, _, seq, _, err := f.step(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Height != before+1 || w.modelTip().Height != before+1 || posts != 2 {
+	if b.Height != before+1 || w.modelTip().Height != before+1 || posts != 2 || seq != 7 || w.seq != 7 {
 		t.Fatalf("block %d, model at %d, %d posts; want %d, %d, 2", b.Height, w.modelTip().Height, posts, before+1, before+1)
 	}
 	if len(f.errs) != 1 {

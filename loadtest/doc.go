@@ -72,11 +72,16 @@
 //
 // A fraction (CheckFraction, default 1%) of the 200/404 read answers is
 // queued for checking; the queue is bounded and a full queue drops samples
-// (counted). The checker compares an answer with the model only when the tip
-// the answer reports (height and hash) is the model's current tip: the feed
-// applies each block to the model right after the service acknowledges it,
-// under the model's lock, so an answer at the model's tip must equal the
-// model's answer. Answers at other tips are counted as skipped, and so are
+// (counted). The checker compares an answer with the model only when the
+// state the answer reports, its commit sequence (X-Commit-Seq), is the
+// model's: the feed applies each block and rollback to the model right after
+// the writer acknowledges it, under the model's lock, together with the seq
+// the acknowledgement reported, so an answer at the model's seq must equal
+// the model's answer, on the writer and on a replica alike (a replica at seq
+// S is the writer at S), and its tip must be the model's. A tip alone would
+// not do: after a rollback the writer is back at a tip it had changes ago,
+// and a lagging replica may still answer from that earlier state. Answers at
+// other seqs, older or newer, are counted as skipped, and so are
 // the tip's UTXO count and digest while a feed moves the tip (computing them
 // needs the whole model). The checker spends at most CheckBudget of one core
 // (it sleeps in proportion to the time its checks take) and skips what is
@@ -84,6 +89,17 @@
 // answers for each outpoint the address ever received, in the model's chain
 // order (model.List and model.Balance scan every row). Any mismatch fails
 // the run.
+//
+// # Replicas
+//
+// The replica configuration (replicas.go) runs a writer on the store copy
+// and one replica bootstrapped from it; the feed posts to the writer and the
+// phases read from the replica. For each acknowledged write (seq S) a
+// lagObserver asks the replica GET /v1/tip?min_seq=S, which it answers when
+// it publishes S: the replication lag (lag.go). The replicas scenario runs
+// no read load: it posts one script back to back to a writer with no
+// replica and with Replicas replicas, each leg on a fresh copy, in ABBA
+// rounds, and reports the ratio of the writer's blocks/s.
 //
 // # Rollbacks without a rewindable generator
 //

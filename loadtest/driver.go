@@ -121,7 +121,7 @@ func (d *driver) after(wr *workerRand, req *request, h http.Header, status int, 
 	}
 	answered := status == http.StatusOK || (status == http.StatusNotFound && req.kind == kindOutpoint)
 	if d.check != nil && answered && req.kind != kindRevalidate && wr.r.Float64() < d.checkFraction {
-		d.check.offer(sample{req: *req, status: status, headHeight: h.Get("X-Tip-Height"), body: bytes.Clone(body)})
+		d.check.offer(sample{req: *req, status: status, headHeight: h.Get("X-Tip-Height"), commitSeq: h.Get("X-Commit-Seq"), body: bytes.Clone(body)})
 	}
 }
 

@@ -3,6 +3,7 @@ package loadtest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +33,10 @@ type FeedResult struct {
 	// own latency under the load), not a lag of the target.
 	FirstPoll  map[string]int64 `json:"first_poll"`
 	NotVisible int64            `json:"not_visible"` // not seen within visibleTimeout
-	Errors     []string         `json:"errors,omitempty"`
+	// Replication is the replication lag of the replica the reads went to
+	// (the replica configuration), nil for the others.
+	Replication *ReplicationResult `json:"replication,omitempty"`
+	Errors      []string           `json:"errors,omitempty"`
 }
 
 // feed posts the world's feed script (blocks, and a rollback now and then)
@@ -45,6 +49,9 @@ type feed struct {
 	token   string
 	rate    float64
 	targets []string
+	// lag, when set, measures the replication lag of a replica of writer
+	// for every acknowledged write (see lagObserver).
+	lag *lagObserver
 
 	apply, rollback *syncHist
 	visible         []*syncHist // per target
@@ -104,12 +111,16 @@ func (f *feed) run(ctx context.Context, end time.Time) FeedResult {
 		}
 		// A write in flight is never cancelled: its outcome would be unknown.
 		wctx := context.WithoutCancel(ctx)
-		b, ackAt, isRollback, err := f.step(wctx)
+		b, ackAt, seq, isRollback, err := f.step(wctx)
 		if err == nil && isRollback {
 			// A rollback does not take a block's slot: the new branch's
 			// first block goes at once.
 			res.Rollbacks++
-			b, ackAt, _, err = f.step(wctx)
+			f.lag.observe(ctx, seq, ackAt)
+			b, ackAt, seq, _, err = f.step(wctx)
+		}
+		if err == nil {
+			f.lag.observe(ctx, seq, ackAt)
 		}
 		if err != nil {
 			f.fail("%v", err)
@@ -132,6 +143,10 @@ func (f *feed) run(ctx context.Context, end time.Time) FeedResult {
 		close(ch)
 	}
 	pollers.Wait()
+	if f.lag != nil {
+		rr := f.lag.finish()
+		res.Replication = &rr
+	}
 	res.Apply, res.Rollback = f.apply.summary(), f.rollback.summary()
 	res.Visible, res.FirstPoll = map[string]LatencySummary{}, map[string]int64{}
 	for i, t := range f.targets {
@@ -145,22 +160,28 @@ func (f *feed) run(ctx context.Context, end time.Time) FeedResult {
 }
 
 // step posts the script's next step and keeps the model in step with what
-// the writer acknowledged. It returns the block (nil for a rollback) and
-// when its acknowledgement arrived.
-func (f *feed) step(ctx context.Context) (*chain.Block, time.Time, bool, error) {
+// the writer acknowledged. It returns the block (nil for a rollback), when
+// its acknowledgement arrived and the commit sequence it reported.
+func (f *feed) step(ctx context.Context) (*chain.Block, time.Time, uint64, bool, error) {
 	st := f.w.nextStep()
 	if st.block == nil {
 		target := st.rollbackTo
 		t0 := time.Now()
 		// A repeated rollback to the same height is a no-op that succeeds.
-		if _, err := f.postIdempotent(ctx, "/v1/rollback", "application/json", []byte(`{"height":`+strconv.FormatUint(target, 10)+`}`)); err != nil {
-			return nil, time.Time{}, true, fmt.Errorf("rollback to %d: %w", target, err)
+		answer, err := f.postIdempotent(ctx, "/v1/rollback", "application/json", []byte(`{"height":`+strconv.FormatUint(target, 10)+`}`))
+		ackAt := time.Now()
+		if err != nil {
+			return nil, ackAt, 0, true, fmt.Errorf("rollback to %d: %w", target, err)
 		}
-		f.rollback.record(time.Since(t0))
-		if err := f.w.rollbackModel(target); err != nil {
-			return nil, time.Time{}, true, err
+		f.rollback.record(ackAt.Sub(t0))
+		seq, err := writeSeq(answer, "")
+		if err != nil {
+			return nil, ackAt, 0, true, fmt.Errorf("rollback to %d: %w", target, err)
 		}
-		return nil, time.Time{}, true, nil
+		if err := f.w.rollbackModel(target, seq); err != nil {
+			return nil, ackAt, 0, true, err
+		}
+		return nil, ackAt, seq, true, nil
 	}
 	b := st.block
 	body := chain.AppendBlockCBOR(nil, b)
@@ -170,17 +191,36 @@ func (f *feed) step(ctx context.Context) (*chain.Block, time.Time, bool, error) 
 	answer, err := f.postIdempotent(ctx, "/v1/blocks", "application/cbor", body)
 	ackAt := time.Now()
 	if err != nil {
-		return nil, ackAt, false, fmt.Errorf("block %d: %w", b.Height, err)
+		return nil, ackAt, 0, false, fmt.Errorf("block %d: %w", b.Height, err)
 	}
 	f.apply.record(ackAt.Sub(t0))
-	if !bytes.Contains(answer, []byte(`"applied":`)) {
-		return nil, ackAt, false, fmt.Errorf("block %d: unexpected answer %s", b.Height, answer)
+	seq, err := writeSeq(answer, "applied")
+	if err != nil {
+		return nil, ackAt, 0, false, fmt.Errorf("block %d: %w", b.Height, err)
 	}
-	if err := f.w.applyToModel(b); err != nil {
-		return nil, ackAt, false, err
+	if err := f.w.applyToModel(b, seq); err != nil {
+		return nil, ackAt, 0, false, err
 	}
 	f.w.noteCreated(b)
-	return b, ackAt, false, nil
+	return b, ackAt, seq, false, nil
+}
+
+// writeSeq returns the commit sequence of a write's answer (CONTRACT §3:
+// `"seq": S`, the state the write left), which must also hold the member
+// named need unless need is "".
+func writeSeq(answer []byte, need string) (uint64, error) {
+	var a map[string]json.RawMessage
+	if err := json.Unmarshal(answer, &a); err != nil {
+		return 0, fmt.Errorf("unexpected answer %s: %v", answer, err)
+	}
+	if _, ok := a[need]; need != "" && !ok {
+		return 0, fmt.Errorf("unexpected answer %s: no %q", answer, need)
+	}
+	var seq uint64
+	if err := json.Unmarshal(a["seq"], &seq); err != nil || seq == 0 {
+		return 0, fmt.Errorf("unexpected answer %s: no commit sequence (seq)", answer)
+	}
+	return seq, nil
 }
 
 // postIdempotent posts an idempotent write, retrying (up to three times in

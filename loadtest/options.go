@@ -17,24 +17,36 @@ const (
 	ConfigRedis  = "redis"  // --memory-cache-bytes 0 --redis-url …
 	ConfigDisk   = "disk"   // --memory-cache-bytes 0, no Redis
 	ConfigFull   = "full"   // --memory-cache-bytes 256MiB --redis-url …
-	ConfigBare   = "bare"   // api.NewBareHandler in a subprocess
+	// ConfigReplica is a writer (the memory layout, --replication-token)
+	// and one replica of it (--replica-of, the memory layout) bootstrapped
+	// from its checkpoint: the feed posts to the writer, the reads go to
+	// the replica, and the feed measures the replication lag of every
+	// acknowledged write (lagObserver).
+	ConfigReplica = "replica"
+	ConfigBare    = "bare" // api.NewBareHandler in a subprocess
 )
 
-// AllConfigs is the default: every tier alone, the full stack, the ceiling.
-var AllConfigs = []string{ConfigMemory, ConfigRedis, ConfigDisk, ConfigFull, ConfigBare}
+// AllConfigs is the default: every tier alone, the full stack, a read
+// replica, the ceiling.
+var AllConfigs = []string{ConfigMemory, ConfigRedis, ConfigDisk, ConfigFull, ConfigReplica, ConfigBare}
 
 // Scenarios.
 const (
-	ScenarioStandard = "standard" // 200k UTXOs, every configuration, under 3 minutes
+	ScenarioStandard = "standard" // 200k UTXOs, every configuration, about 3.5 minutes
 	ScenarioBig      = "big"      // 1.2M UTXOs, exchanges with 100k+ each: the disk-tier target
 	ScenarioSmoke    = "smoke"    // a tiny store, two configurations, a few seconds
 	ScenarioSoak     = "soak"     // the full configuration for Duration (1h), Redis restarts, resource samples (soak.go)
+	// ScenarioReplicas runs no configuration: it measures the writer's
+	// apply throughput with none and with Replicas replicas tailing its
+	// change log (replicas.go), on the standard store.
+	ScenarioReplicas = "replicas"
 )
 
 // Options configure a run. The zero value of a field means the default of
 // the Scenario (see EnsureDefaults); durations are wall time per phase.
 type Options struct {
-	// Scenario picks the defaults: standard (default), big, smoke or soak.
+	// Scenario picks the defaults: standard (default), big, smoke, soak or
+	// replicas.
 	Scenario string
 	// Profile is the chain's shape. Default workload.Bitcoin.
 	Profile workload.Profile
@@ -92,6 +104,21 @@ type Options struct {
 	// RollbackEvery is how many blocks go between rollbacks of RollbackDepth
 	// blocks. Defaults 50 and 3; RollbackEvery < 0: no rollbacks.
 	RollbackEvery, RollbackDepth int
+
+	// Replicas is how many replicas tail the writer in the replicas
+	// scenario's legs with replicas. Default 3.
+	Replicas int
+	// ApplyBlocks is the blocks of the feed script (and the rollbacks
+	// among them) that each leg of the replicas scenario posts back to
+	// back. Default 300.
+	ApplyBlocks int
+	// ApplyRounds is the replicas scenario's rounds of two legs, without
+	// and with replicas, in ABBA order (none, with; with, none; …), so that
+	// a machine that drifts during the run weighs on both alike. Default 2.
+	ApplyRounds int
+	// ApplyTimeout bounds one leg of the replicas scenario: its posts and
+	// its replicas' catching up. Default 2m.
+	ApplyTimeout time.Duration
 
 	// CheckFraction of the answers is checked against the model. Default
 	// 0.01; negative: none.
@@ -205,8 +232,15 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 			},
 			soakRate: 150, blockRate: 2, inFlight: 32,
 		}, nil
+	case ScenarioReplicas:
+		return scenarioDefaults{
+			utxos: 200_000, txs: 300, rollbackEvery: 50,
+			plan: func(n int) preloadPlan {
+				return preloadPlan{utxos: n, seedUTXOs: n * 9 / 10, seedBlockOutputs: 20_000, minBlocks: 60}
+			},
+		}, nil
 	}
-	return scenarioDefaults{}, fmt.Errorf("loadtest: unknown scenario %q (want standard, big, smoke or soak)", scenario)
+	return scenarioDefaults{}, fmt.Errorf("loadtest: unknown scenario %q (want standard, big, smoke, soak or replicas)", scenario)
 }
 
 // EnsureDefaults returns o with every zero field set to its default.
@@ -276,6 +310,10 @@ func (o Options) EnsureDefaults() (Options, error) {
 	}
 	setInt(&o.RollbackEvery, d.rollbackEvery)
 	setInt(&o.RollbackDepth, 3)
+	setInt(&o.Replicas, 3)
+	setInt(&o.ApplyBlocks, 300)
+	setInt(&o.ApplyRounds, 2)
+	setDur(&o.ApplyTimeout, 2*time.Minute)
 	setFloat(&o.CheckFraction, 0.01)
 	setFloat(&o.CheckBudget, 0.25)
 	if o.Log == nil {
@@ -310,7 +348,20 @@ func (o Options) Validate() error {
 	if o.RollbackDepth < 1 || o.RollbackDepth > 32 {
 		errs = append(errs, fmt.Errorf("rollback depth %d outside 1..32", o.RollbackDepth))
 	}
-	if o.MaxDuration <= 0 || o.RateDuration <= 0 {
+	if o.Scenario == ScenarioReplicas {
+		if len(o.Configs) > 0 {
+			errs = append(errs, fmt.Errorf("the replicas scenario runs no configuration (got %v): leave the configurations out", o.Configs))
+		}
+		if len(o.Targets) > 0 {
+			errs = append(errs, errors.New("the replicas scenario starts its own writer and replicas: it takes no targets"))
+		}
+		if o.Replicas < 1 || o.Replicas > 16 {
+			errs = append(errs, fmt.Errorf("replicas %d outside 1..16", o.Replicas))
+		}
+		if o.ApplyBlocks < 1 || o.ApplyRounds < 1 || o.ApplyTimeout <= 0 {
+			errs = append(errs, errors.New("apply blocks, apply rounds and apply timeout must be positive"))
+		}
+	} else if o.MaxDuration <= 0 || o.RateDuration <= 0 {
 		errs = append(errs, errors.New("phase durations must be positive"))
 	}
 	if o.Scenario == ScenarioSoak {

@@ -68,6 +68,17 @@ func childEnv() []string {
 
 func (p *process) pid() int { return p.cmd.Process.Pid }
 
+// ProcessInfo names a process the harness started, for the report.
+type ProcessInfo struct {
+	Role string `json:"role"`
+	PID  int    `json:"pid"`
+	Log  string `json:"log"` // the log file's name in the results directory
+}
+
+func (p *process) info(role string) ProcessInfo {
+	return ProcessInfo{Role: role, PID: p.pid(), Log: filepath.Base(p.log.Name())}
+}
+
 func (p *process) running() bool {
 	select {
 	case <-p.exited:

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,22 +19,25 @@ const ReportVersion = 1
 // Report is everything a run measured. It is written as report.json
 // (machines), report.md (people) and report.html (charts).
 type Report struct {
-	Version     int            `json:"version"`
-	Started     time.Time      `json:"started"`
-	Seconds     float64        `json:"seconds"`
-	Command     []string       `json:"command,omitempty"` // set by the caller, for the record
-	ResultsDir  string         `json:"results_dir"`
-	Scenario    string         `json:"scenario"`
-	Settings    Settings       `json:"settings"`
-	Machine     Machine        `json:"machine"`
-	Preload     PreloadResult  `json:"preload"`
-	Fairness    Fairness       `json:"fairness"`
-	Configs     []ConfigResult `json:"configs"`
-	Targets     []Verdict      `json:"targets"`
-	Soak        *SoakResult    `json:"soak,omitempty"` // the soak scenario's samples and verdict
-	Failed      bool           `json:"failed"`
-	FailReasons []string       `json:"fail_reasons,omitempty"`
-	Error       string         `json:"error,omitempty"`
+	Version    int            `json:"version"`
+	Started    time.Time      `json:"started"`
+	Seconds    float64        `json:"seconds"`
+	Command    []string       `json:"command,omitempty"` // set by the caller, for the record
+	ResultsDir string         `json:"results_dir"`
+	Scenario   string         `json:"scenario"`
+	Settings   Settings       `json:"settings"`
+	Machine    Machine        `json:"machine"`
+	Preload    PreloadResult  `json:"preload"`
+	Fairness   Fairness       `json:"fairness"`
+	Configs    []ConfigResult `json:"configs"`
+	// Throughput is the replicas scenario's (the writer's apply throughput
+	// with and without replicas); nil in the other scenarios.
+	Throughput  *ThroughputResult `json:"replica_throughput,omitempty"`
+	Targets     []Verdict         `json:"targets"`
+	Soak        *SoakResult       `json:"soak,omitempty"` // the soak scenario's samples and verdict
+	Failed      bool              `json:"failed"`
+	FailReasons []string          `json:"fail_reasons,omitempty"`
+	Error       string            `json:"error,omitempty"`
 }
 
 // Settings are the options that shaped the numbers.
@@ -96,6 +100,17 @@ type StoreState struct {
 	Hash   string `json:"hash"`
 	UTXOs  uint64 `json:"utxo_count"`
 	Digest string `json:"utxo_digest"`
+	// Seq is the state's commit sequence (X-Commit-Seq), when a service
+	// reported it (the model's figures have none: the preload's seq is the
+	// store's to count).
+	Seq uint64 `json:"seq,omitempty"`
+}
+
+// sameFigures reports whether s and o are the same state by tip, count and
+// digest (the figures a store and the model both have).
+func (s StoreState) sameFigures(o StoreState) bool {
+	s.Seq, o.Seq = 0, 0
+	return s == o
 }
 
 func (s StoreState) String() string {
@@ -138,8 +153,11 @@ type ConfigResult struct {
 	Kind string `json:"kind"` // service, bare or external
 	// Start is what the service reported before its first request: the
 	// preloaded store's figures, for a managed run's every service.
-	Start        *StoreState    `json:"start,omitempty"`
-	Args         []string       `json:"args,omitempty"`
+	Start *StoreState `json:"start,omitempty"`
+	Args  []string    `json:"args,omitempty"`
+	// Processes are the processes the configuration started (all stopped
+	// when it ended), with their logs.
+	Processes    []ProcessInfo  `json:"processes,omitempty"`
 	BodySizes    map[string]int `json:"body_sizes,omitempty"` // bare: bytes per route
 	Max          PhaseResult    `json:"max"`
 	Rate         PhaseResult    `json:"rate"`
@@ -218,6 +236,8 @@ const (
 	diskCeilingShare   = 0.3
 	memoryRateP99Ms    = 5.0
 	visibleP99Ms       = 5.0
+	replicaLagP99Ms    = 100.0
+	replicaApplyShare  = 0.9 // writer apply throughput with replicas over without
 	diskTargetUTXOs    = 1_000_000
 	feedRateShare      = 0.95 // of BlockRate, for the feed to count as sustained
 )
@@ -349,9 +369,12 @@ func (r *Report) evaluate(o Options) {
 	}
 	{
 		v := Verdict{Target: fmt.Sprintf("commit-to-visible p99 < %.0f ms", visibleP99Ms), Threshold: fmt.Sprintf("< %.0f ms", visibleP99Ms)}
-		if !fed {
+		switch {
+		case !fed:
 			v.Status, v.Detail = "SKIP", "no writer feed in this run"
-		} else {
+		case worstAt == "":
+			v.Status, v.Detail = "SKIP", "no configuration read from its writer (a replica's delay is its replication lag)"
+		default:
 			v.Config = strings.Fields(worstAt)[0]
 			v.Value = fmt.Sprintf("%.2f ms (worst: %s)", worstVisible, worstAt)
 			v.Status = passMiss(worstVisible < visibleP99Ms && notVisible == 0)
@@ -363,6 +386,7 @@ func (r *Report) evaluate(o Options) {
 		}
 		r.Targets = append(r.Targets, v)
 	}
+	r.Targets = append(r.Targets, r.replicationVerdicts(o)...)
 	{
 		v := Verdict{Target: fmt.Sprintf("zero mismatches and zero 5xx under a %.0f blocks/s feed", o.BlockRate), Threshold: "0 and 0"}
 		v.Value = fmt.Sprintf("%d mismatches in %d checked answers, %d 5xx", mismatches, checked, fiveXX)
@@ -375,6 +399,11 @@ func (r *Report) evaluate(o Options) {
 			v.Detail = fmt.Sprintf("feed sustained ≥ %.1f blocks/s (target %.0f), %d feed errors", minFeed, o.BlockRate, feedErrs)
 		}
 		r.Targets = append(r.Targets, v)
+	}
+
+	if o.Scenario == ScenarioReplicas {
+		// No configuration ran: the tiers' targets do not apply.
+		r.Targets = r.replicationVerdicts(o)
 	}
 
 	r.Failed, r.FailReasons = false, nil
@@ -414,6 +443,9 @@ func (r *Report) evaluate(o Options) {
 		if fiveXX > 0 {
 			fail("configuration %s: %d answers were 5xx", c.Name, fiveXX)
 		}
+		if rr := c.Rate.Feed.replication(); rr != nil && len(rr.Errors) > 0 {
+			fail("configuration %s: the replication lag observer: %s", c.Name, rr.Errors[0])
+		}
 		// A feed that failed outright is the configuration's error, in the
 		// run error already.
 		if len(feedErrs) > 0 && !strings.Contains(r.Error, feedErrs[0]) {
@@ -452,6 +484,53 @@ func (r *Report) evaluateSoak() {
 	}
 	r.Fairness.Comparable = []string{"A soak compares the service with itself over time (its second quarter with its last): " +
 		"its figures do not compare with another scenario's, and its throughput is the offered rate, not a maximum."}
+}
+
+// replication returns the feed's replication lag figures, nil for none.
+func (f *FeedResult) replication() *ReplicationResult {
+	if f == nil {
+		return nil
+	}
+	return f.Replication
+}
+
+// replicationVerdicts are the replica targets of issue 9: the replica
+// configuration's lag and the replicas scenario's throughput ratio.
+func (r *Report) replicationVerdicts(o Options) []Verdict {
+	var out []Verdict
+	if c := r.config(ConfigReplica); c != nil || slices.Contains(o.Configs, ConfigReplica) {
+		v := Verdict{Target: fmt.Sprintf("replication lag p99 < %.0f ms (writer acknowledgement to the replica at its seq)", replicaLagP99Ms),
+			Config: ConfigReplica, Threshold: fmt.Sprintf("< %.0f ms", replicaLagP99Ms)}
+		rr := (*FeedResult)(nil).replication()
+		if c != nil {
+			rr = c.Rate.Feed.replication()
+		}
+		switch {
+		case rr == nil || rr.Lag.Count == 0:
+			v.Status, v.Detail = "SKIP", "no replication lag measured (the configuration did not run its feed)"
+		default:
+			v.Value = fmt.Sprintf("%.2f ms (p50 %.2f, max %.2f ms)", rr.Lag.P99, rr.Lag.P50, rr.Lag.Max)
+			v.Status = passMiss(rr.Lag.P99 < replicaLagP99Ms && rr.NotReached == 0 && rr.Unobserved == 0 && len(rr.Errors) == 0)
+			v.Detail = fmt.Sprintf("%d of %d acknowledged writes observed", rr.Lag.Count, rr.Writes)
+			if rr.NotReached > 0 || rr.Unobserved > 0 {
+				v.Detail += fmt.Sprintf("; %d not reached within %s or by the phase's end, %d not observed", rr.NotReached, lagTimeout, rr.Unobserved)
+			}
+		}
+		out = append(out, v)
+	}
+	if tr := r.Throughput; tr != nil {
+		v := Verdict{Target: fmt.Sprintf("writer apply throughput with %d replicas ≥ %.1f× with none (same run)", tr.Replicas, replicaApplyShare),
+			Threshold: fmt.Sprintf("≥ %.2f", replicaApplyShare)}
+		if tr.Without == 0 || tr.With == 0 {
+			v.Status, v.Detail = "SKIP", "a leg without or with replicas did not finish"
+		} else {
+			v.Value = fmt.Sprintf("%.2f (%.1f / %.1f blocks/s)", tr.Ratio, tr.With, tr.Without)
+			v.Status = passMiss(tr.Ratio >= replicaApplyShare)
+			v.Detail = fmt.Sprintf("%d legs of %d blocks and %d rollbacks each", len(tr.Legs), tr.Blocks, tr.Rollbacks)
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // comparability says which of the run's figures compare with which, from
@@ -562,29 +641,46 @@ func (r *Report) Headline() string {
 		return b.String()
 	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "config\tmax req/s\t× ceiling\tp99 @max\trate req/s\tp99 @rate\thot req/s (×)\thit ratio\tsvc CPU\tsvc RSS\t5xx\tmismatch\t")
-	for _, c := range r.Configs {
-		ratio := "-"
-		if c.CeilingRatio > 0 {
-			ratio = fmt.Sprintf("%.2f", c.CeilingRatio)
+	if len(r.Configs) > 0 {
+		fmt.Fprintln(tw, "config\tmax req/s\t× ceiling\tp99 @max\trate req/s\tp99 @rate\thot req/s (×)\thit ratio\tsvc CPU\tsvc RSS\t5xx\tmismatch\t")
+		for _, c := range r.Configs {
+			ratio := "-"
+			if c.CeilingRatio > 0 {
+				ratio = fmt.Sprintf("%.2f", c.CeilingRatio)
+			}
+			cpu, rss := "-", "-"
+			if s := c.Max.Service; s != nil {
+				cpu = fmt.Sprintf("%.2f", s.CPUCores)
+				rss = fmt.Sprintf("%d MiB", max(s.RSSPeak, maxRSS(c.Rate.Service))>>20)
+			}
+			var mism int64
+			if c.Rate.Checks != nil {
+				mism += c.Rate.Checks.Mismatches
+			}
+			if c.Max.Checks != nil {
+				mism += c.Max.Checks.Mismatches
+			}
+			fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.2f ms\t%.0f/%.0f\t%.2f ms\t%s\t%s\t%s\t%s\t%d\t%d\t\n",
+				c.Name, c.Max.AchievedRate, ratio, c.Max.Latency.P99, c.Rate.AchievedRate, c.Rate.OfferedRate,
+				c.Rate.Latency.P99, c.hotCell(), hitRatios(c.Max.Cache), cpu, rss, count5xx(c.Max.Errors)+count5xx(c.Rate.Errors), mism)
 		}
-		cpu, rss := "-", "-"
-		if s := c.Max.Service; s != nil {
-			cpu = fmt.Sprintf("%.2f", s.CPUCores)
-			rss = fmt.Sprintf("%d MiB", max(s.RSSPeak, maxRSS(c.Rate.Service))>>20)
-		}
-		var mism int64
-		if c.Rate.Checks != nil {
-			mism += c.Rate.Checks.Mismatches
-		}
-		if c.Max.Checks != nil {
-			mism += c.Max.Checks.Mismatches
-		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.2f ms\t%.0f/%.0f\t%.2f ms\t%s\t%s\t%s\t%s\t%d\t%d\t\n",
-			c.Name, c.Max.AchievedRate, ratio, c.Max.Latency.P99, c.Rate.AchievedRate, c.Rate.OfferedRate,
-			c.Rate.Latency.P99, c.hotCell(), hitRatios(c.Max.Cache), cpu, rss, count5xx(c.Max.Errors)+count5xx(c.Rate.Errors), mism)
 	}
 	tw.Flush()
+	if tr := r.Throughput; tr != nil {
+		b.WriteString("\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "leg\treplicas\tblocks\tapplying\tapply blocks/s\tposting\tposted blocks/s\tPOST p99\tcatch-up\t")
+		for i, l := range tr.Legs {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%.2f s\t%.1f\t%.2f s\t%.1f\t%.2f ms\t%.2f s\t\n", i+1, l.Replicas, l.Blocks,
+				l.WriterApplySeconds, l.ApplyBlocksPerSec, l.Seconds, l.BlocksPerSec, l.Apply.P99, l.CatchUpSeconds)
+		}
+		tw.Flush()
+	}
+	for _, c := range r.Configs {
+		if rr := c.Rate.Feed.replication(); rr != nil {
+			fmt.Fprintf(&b, "\n%s: replication lag p50 %.2f p99 %.2f max %.2f ms over %d writes\n", c.Name, rr.Lag.P50, rr.Lag.P99, rr.Lag.Max, rr.Lag.Count)
+		}
+	}
 	b.WriteString("\n")
 	r.writeTargets(&b)
 	return b.String()

@@ -90,9 +90,17 @@ func sampleReport() (*Report, Options) {
 	for _, c := range []struct {
 		name       string
 		rps, p99ms float64
-	}{{ConfigMemory, 9000, 2}, {ConfigRedis, 6000, 3}, {ConfigDisk, 3000, 6}, {ConfigFull, 8800, 2}, {ConfigBare, 10000, 1}} {
+	}{{ConfigMemory, 9000, 2}, {ConfigRedis, 6000, 3}, {ConfigDisk, 3000, 6}, {ConfigFull, 8800, 2}, {ConfigReplica, 8500, 2}, {ConfigBare, 10000, 1}} {
 		cr := ConfigResult{Name: c.name, Kind: "service", Args: []string{"serve"},
-			Max: phase("max", c.rps, c.p99ms, false), Rate: phase("rate", c.rps/2, c.p99ms/2, true), Start: &state}
+			Max: phase("max", c.rps, c.p99ms, false), Rate: phase("rate", c.rps/2, c.p99ms/2, true), Start: &state,
+			Processes: []ProcessInfo{{Role: "service", PID: 10, Log: "serve-" + c.name + ".log"}}}
+		if c.name == ConfigReplica {
+			f := cr.Rate.Feed
+			f.Visible, f.FirstPoll = map[string]LatencySummary{}, map[string]int64{} // the feed polls no target for visibility
+			f.Replication = &ReplicationResult{Replica: "http://127.0.0.1:2", Writes: 81, ReplicaApplied: 81, ReplicaApplyMeanMs: 12,
+				Lag: LatencySummary{Count: 81, Mean: 25, P50: 20, P90: 30, P99: 40, P999: 60, Max: 60}}
+			cr.Processes = []ProcessInfo{{Role: "writer", PID: 11, Log: "serve-replica-writer.log"}, {Role: "replica 1", PID: 12, Log: "serve-replica-replica-1.log"}}
+		}
 		cr.Max.Profile = &ProfileResult{Path: "cpu-" + c.name + "-max.pprof", Top: "flat  flat%\n"}
 		if c.name == ConfigMemory || c.name == ConfigBare {
 			hot := phase("hot", c.rps*1.5, c.p99ms/2, false)
@@ -107,6 +115,68 @@ func sampleReport() (*Report, Options) {
 	return r, o
 }
 
+// verdict returns the target whose name starts with prefix.
+func verdict(r *Report, prefix string) Verdict {
+	for _, v := range r.Targets {
+		if strings.HasPrefix(v.Target, prefix) {
+			return v
+		}
+	}
+	return Verdict{}
+}
+
+// sampleThroughput is a replicas scenario's result with made-up numbers.
+func sampleThroughput() *ThroughputResult {
+	final := &StoreState{Height: 370, Hash: strings.Repeat("ef", 32), UTXOs: 200_500, Digest: strings.Repeat("01", 32), Seq: 450}
+	leg := func(n int, bps float64) ApplyLeg {
+		return ApplyLeg{Replicas: n, Blocks: 300, Rollbacks: 5, Seconds: 360 / bps, BlocksPerSec: bps / 1.2,
+			WriterApplied: 300, WriterApplySeconds: 300 / bps, ApplyBlocksPerSec: bps,
+			Apply: LatencySummary{Count: 300, P50: 1000 / bps, P99: 2000 / bps}, CatchUpSeconds: float64(n) / 10, Final: final,
+			Writer: &ProcStats{PID: 3, CPUSeconds: 10, CPUCores: 0.9}, Processes: []ProcessInfo{{Role: "writer", PID: 3, Log: "w.log"}}}
+	}
+	return &ThroughputResult{Replicas: 3, Blocks: 300, Rollbacks: 5,
+		Legs: []ApplyLeg{leg(0, 40), leg(3, 36), leg(3, 38), leg(0, 40)}, Without: 40, With: 37, Ratio: 37.0 / 40}
+}
+
+// TestEvaluateReplicasScenario: the replicas scenario's report judges the
+// throughput ratio only (no configuration ran), and says so in its
+// headline and report.md.
+func TestEvaluateReplicasScenario(t *testing.T) {
+	o, _ := Options{Bin: "x", Scenario: ScenarioReplicas}.EnsureDefaults()
+	r := newReport(o, "results/x")
+	r.Throughput = sampleThroughput()
+	r.evaluate(o)
+	if len(r.Targets) != 1 || r.Targets[0].Status != "PASS" || !strings.Contains(r.Targets[0].Value, "0.93 (37.0 / 40.0 blocks/s)") {
+		t.Fatalf("targets %+v", r.Targets)
+	}
+	if r.Failed {
+		t.Errorf("failed: %v", r.FailReasons)
+	}
+	r.Throughput.Ratio, r.Throughput.With = 0.8, 32
+	r.evaluate(o)
+	if r.Targets[0].Status != "MISS" || r.Failed {
+		t.Errorf("ratio 0.8: %+v, failed %v", r.Targets[0], r.Failed)
+	}
+	o.Strict = true
+	r.evaluate(o)
+	if !r.Failed {
+		t.Error("a missed ratio under --strict did not fail the run")
+	}
+	head := r.Headline()
+	if strings.Contains(head, "max req/s") || !strings.Contains(head, "blocks/s") || !strings.Contains(head, "MISS  writer apply throughput with 3 replicas") {
+		t.Errorf("headline:\n%s", head)
+	}
+	if md := r.Markdown(); !strings.Contains(md, "## Writer apply throughput with and without replicas") || !strings.Contains(md, "| 4 | 0 | 300 | 5 | 7.50 | 40.0 |") {
+		t.Errorf("report.md:\n%s", md)
+	}
+	// A leg that did not finish leaves nothing to compare.
+	r.Throughput.With = 0
+	r.evaluate(o)
+	if r.Targets[0].Status != "SKIP" {
+		t.Errorf("without a leg with replicas: %+v", r.Targets[0])
+	}
+}
+
 func TestEvaluate(t *testing.T) {
 	r, o := sampleReport()
 	r.evaluate(o)
@@ -115,12 +185,13 @@ func TestEvaluate(t *testing.T) {
 		got[v.Target] = v.Status
 	}
 	want := map[string]string{
-		"memory tier hot reads ≥ 0.85 × bare ceiling (hot mix)": "PASS", // 0.90
-		"memory tier p99 < 5 ms at 50% of its max rate":         "PASS", // 1 ms
-		"redis tier requests/s ≥ 0.50 × bare ceiling":           "PASS", // 0.60
-		"disk tier requests/s ≥ 0.30 × bare ceiling":            "SKIP", // 200k UTXOs, not 1M
-		"commit-to-visible p99 < 5 ms":                          "PASS", // worst: disk's 3 ms
-		"zero mismatches and zero 5xx under a 10 blocks/s feed": "PASS",
+		"memory tier hot reads ≥ 0.85 × bare ceiling (hot mix)":                           "PASS", // 0.90
+		"memory tier p99 < 5 ms at 50% of its max rate":                                   "PASS", // 1 ms
+		"redis tier requests/s ≥ 0.50 × bare ceiling":                                     "PASS", // 0.60
+		"disk tier requests/s ≥ 0.30 × bare ceiling":                                      "SKIP", // 200k UTXOs, not 1M
+		"commit-to-visible p99 < 5 ms":                                                    "PASS", // worst: disk's 3 ms
+		"zero mismatches and zero 5xx under a 10 blocks/s feed":                           "PASS",
+		"replication lag p99 < 100 ms (writer acknowledgement to the replica at its seq)": "PASS", // 40 ms
 	}
 	if len(got) != len(want) {
 		t.Fatalf("targets %v", got)
@@ -135,6 +206,29 @@ func TestEvaluate(t *testing.T) {
 	}
 	if c := r.config(ConfigRedis); c.CeilingRatio != 0.6 {
 		t.Errorf("redis ratio %v", c.CeilingRatio)
+	}
+
+	// A replica that lags past the target, or whose writes were not all
+	// reached, misses it; an error of the lag observer fails the run.
+	rr := r.config(ConfigReplica).Rate.Feed.Replication
+	rr.Lag.P99 = 150
+	r.evaluate(o)
+	if v := verdict(r, "replication lag p99"); v.Status != "MISS" || !strings.Contains(v.Value, "150.00 ms") || r.Failed {
+		t.Errorf("lag 150 ms: %+v, failed %v", v, r.Failed)
+	}
+	rr.Lag.P99, rr.NotReached = 40, 1
+	r.evaluate(o)
+	if v := verdict(r, "replication lag p99"); v.Status != "MISS" || !strings.Contains(v.Detail, "1 not reached") {
+		t.Errorf("a write not reached: %+v", v)
+	}
+	rr.NotReached, rr.Errors = 0, []string{"seq 9: GET /v1/tip?min_seq=9 answered 500"}
+	r.evaluate(o)
+	if !r.Failed || len(r.FailReasons) != 1 || r.FailReasons[0] != "configuration replica: the replication lag observer: seq 9: GET /v1/tip?min_seq=9 answered 500" {
+		t.Errorf("observer error: failed %v %q", r.Failed, r.FailReasons)
+	}
+	rr.Errors = nil
+	if md := r.Markdown(); !strings.Contains(md, "replication lag on http://127.0.0.1:2") || !strings.Contains(md, "81 changes, 12.00 ms each") {
+		t.Error("report.md lacks the replication lag notes")
 	}
 
 	// A mismatch or a 5xx fails the run; a missed target only with Strict.
@@ -233,6 +327,7 @@ func TestComparability(t *testing.T) {
 // ReportVersion's format. Run with -update to accept a deliberate change.
 func TestReportShape(t *testing.T) {
 	r, o := sampleReport()
+	r.Throughput = sampleThroughput() // a replicas scenario's, for its shape
 	r.evaluate(o)
 	dir := t.TempDir()
 	if err := r.write(dir); err != nil {

@@ -180,6 +180,18 @@ func phaseNotes(p *PhaseResult) []string {
 		if f.NotVisible > 0 {
 			n = append(n, fmt.Sprintf("%d blocks not visible within %s", f.NotVisible, visibleTimeout))
 		}
+		if rr := f.Replication; rr != nil {
+			n = append(n, fmt.Sprintf("replication lag on %s (writer acknowledgement to the replica's answer to GET /v1/tip?min_seq=S): "+
+				"p50 %.2f p90 %.2f p99 %.2f max %.2f ms (%d of %d acknowledged writes; %d not reached within %s or by the phase's end, %d not observed)",
+				rr.Replica, rr.Lag.P50, rr.Lag.P90, rr.Lag.P99, rr.Lag.Max, rr.Lag.Count, rr.Writes, rr.NotReached, lagTimeout, rr.Unobserved))
+			if rr.ReplicaApplied > 0 {
+				n = append(n, fmt.Sprintf("the replica applied %d changes, %.2f ms each on average (apply, verify, publish: utxo_cache_replica_apply_seconds); "+
+					"the rest of the lag is the delivery from the writer and the wait for the replica's CPU", rr.ReplicaApplied, rr.ReplicaApplyMeanMs))
+			}
+			for _, e := range rr.Errors {
+				n = append(n, "replication lag observer error: "+e)
+			}
+		}
 		for _, e := range f.Errors {
 			n = append(n, "feed error: "+e)
 		}
@@ -238,6 +250,13 @@ func (r *Report) Markdown() string {
 		}
 		b.WriteString("\n")
 	}
+	if tr := r.Throughput; tr != nil {
+		fmt.Fprintf(&b, "## Writer apply throughput with and without replicas\n\n%s\n", throughputTable(tr).markdown())
+		for _, l := range throughputNotes(tr) {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+		b.WriteString("\n")
+	}
 	missed := r.missedConfigs()
 	for i := range r.Configs {
 		c := &r.Configs[i]
@@ -283,6 +302,37 @@ func (r *Report) Markdown() string {
 	return b.String()
 }
 
+// throughputTable is the replicas scenario's legs.
+func throughputTable(tr *ThroughputResult) *table {
+	t := &table{head: []string{"leg", "replicas", "blocks", "rollbacks", "writer apply s", "writer apply blocks/s", "posting s", "posted blocks/s",
+		"POST p50 ms", "POST p99 ms", "writer CPU cores", "replicas caught up after s", "error"}}
+	for i, l := range tr.Legs {
+		cpu := "-"
+		if l.Writer != nil {
+			cpu = fmt.Sprintf("%.2f", l.Writer.CPUCores)
+		}
+		t.add(fmt.Sprint(i+1), fmt.Sprint(l.Replicas), fmt.Sprint(l.Blocks), fmt.Sprint(l.Rollbacks),
+			fmt.Sprintf("%.2f", l.WriterApplySeconds), fmt.Sprintf("%.1f", l.ApplyBlocksPerSec), fmt.Sprintf("%.2f", l.Seconds),
+			fmt.Sprintf("%.1f", l.BlocksPerSec), ms(l.Apply.P50), ms(l.Apply.P99), cpu, fmt.Sprintf("%.2f", l.CatchUpSeconds), l.Error)
+	}
+	return t
+}
+
+func throughputNotes(tr *ThroughputResult) []string {
+	n := []string{fmt.Sprintf("without replicas %.1f blocks/s, with %d replicas %.1f blocks/s: ratio %.2f (target ≥ %.2f)",
+		tr.Without, tr.Replicas, tr.With, tr.Ratio, replicaApplyShare),
+		"Each leg: a writer on a fresh copy of the preloaded store (pinned to the service's CPUs when the run pins), its replicas " +
+			"bootstrapped from its checkpoint (on the harness's CPUs), then the same script posted back to back, one write in flight. " +
+			"Writer apply blocks/s, which the ratio compares, is the blocks the writer applied over the time it spent applying them " +
+			"(utxo_cache_writer_apply_seconds: validate and commit); posted blocks/s is the blocks over the time from the first post to " +
+			"the last acknowledgement, which also counts the harness's own time between posts, on CPUs it shares with the replicas. " +
+			"Afterwards every replica must reach the writer's seq and report its tip, count and digest."}
+	if len(tr.Legs) > 0 && len(tr.Legs[0].Processes) > 0 {
+		n = append(n, "Logs: serve-throughput-<leg>-writer.log and serve-throughput-<leg>-replica-<i>.log.")
+	}
+	return n
+}
+
 func bodySizes(m map[string]int) string {
 	var parts []string
 	for _, k := range sortedKeys(m) {
@@ -298,6 +348,16 @@ func (r *Report) introLines() []string {
 	var ex []string
 	for _, a := range sortedKeys(p.Exchanges) {
 		ex = append(ex, fmt.Sprintf("%d", p.Exchanges[a]))
+	}
+	if tr := r.Throughput; tr != nil {
+		return []string{
+			fmt.Sprintf("machine: %d CPUs, %s/%s, %s, kernel %s; load average %s at the start, %s at the end; %s",
+				m.CPUs, m.GOOS, m.GOARCH, m.GoVersion, m.Kernel, m.LoadAvgStart, m.LoadAvgEnd, r.Fairness.Placement.describe()),
+			fmt.Sprintf("store: %d live UTXOs after %d blocks (height %d) via %s in %.1f s", p.UTXOs, p.Blocks, p.Height, p.Via, p.Seconds),
+			fmt.Sprintf("replicas scenario: %d legs of the same %d blocks and %d rollbacks (%s profile, seed %d, %d txs per block), "+
+				"without and with %d replicas", len(tr.Legs), tr.Blocks, tr.Rollbacks, s.Profile, s.Seed, s.TxsPerBlock, tr.Replicas),
+			fmt.Sprintf("run took %.0f s; results in %s", r.Seconds, r.ResultsDir),
+		}
 	}
 	return []string{
 		fmt.Sprintf("machine: %d CPUs, %s/%s, %s, kernel %s; load average %s at the start, %s at the end; %s",
@@ -354,6 +414,13 @@ func (r *Report) HTML() string {
 	if len(r.Fairness.Comparable) > 0 {
 		b.WriteString("<h2>Comparability</h2>\n<ul class=\"notes\">")
 		for _, l := range r.Fairness.Comparable {
+			b.WriteString("<li>" + html.EscapeString(l) + "</li>")
+		}
+		b.WriteString("</ul>\n")
+	}
+	if tr := r.Throughput; tr != nil {
+		b.WriteString("<h2>Writer apply throughput with and without replicas</h2>\n" + throughputTable(tr).html() + "<ul class=\"notes\">")
+		for _, l := range throughputNotes(tr) {
 			b.WriteString("<li>" + html.EscapeString(l) + "</li>")
 		}
 		b.WriteString("</ul>\n")

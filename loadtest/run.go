@@ -118,6 +118,8 @@ func (r *runner) managed(ctx context.Context) error {
 		// Blocks are made as the feed posts them, and forgotten once
 		// posted: an hour's script is not held in memory.
 		r.w.forgetPosted = true
+	} else if r.o.Scenario == ScenarioReplicas {
+		r.w.prepareScript(r.o.ApplyBlocks)
 	} else {
 		r.prepareFeed()
 	}
@@ -133,6 +135,9 @@ func (r *runner) managed(ctx context.Context) error {
 	// Pinned from here on: the preload above may use every core.
 	if restore := r.place(); restore != nil {
 		defer restore()
+	}
+	if r.o.Scenario == ScenarioReplicas {
+		return r.replicaThroughput(ctx, dataDir, token)
 	}
 	needRedis := slices.Contains(r.o.Configs, ConfigRedis) || slices.Contains(r.o.Configs, ConfigFull)
 	if needRedis {
@@ -262,6 +267,9 @@ func (r *runner) runOnCopy(ctx context.Context, config, dataDir, token string) (
 	r.report.Fairness.StoreBytes = n
 	r.logf("%s: copied the preloaded store (%d MiB) in %.1fs", config, n>>20, time.Since(t0).Seconds())
 	r.startConfig()
+	if config == ConfigReplica {
+		return r.runReplica(ctx, dir, token)
+	}
 	return r.runService(ctx, config, dir, token)
 }
 
@@ -385,7 +393,7 @@ func (r *runner) exchangeSizes() map[string]uint64 {
 // serviceArgs are the serve flags of a configuration.
 func (r *runner) serviceArgs(config string) []string {
 	switch config {
-	case ConfigMemory:
+	case ConfigMemory, ConfigReplica: // the replica's writer and replica both
 		return []string{"--memory-cache-bytes", "256MiB"}
 	case ConfigRedis:
 		return []string{"--memory-cache-bytes", "0", "--redis-url", r.redis.url()}
@@ -410,6 +418,14 @@ type service struct {
 // startService starts serve with config's tiers on dataDir (pinned to the
 // service's CPUs) and waits until it is ready.
 func (r *runner) startService(ctx context.Context, config, dataDir, token, logName string) (*service, error) {
+	return r.startServe(ctx, "serve ("+config+")", dataDir, logName, r.cpus.service,
+		append([]string{"--admin-token", token}, r.serviceArgs(config)...))
+}
+
+// startServe starts `serve --data-dir dataDir` on free loopback ports with
+// extra flags, on cpus (when the run pins), and waits until its /readyz
+// answers 200.
+func (r *runner) startServe(ctx context.Context, name, dataDir, logName string, cpus []int, extra []string) (*service, error) {
 	port, err1 := freePort()
 	adminPort, err2 := freePort()
 	if err := errors.Join(err1, err2); err != nil {
@@ -417,11 +433,10 @@ func (r *runner) startService(ctx context.Context, config, dataDir, token, logNa
 	}
 	s := &service{base: "http://127.0.0.1:" + strconv.Itoa(port), admin: "http://127.0.0.1:" + strconv.Itoa(adminPort)}
 	s.args = append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:" + strconv.Itoa(port),
-		"--admin-listen", "127.0.0.1:" + strconv.Itoa(adminPort), "--admin-token", token, "--log-level", "warn"},
-		r.serviceArgs(config)...)
-	bin, args := r.cpus.command(r.cpus.service, r.o.Bin, s.args)
+		"--admin-listen", "127.0.0.1:" + strconv.Itoa(adminPort), "--log-level", "warn"}, extra...)
+	bin, args := r.cpus.command(cpus, r.o.Bin, s.args)
 	var err error
-	if s.process, err = startProcess("serve ("+config+")", filepath.Join(r.dir, logName), bin, args...); err != nil {
+	if s.process, err = startProcess(name, filepath.Join(r.dir, logName), bin, args...); err != nil {
 		return nil, err
 	}
 	if err := waitHTTP(ctx, r.ctl, s.base+"/readyz", s.process, 60*time.Second); err != nil {
@@ -444,6 +459,7 @@ func (r *runner) runService(ctx context.Context, config, dataDir, token string) 
 		return res, err
 	}
 	res.Args = redactToken(svc.args, token)
+	res.Processes = append(res.Processes, svc.info("service"))
 	defer func() {
 		if serr := svc.stop(20 * time.Second); serr != nil {
 			res.Error = serr.Error()
@@ -456,9 +472,10 @@ func (r *runner) runService(ctx context.Context, config, dataDir, token string) 
 		return res, err
 	}
 	res.Start = &start
-	if want := r.w.base.state; start != want {
+	if want := r.w.base.state; !start.sameFigures(want) {
 		return res, fmt.Errorf("the service starts at %s, not at the preloaded store's %s", start, want)
 	}
+	r.w.setSeq(start.Seq)
 	t := target{name: config, bases: []string{svc.base}, writer: svc.base, token: token, pid: svc.pid(), metrics: true, admin: svc.admin}
 	return r.phases(ctx, t, res)
 }
@@ -473,6 +490,9 @@ type target struct {
 	metrics bool   // has /metrics with the tier counters
 	admin   string // base URL of the service's pprof listener, "" for none
 	bare    bool
+	// replica: bases[0] is a replica of writer; the feed measures its
+	// replication lag instead of polling it for visibility.
+	replica bool
 }
 
 // phases runs warmup, max, rate and (memory and bare) hot against t.
@@ -551,6 +571,11 @@ func (r *runner) phase(ctx context.Context, t target, name string, mode phaseMod
 	var feedDone chan FeedResult
 	if fed {
 		f := &feed{w: r.w, client: r.ctl, writer: t.writer, token: t.token, rate: r.o.BlockRate, targets: t.bases}
+		if t.replica {
+			lc := newClient(maxLagInFlight, lagTimeout+5*time.Second)
+			defer lc.CloseIdleConnections()
+			f.targets, f.lag = nil, newLagObserver(lc, t.bases[0])
+		}
 		feedDone = make(chan FeedResult, 1)
 		go func() { feedDone <- f.run(pctx, end) }()
 	}
@@ -595,6 +620,9 @@ func (r *runner) phase(ctx context.Context, t target, name string, mode phaseMod
 		if after, err := scrape(ctx, r.ctl, t.bases[0]); err == nil {
 			ts := tierDelta(before, after)
 			res.Cache = &ts
+			if res.Feed != nil && res.Feed.Replication != nil {
+				res.Feed.Replication.applyDelta(before, after)
+			}
 		}
 	}
 	res.Service = svc.finish()
@@ -695,6 +723,7 @@ func (r *runner) runBare(ctx context.Context) (res ConfigResult, err error) {
 	if err != nil {
 		return res, err
 	}
+	res.Processes = append(res.Processes, p.info("bare"))
 	defer func() {
 		if serr := p.stop(10 * time.Second); serr != nil {
 			res.Error = serr.Error()
@@ -734,6 +763,11 @@ func (r *runner) external(ctx context.Context) error {
 		return err
 	}
 	r.report.Fairness.Placement.Note = "an external run: the services are not the harness's to pin"
+	st, err := storeState(ctx, r.ctl, writer)
+	if err != nil {
+		return fmt.Errorf("loadtest: the writer after the preload: %w", err)
+	}
+	r.w.setSeq(st.Seq)
 	t := target{name: "external", bases: bases, writer: writer, token: r.o.AdminToken, metrics: true}
 	if r.o.BlockRate <= 0 {
 		t.writer = ""
@@ -807,7 +841,11 @@ func storeState(ctx context.Context, c *http.Client, base string) (StoreState, e
 	if err != nil {
 		return StoreState{}, fmt.Errorf("GET /v1/tip: %w", err)
 	}
-	return StoreState{Height: tip.Height, Hash: tip.Hash.String(), UTXOs: a.UtxoCount, Digest: a.Digest}, nil
+	seq, err := strconv.ParseUint(resp.Header.Get("X-Commit-Seq"), 10, 64)
+	if err != nil {
+		return StoreState{}, fmt.Errorf("GET /v1/tip: X-Commit-Seq %q: %w", resp.Header.Get("X-Commit-Seq"), err)
+	}
+	return StoreState{Height: tip.Height, Hash: tip.Hash.String(), UTXOs: a.UtxoCount, Digest: a.Digest, Seq: seq}, nil
 }
 
 // WriteChain writes the preload chain of o's scenario to path (.jsonl or

@@ -26,11 +26,12 @@ type fakeWriter struct {
 
 	mu     sync.Mutex
 	m      *model.Model // guarded by mu
+	seq    uint64       // guarded by mu: the commit sequence
 	writes []string     // guarded by mu: "block H hash", "rollback H"
 }
 
 func newFakeWriter(t *testing.T, m *model.Model) *fakeWriter {
-	fw := &fakeWriter{m: m}
+	fw := &fakeWriter{m: m, seq: 1000}
 	fw.srv = httptest.NewServer(http.HandlerFunc(fw.serve))
 	t.Cleanup(fw.srv.Close)
 	return fw
@@ -61,21 +62,26 @@ func (fw *fakeWriter) serve(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if applied {
+			fw.seq++
 			fw.writes = append(fw.writes, fmt.Sprintf("block %d %s", b.Height, b.Hash))
 		}
-		fmt.Fprintf(rw, `{"applied":%v}`, applied)
+		fmt.Fprintf(rw, `{"applied":%v,"seq":%d}`, applied, fw.seq)
 	case "/v1/rollback":
 		var req struct{ Height uint64 }
 		if err := json.Unmarshal(body, &req); err != nil {
 			refuse(http.StatusBadRequest, "invalid_argument", err)
 			return
 		}
+		before := fw.m.Tip()
 		if err := fw.m.Rollback(req.Height); err != nil {
 			refuse(http.StatusConflict, "rollback_too_deep", err)
 			return
 		}
+		if fw.m.Tip() != before {
+			fw.seq++
+		}
 		fw.writes = append(fw.writes, fmt.Sprintf("rollback %d", req.Height))
-		fmt.Fprint(rw, `{}`)
+		fmt.Fprintf(rw, `{"seq":%d}`, fw.seq)
 	default:
 		rw.WriteHeader(http.StatusNotFound)
 	}
@@ -111,7 +117,7 @@ func TestFeedReplaysOnEachCopy(t *testing.T) {
 	f := newTestFeed(w, first)
 	rollbacks := 0
 	for posted := 0; rollbacks == 0 || posted == 0; {
-		b, _, isRollback, err := f.step(ctx)
+		b, _, _, isRollback, err := f.step(ctx)
 		switch {
 		case err != nil:
 			t.Fatal(err)
@@ -132,7 +138,7 @@ func TestFeedReplaysOnEachCopy(t *testing.T) {
 	// Without a reset, the next copy (at the preload's tip) refuses the
 	// feed's next block: what `make loadtest` ran into.
 	stale := newFakeWriter(t, w.base.model.Clone())
-	if _, _, _, err := newTestFeed(w, stale).step(ctx); err == nil || !strings.Contains(err.Error(), "status 409") {
+	if _, _, _, _, err := newTestFeed(w, stale).step(ctx); err == nil || !strings.Contains(err.Error(), "status 409") {
 		t.Fatalf("a stale feed on a fresh copy: %v, want a 409", err)
 	}
 
@@ -142,7 +148,7 @@ func TestFeedReplaysOnEachCopy(t *testing.T) {
 	second := newFakeWriter(t, w.base.model.Clone())
 	f = newTestFeed(w, second)
 	for range 3 * len(writes1) {
-		if _, _, _, err := f.step(ctx); err != nil {
+		if _, _, _, _, err := f.step(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

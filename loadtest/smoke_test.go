@@ -2,11 +2,14 @@ package loadtest
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -85,7 +88,7 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("preload state %+v, preload %+v", st, rep.Preload)
 	}
 	for _, c := range []ConfigResult{mem, disk} {
-		if c.Start == nil || *c.Start != rep.Preload.State {
+		if c.Start == nil || !c.Start.sameFigures(rep.Preload.State) || c.Start.Seq == 0 {
 			t.Errorf("%s started at %+v, want the preload's %+v", c.Name, c.Start, rep.Preload.State)
 		}
 		if f := c.Rate.Feed; f == nil || f.Blocks == 0 || f.Rollbacks == 0 || f.Apply.Count == 0 || len(f.Errors) > 0 {
@@ -182,7 +185,7 @@ func TestSmokeConfigurationFails(t *testing.T) {
 	if disk := rep.Configs[0]; disk.Name != ConfigDisk || !strings.Contains(disk.Error, "exited before it was ready") || disk.Max.Requests != 0 {
 		t.Errorf("disk: %+v", disk)
 	}
-	if mem := rep.Configs[1]; mem.Name != ConfigMemory || mem.Error != "" || mem.Max.OK == 0 || mem.Start == nil || *mem.Start != rep.Preload.State {
+	if mem := rep.Configs[1]; mem.Name != ConfigMemory || mem.Error != "" || mem.Max.OK == 0 || mem.Start == nil || !mem.Start.sameFigures(rep.Preload.State) {
 		t.Errorf("memory did not run after disk failed: %+v", mem)
 	}
 	head := rep.Headline()
@@ -195,5 +198,178 @@ func TestSmokeConfigurationFails(t *testing.T) {
 	}
 	if copies, _ := filepath.Glob(filepath.Join(dir, "store-*")); len(copies) > 0 {
 		t.Errorf("store copies left: %v", copies)
+	}
+}
+
+// gone fails t for every process of ps that still exists: the harness
+// stops (and reaps) every process it started.
+func gone(t *testing.T, what string, ps []ProcessInfo) {
+	t.Helper()
+	for _, p := range ps {
+		if p.PID <= 0 {
+			t.Errorf("%s: %s without a pid", what, p.Role)
+			continue
+		}
+		if err := syscall.Kill(p.PID, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("%s: %s (pid %d) still exists after the run: %v", what, p.Role, p.PID, err)
+		}
+	}
+}
+
+// TestLoadtestReplicaSmoke runs the replica configuration at smoke size: a
+// writer and a replica bootstrapped from it, the feed to the writer, the
+// reads and the correctness sample to the replica, and the replication lag
+// of every acknowledged write. The report holds the lag figures (no
+// assertion on their size: a busy machine sets them), no mismatch, no 5xx,
+// and every process is gone afterwards.
+func TestLoadtestReplicaSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts subprocesses")
+	}
+	bin := smokeBinary(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, Options{
+		Scenario: ScenarioSmoke, Bin: bin, ResultsDir: dir, Log: testLog{t},
+		Configs: []string{ConfigReplica}, MachineWarmup: -1, HotDuration: -1,
+		Warmup: 200 * time.Millisecond, MaxDuration: 700 * time.Millisecond, RateDuration: 1500 * time.Millisecond,
+		CheckFraction: 0.05, CheckBudget: 0.5, RollbackEvery: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", rep.Headline())
+	if rep.Failed {
+		t.Fatalf("run failed: %v", rep.FailReasons)
+	}
+	if len(rep.Configs) != 1 || rep.Configs[0].Name != ConfigReplica {
+		t.Fatalf("configurations %+v", rep.Configs)
+	}
+	c := rep.Configs[0]
+	if c.Start == nil || !c.Start.sameFigures(rep.Preload.State) || c.Start.Seq == 0 {
+		t.Errorf("the replica started at %+v, want the preload's %+v", c.Start, rep.Preload.State)
+	}
+	for _, p := range []PhaseResult{c.Max, c.Rate} {
+		if p.Requests == 0 || p.OK == 0 || count5xx(p.Errors) != 0 {
+			t.Errorf("%s phase: %d requests, %d ok, errors %v", p.Name, p.Requests, p.OK, p.Errors)
+		}
+		if p.Checks == nil || p.Checks.Mismatches != 0 {
+			t.Errorf("%s phase checks: %+v", p.Name, p.Checks)
+		}
+	}
+	if c.Max.Checks.Checked == 0 {
+		t.Errorf("no answer of the replica was checked: %+v", c.Max.Checks)
+	}
+	f := c.Rate.Feed
+	if f == nil || f.Blocks == 0 || f.Rollbacks == 0 || len(f.Errors) > 0 {
+		t.Fatalf("feed: %+v", f)
+	}
+	rr := f.Replication
+	if rr == nil || rr.Replica == "" {
+		t.Fatalf("replication figures: %+v", rr)
+	}
+	// Every acknowledged write (blocks and rollbacks) was observed and
+	// reached the replica.
+	if rr.Writes != f.Blocks+f.Rollbacks || rr.Lag.Count != rr.Writes || rr.NotReached != 0 || rr.Unobserved != 0 || len(rr.Errors) > 0 {
+		t.Errorf("replication: %+v; feed %d blocks, %d rollbacks", rr, f.Blocks, f.Rollbacks)
+	}
+	if rr.Lag.Max <= 0 || rr.Lag.P50 > rr.Lag.P99 || rr.Lag.P99 > rr.Lag.Max {
+		t.Errorf("lag figures %+v", rr.Lag)
+	}
+	var lagVerdict *Verdict
+	for i := range rep.Targets {
+		if strings.HasPrefix(rep.Targets[i].Target, "replication lag p99") {
+			lagVerdict = &rep.Targets[i]
+		}
+	}
+	if lagVerdict == nil || (lagVerdict.Status != "PASS" && lagVerdict.Status != "MISS") {
+		t.Errorf("replication lag verdict %+v", lagVerdict)
+	}
+	if len(c.Processes) != 2 || c.Processes[0].Role != "writer" || c.Processes[1].Role != "replica 1" {
+		t.Fatalf("processes %+v", c.Processes)
+	}
+	gone(t, "replica configuration", c.Processes)
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil || !strings.Contains(string(md), "replication lag on ") {
+		t.Errorf("report.md (%v) lacks the replication lag", err)
+	}
+	for _, f := range []string{"serve-replica-writer.log", "serve-replica-replica-1.log", "report.json", "report.html"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "store-*")); len(left) > 0 {
+		t.Errorf("stores left: %v", left)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.token")); len(left) > 0 {
+		t.Errorf("token files left: %v", left)
+	}
+}
+
+// TestLoadtestReplicasScenarioSmoke runs the replicas scenario at smoke
+// size: one round of a leg without and a leg with two replicas, the same
+// script from the same preloaded store. Both legs end at the same state,
+// which every replica reached; the ratio is reported (not judged: a busy
+// machine sets it), and every process is gone afterwards.
+func TestLoadtestReplicasScenarioSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts subprocesses")
+	}
+	bin := smokeBinary(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, Options{
+		Scenario: ScenarioReplicas, Bin: bin, ResultsDir: dir, Log: testLog{t},
+		UTXOs: 2000, TxsPerBlock: 20, RollbackEvery: 4, Replicas: 2, ApplyBlocks: 12, ApplyRounds: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", rep.Headline())
+	if rep.Failed {
+		t.Fatalf("run failed: %v", rep.FailReasons)
+	}
+	tr := rep.Throughput
+	if tr == nil || len(tr.Legs) != 2 || tr.Replicas != 2 || tr.Blocks < 12 || tr.Rollbacks == 0 {
+		t.Fatalf("throughput %+v", tr)
+	}
+	if tr.Legs[0].Replicas != 0 || tr.Legs[1].Replicas != 2 {
+		t.Errorf("legs %+v", tr.Legs)
+	}
+	for i, l := range tr.Legs {
+		if l.Error != "" || l.Blocks != int64(tr.Blocks) || l.Rollbacks != int64(tr.Rollbacks) || l.Seconds <= 0 || l.Final == nil ||
+			l.WriterApplied != l.Blocks || l.WriterApplySeconds <= 0 || l.ApplyBlocksPerSec <= 0 {
+			t.Errorf("leg %d: %+v", i+1, l)
+		}
+		if len(l.Processes) != 1+l.Replicas {
+			t.Errorf("leg %d processes %+v", i+1, l.Processes)
+		}
+		gone(t, fmt.Sprintf("leg %d", i+1), l.Processes)
+	}
+	if *tr.Legs[0].Final != *tr.Legs[1].Final {
+		t.Errorf("legs ended at %+v and %+v", *tr.Legs[0].Final, *tr.Legs[1].Final)
+	}
+	if tr.Without <= 0 || tr.With <= 0 || tr.Ratio <= 0 {
+		t.Errorf("rates %v / %v, ratio %v", tr.With, tr.Without, tr.Ratio)
+	}
+	found := false
+	for _, v := range rep.Targets {
+		if strings.HasPrefix(v.Target, "writer apply throughput with 2 replicas") && (v.Status == "PASS" || v.Status == "MISS") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no throughput verdict in %+v", rep.Targets)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil || !strings.Contains(string(md), "Writer apply throughput with and without replicas") {
+		t.Errorf("report.md (%v) lacks the throughput section", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "store-*")); len(left) > 0 {
+		t.Errorf("stores left: %v", left)
 	}
 }

@@ -174,7 +174,7 @@ func (r *runner) runSoak(ctx context.Context, dataDir, token string) (res Config
 		return res, err
 	}
 	res.Start = &start
-	if want := r.w.base.state; start != want {
+	if want := r.w.base.state; !start.sameFigures(want) {
 		return res, fmt.Errorf("the service starts at %s, not at the preloaded store's %s", start, want)
 	}
 

@@ -52,6 +52,14 @@ type world struct {
 	// about these instead of calling model.List and model.Balance, which
 	// scan every row the model holds (see addressUtxosLocked).
 	byAddress map[string][]chain.OutPoint
+	// seq is the commit sequence (CONTRACT §7) of the writer's state the
+	// model is in, guarded by mu: the feed sets it, with the model, from
+	// the writer's acknowledgement of each block and rollback; 0 while
+	// unknown (between reset and the service's first report, see setSeq).
+	// The pair identifies one state of the writer's sequence, which every
+	// replica passes through: the checker compares an answer only when its
+	// X-Commit-Seq is this seq.
+	seq uint64
 
 	addrs    []string // ordinary addresses by popularity (outputs received)
 	exchange []string // the generator's hot addresses
@@ -148,7 +156,7 @@ func (w *world) preload(plan preloadPlan, emit func(*chain.Block) error) (blocks
 				created = append(created, chain.OutPoint{TxHash: tx.Hash, Index: index})
 			})
 		}
-		if err := w.applyToModel(b); err != nil {
+		if err := w.applyToModel(b, 0); err != nil {
 			return err
 		}
 		w.extend(b)
@@ -218,10 +226,13 @@ func (w *world) nextBlock() *chain.Block {
 // applyToModel applies an acknowledged block to the model. A block the
 // model refuses after the service accepted it means the service (or the
 // harness) broke the contract.
-func (w *world) applyToModel(b *chain.Block) error {
+//
+// seq is the commit sequence the writer's acknowledgement reported.
+func (w *world) applyToModel(b *chain.Block, seq uint64) error {
 	w.mu.Lock()
 	applied, err := w.model.Apply(b, false)
 	if err == nil && applied {
+		w.seq = seq
 		for i := range b.Txs {
 			tx := &b.Txs[i]
 			tx.Creates(func(index uint32, out *chain.Output, _ bool) {
@@ -269,10 +280,14 @@ func (w *world) noteCreated(b *chain.Block) {
 	w.ops.Store(&opPool{base: old.base, recent: slices.Clone(w.created)})
 }
 
-// rollbackModel rolls the model back to target after the service did.
-func (w *world) rollbackModel(target uint64) error {
+// rollbackModel rolls the model back to target after the service did; seq
+// is the commit sequence the writer's acknowledgement reported.
+func (w *world) rollbackModel(target, seq uint64) error {
 	w.mu.Lock()
 	err := w.model.Rollback(target)
+	if err == nil {
+		w.seq = seq
+	}
 	w.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("loadtest: the model refuses the rollback to %d: %w", target, err)
@@ -335,9 +350,19 @@ func (w *world) reset() {
 	w.mu.Lock()
 	w.model = w.base.model.Clone()
 	w.byAddress = maps.Clone(w.base.byAddress)
+	w.seq = 0
 	w.mu.Unlock()
 	w.ops.Store(w.base.ops)
 	w.created, w.next, w.pos = nil, 0, 0
+}
+
+// setSeq records the commit sequence of the state the model is in: the
+// seq a service reports for the preloaded store before the feed starts
+// (the preload's seq is the service's to count, CONTRACT §7).
+func (w *world) setSeq(seq uint64) {
+	w.mu.Lock()
+	w.seq = seq
+	w.mu.Unlock()
 }
 
 // modelTip returns the model's tip.

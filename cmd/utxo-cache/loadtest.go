@@ -31,6 +31,13 @@ rollbacks (a configuration that fails does not stop the others):
   redis   --memory-cache-bytes 0 --redis-url …
   disk    --memory-cache-bytes 0, no Redis
   full    --memory-cache-bytes 256MiB --redis-url …
+  replica a writer (memory layout, --replication-token-file) and one replica
+          of it (--replica-of, memory layout) bootstrapped from its
+          checkpoint: the feed posts to the writer, the reads and the
+          correctness sample go to the replica, and each acknowledged
+          write's replication lag is measured (writer acknowledgement of
+          seq S to the replica's answer to GET /v1/tip?min_seq=S, which it
+          sends the moment it publishes S): p50/p99/max, target p99 < 100 ms
   bare    the ceiling: api.NewBareHandler in a subprocess (runs last)
 Each runs a warmup, a max phase (closed loop, --workers in flight), a rate
 phase (open loop at --rate-fraction of the max, latency measured from each
@@ -49,7 +56,7 @@ taskset to the upper half of them, the harness and redis-server to the rest
 (--no-pin: leave it to the scheduler); the report says where each ran and
 which figures compare with which.
 
-Scenarios: standard (200k UTXOs, under 3 minutes), big (1.2M UTXOs with
+Scenarios: standard (200k UTXOs, about 3.5 minutes), big (1.2M UTXOs with
 exchange addresses of 100k+ UTXOs each, for the disk-tier target; several
 minutes, mostly the preload), smoke (5k UTXOs, memory and bare, seconds),
 soak (20k UTXOs, the full configuration for --duration, default 1h: an open
@@ -59,7 +66,13 @@ times; every --sample-every it samples the service's RSS, open files,
 goroutines and Pebble figures, and fails the run when one of them grows: the
 last quarter's mean above the second quarter's by more than 10% plus a fixed
 tolerance; or on any 5xx or answer that differs from the model. make soak
-runs it; SOAK_DURATION=10m shortens it).
+runs it; SOAK_DURATION=10m shortens it),
+replicas (200k UTXOs, no read load: the writer's apply throughput, blocks
+over its own apply seconds, with no replica and with --replicas replicas
+tailing its change log, the same
+--apply-blocks script posted back to back on a fresh store copy per leg, in
+--apply-rounds ABBA rounds; target ratio ≥ 0.9; the writer on the service's
+CPUs, the replicas on the harness's; each leg is bounded by --apply-timeout).
 
 An external run (--target URL, repeatable) loads running services instead:
 reads go round-robin to the targets, the feed posts to --writer (default the
@@ -95,12 +108,16 @@ func runLoadtest(e *env, args []string) error {
 	var o loadtest.Options
 	var targets stringList
 	var profile, configs, mix, writeChain, bareServe, bareBodies string
-	fs.StringVar(&o.Scenario, "scenario", loadtest.ScenarioStandard, "`NAME`: standard, big, smoke or soak (sets the defaults of the flags below marked 0)")
+	fs.StringVar(&o.Scenario, "scenario", loadtest.ScenarioStandard, "`NAME`: standard, big, smoke, soak or replicas (sets the defaults of the flags below marked 0)")
 	fs.StringVar(&profile, "chain-profile", "bitcoin", "shape of the generated chain: bitcoin or cardano")
 	fs.Int64Var(&o.Seed, "seed", 1, "`SEED` of the chain and of the request stream")
 	fs.IntVar(&o.UTXOs, "utxos", 0, "live `UTXOS` of the preloaded store (0: the scenario's)")
 	fs.IntVar(&o.TxsPerBlock, "txs-per-block", 0, "transactions per ordinary and feed block (0: the scenario's: 300, smoke 50)")
-	fs.StringVar(&configs, "configs", "", "comma-separated configurations to run, from memory,redis,disk,full,bare (empty: the scenario's)")
+	fs.StringVar(&configs, "configs", "", "comma-separated configurations to run, from memory,redis,disk,full,replica,bare (empty: the scenario's)")
+	fs.IntVar(&o.Replicas, "replicas", 3, "replicas tailing the writer in the replicas scenario's legs with replicas")
+	fs.IntVar(&o.ApplyBlocks, "apply-blocks", 300, "`BLOCKS` of the script each leg of the replicas scenario posts")
+	fs.IntVar(&o.ApplyRounds, "apply-rounds", 2, "`ROUNDS` of two legs (without, with replicas; ABBA order) in the replicas scenario")
+	fs.DurationVar(&o.ApplyTimeout, "apply-timeout", 2*time.Minute, "bound of one leg of the replicas scenario (its posts and its replicas catching up)")
 	fs.DurationVar(&o.Warmup, "warmup", 0, "warmup `DURATION` per configuration (0: the scenario's)")
 	fs.DurationVar(&o.MachineWarmup, "machine-warmup", 0, "unmeasured warm-up `DURATION` before the first configuration (0: the scenario's; standard 5s; -1s: none)")
 	fs.DurationVar(&o.MaxDuration, "max-duration", 0, "max phase `DURATION` (0: the scenario's; standard 8s)")
@@ -212,7 +229,7 @@ func runLoadtest(e *env, args []string) error {
 		return err
 	}
 	rep, err := loadtest.Run(ctx, o)
-	if rep != nil && len(rep.Configs) > 0 {
+	if rep != nil && (len(rep.Configs) > 0 || rep.Throughput != nil) {
 		fmt.Fprintf(e.stdout, "\n%s\nreports: %s\n", rep.Headline(),
 			strings.Join([]string{filepath.Join(rep.ResultsDir, "report.md"), filepath.Join(rep.ResultsDir, "report.html"),
 				filepath.Join(rep.ResultsDir, "report.json")}, ", "))
