@@ -77,7 +77,7 @@ func (a *API) getChanges(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	raw, ok := q["after"]
+	raw, ok := q.lookup("after")
 	if !ok {
 		a.fail(c, fmt.Errorf("after is required: %w", chain.ErrInvalidArgument))
 		return
@@ -88,7 +88,7 @@ func (a *API) getChanges(c *gin.Context) {
 		return
 	}
 	var wait time.Duration
-	if s, ok := q[paramWait]; ok {
+	if s, ok := q.lookup(paramWait); ok {
 		secs, err := strconv.ParseFloat(s, 64)
 		if err != nil || !(secs >= 0) || strings.TrimLeft(s, "0123456789.") != "" {
 			a.fail(c, fmt.Errorf("wait %q is not a number of seconds >= 0: %w", s, chain.ErrInvalidArgument))
