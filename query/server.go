@@ -452,30 +452,29 @@ func (s *Server) Lookup(ctx context.Context, ops []chain.OutPoint) (Answer, erro
 	s.m.diskRead()
 	buf := getAnswerBuf()
 	body := append(*buf, `"results":[`...)
-	for i, op := range ops {
+	err = v.UtxosFunc(ops, func(i int, r *disk.UtxoRef) error {
 		if i > 0 {
 			body = append(body, ',')
 		}
 		body = append(body, `{"tx_hash":`...)
-		body = appendHexString(body, op.TxHash[:])
+		body = appendHexString(body, ops[i].TxHash[:])
 		body = append(body, `,"index":`...)
-		body = strconv.AppendUint(body, uint64(op.Index), 10)
-		err := v.UtxoFunc(op, func(r *disk.UtxoRef) error {
-			body = append(body, `,"utxo":`...)
-			body = appendUtxo(body, r)
-			body = append(body, `,"spent":`...)
-			body = appendSpent(body, r)
+		body = strconv.AppendUint(body, uint64(ops[i].Index), 10)
+		if r == nil {
+			body = append(body, `,"utxo":null,"spent":null}`...)
 			return nil
-		})
-		switch {
-		case errors.Is(err, chain.ErrNotFound):
-			body = append(body, `,"utxo":null,"spent":null`...)
-		case err != nil:
-			*buf = body
-			putAnswerBuf(buf)
-			return Answer{}, err
 		}
+		body = append(body, `,"utxo":`...)
+		body = appendUtxo(body, r)
+		body = append(body, `,"spent":`...)
+		body = appendSpent(body, r)
 		body = append(body, '}')
+		return nil
+	})
+	*buf = body
+	if err != nil {
+		putAnswerBuf(buf)
+		return Answer{}, err
 	}
 	body = append(body, "]}"...)
 	return Answer{Status: 200, Tip: v.Tip(), Seq: v.State().Seq, Body: body, Tier: "disk", buf: buf}, nil

@@ -70,6 +70,32 @@ func (v *View) Utxo(op chain.OutPoint) (chain.Utxo, *chain.Spent, error) {
 // UtxoRef). It answers chain.ErrNotFound, without calling fn, when Utxo
 // would; otherwise fn's error.
 func (v *View) UtxoFunc(op chain.OutPoint, fn func(r *UtxoRef) error) error {
+	var r UtxoRef
+	return v.withUtxo(op, &r, fn)
+}
+
+// UtxosFunc reads the outputs at ops in place, one Get each, in order, and
+// calls fn with each: r is nil where Utxo would answer chain.ErrNotFound. fn
+// must not keep r or its slices (see UtxoRef); its error stops the reads and
+// is returned.
+func (v *View) UtxosFunc(ops []chain.OutPoint, fn func(i int, r *UtxoRef) error) error {
+	var r UtxoRef // one for the batch: the pointer handed to fn escapes
+	for i, op := range ops {
+		err := v.withUtxo(op, &r, func(r *UtxoRef) error { return fn(i, r) })
+		if errors.Is(err, chain.ErrNotFound) {
+			err = fn(i, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withUtxo reads the record at op into r and calls fn with it while Pebble's
+// value buffer is pinned; chain.ErrNotFound (fn not called) where Utxo would
+// answer it.
+func (v *View) withUtxo(op chain.OutPoint, r *UtxoRef, fn func(r *UtxoRef) error) error {
 	var kb [outPointKeyLen]byte
 	raw, closer, err := v.snap.Get(appendOutPointKey(kb[:0], op))
 	if errors.Is(err, pebble.ErrNotFound) {
@@ -79,14 +105,13 @@ func (v *View) UtxoFunc(op chain.OutPoint, fn func(r *UtxoRef) error) error {
 		return fmt.Errorf("disk: read %s: %w", op, err)
 	}
 	defer closer.Close()
-	var r UtxoRef
-	if err := parseRecordValue(op, raw, &r); err != nil {
+	if err := parseRecordValue(op, raw, r); err != nil {
 		return err
 	}
 	if r.Spent && v.state.Tip.Height-r.SpentHeight > v.s.opts.PruneDepth {
 		return chain.ErrNotFound
 	}
-	return fn(&r)
+	return fn(r)
 }
 
 // Balance returns the balance of a dimension value (an address for
