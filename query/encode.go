@@ -140,6 +140,15 @@ func appendHexString(dst, b []byte) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// plainJSON marks the bytes a JSON string holds as they are: printable
+// ASCII but the quote and the backslash.
+var plainJSON = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
 // encoding/json does; control characters, quote and backslash are escaped.
 // It takes the bytes of a stored address as they are, so that answers read
@@ -149,11 +158,11 @@ func appendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
+		if plainJSON[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
 			dst = append(dst, s[start:i]...)
 			switch c {
 			case '"', '\\':

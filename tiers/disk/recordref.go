@@ -132,6 +132,12 @@ func parseRecord(d *decbuf, r *UtxoRef) {
 	}
 }
 
+// ParseRecord reads a stored outpoint record (the 0x02 value of op, layout
+// in record.go) in place into r, with the strict decoder's checks: an error
+// matches ErrCorrupt. r aliases b. For tests and tools that hold raw values;
+// reads get UtxoRefs from a View.
+func ParseRecord(op chain.OutPoint, b []byte, r *UtxoRef) error { return parseRecordValue(op, b, r) }
+
 // parseRecordValue parses a whole 0x02 value for op into r.
 func parseRecordValue(op chain.OutPoint, b []byte, r *UtxoRef) error {
 	d := decbuf{b: b, ctx: "utxo record", op: &op}
@@ -155,6 +161,13 @@ func parseIndexValue(idx uint32, b []byte, r *UtxoRef) error {
 		return fmt.Errorf("index value of %s is a spent record: %w", r.OutPoint, ErrCorrupt)
 	}
 	return nil
+}
+
+// Utxo copies r into a chain.Utxo, and its spender when spent, that own
+// their bytes: what a caller keeps beyond the callback.
+func (r *UtxoRef) Utxo() (chain.Utxo, *chain.Spent) {
+	rec := r.record()
+	return rec.Utxo, rec.Spent
 }
 
 // record copies r into a Record that owns its bytes.
