@@ -457,6 +457,45 @@ func BenchmarkRead(b *testing.B) {
 		}
 		b.ReportMetric(bytesPerUTXO, "bytes/utxo")
 	})
+	// The _ref kinds read in place (ListFunc, UtxoFunc), as the read API
+	// does: no chain.Utxo is built.
+	b.Run("kind=address_page_ref/limit=100", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N {
+			v, err := st.NewView()
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			_, more, err := v.ListFunc(disk.ListQuery{Dim: disk.DimAddress, Value: []byte(f.hot[i%len(f.hot)]), Limit: 100},
+				func(*disk.UtxoRef) error { n++; return nil })
+			if err != nil || n != 100 || !more {
+				b.Fatalf("list %s: %d items, more %v, err %v", f.hot[i%len(f.hot)], n, more, err)
+			}
+			v.Close()
+		}
+		b.ReportMetric(bytesPerUTXO, "bytes/utxo")
+	})
+	b.Run("kind=outpoint_ref", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N {
+			v, err := st.NewView()
+			if err != nil {
+				b.Fatal(err)
+			}
+			op := f.sample[i%len(f.sample)]
+			if err := v.UtxoFunc(op, func(r *disk.UtxoRef) error {
+				if r.Spent {
+					return fmt.Errorf("spent")
+				}
+				return nil
+			}); err != nil {
+				b.Fatalf("utxo %s: %v", op, err)
+			}
+			v.Close()
+		}
+		b.ReportMetric(bytesPerUTXO, "bytes/utxo")
+	})
 	b.Run("kind=outpoint", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := range b.N {
