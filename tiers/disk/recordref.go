@@ -36,6 +36,10 @@ type UtxoRef struct {
 
 	assetCount int
 	assets     []byte // the encoded assets: assetCount × (policy, name, quantity)
+	// key is the scratch buffer of the Pebble key the View reads r at: a
+	// buffer on the stack would escape into Pebble's Get, one allocation per
+	// read, where r is allocated once per batch.
+	key [outPointKeyLen]byte
 }
 
 // AssetCount is the number of assets the output carries.
@@ -140,8 +144,10 @@ func ParseRecord(op chain.OutPoint, b []byte, r *UtxoRef) error { return parseRe
 
 // parseRecordValue parses a whole 0x02 value for op into r.
 func parseRecordValue(op chain.OutPoint, b []byte, r *UtxoRef) error {
-	d := decbuf{b: b, ctx: "utxo record", op: &op}
 	r.OutPoint = op
+	// The error names r.OutPoint, not op: a pointer to the parameter would
+	// move it to the heap on every call.
+	d := decbuf{b: b, ctx: "utxo record", op: &r.OutPoint}
 	parseRecord(&d, r)
 	return d.done()
 }

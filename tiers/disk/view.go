@@ -96,8 +96,7 @@ func (v *View) UtxosFunc(ops []chain.OutPoint, fn func(i int, r *UtxoRef) error)
 // value buffer is pinned; chain.ErrNotFound (fn not called) where Utxo would
 // answer it.
 func (v *View) withUtxo(op chain.OutPoint, r *UtxoRef, fn func(r *UtxoRef) error) error {
-	var kb [outPointKeyLen]byte
-	raw, closer, err := v.snap.Get(appendOutPointKey(kb[:0], op))
+	raw, closer, err := v.snap.Get(appendOutPointKey(r.key[:0], op))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return chain.ErrNotFound
 	}
