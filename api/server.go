@@ -22,7 +22,9 @@ import (
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
-// Reader is the read side the API serves (query.Server).
+// Reader is the read side the API serves (query.Server). The API releases
+// every answer it gets (query.Answer.Release) once it has written it, or
+// when it asks again (a read-your-writes wait).
 type Reader interface {
 	Tip() query.Answer
 	AddressUtxos(ctx context.Context, address string, desc bool, limit int, cursor string) (query.Answer, error)
