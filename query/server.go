@@ -79,8 +79,9 @@ type Answer struct {
 	// Tier is where the answer came from: "memory", "redis" or "disk".
 	Tier string
 
-	// buf, when set, is the pooled buffer Body lives in (answerbuf.go),
-	// owned by this answer alone: Release returns it.
+	// buf, when set, is the pooled buffer Body was encoded into
+	// (answerbuf.go; *buf is that array as the encoding left it), owned by
+	// this answer alone: Release returns it.
 	buf *[]byte
 }
 
@@ -93,7 +94,6 @@ func (a *Answer) Release() {
 	if a.buf == nil {
 		return
 	}
-	*a.buf = a.Body[:0]
 	putAnswerBuf(a.buf)
 	a.buf, a.Body = nil, nil
 }
