@@ -1,11 +1,13 @@
 package api_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -183,5 +185,53 @@ func TestAnswerBufferReused(t *testing.T) {
 	perRequest = float64(res.AllocedBytesPerOp())
 	if perRequest > 1.5*float64(size) {
 		t.Errorf("a memory-tier hit of a %d-byte answer allocates %.0f bytes: the body is copied into a fresh buffer on every request", size, perRequest)
+	}
+}
+
+// TestDiskReadAllocs: a read answered from the disk tier alone (no cache
+// tier) is encoded in place into pooled buffers: a 100-item page costs at
+// most 20 allocations in the whole handler, whatever its size (it allocated
+// 244 when every output was decoded into a chain.Utxo first), and an
+// outpoint at most 15. The response writer is reused, so the figures are the
+// handler's own.
+//
+// Not parallel: AllocsPerRun counts every goroutine's allocations.
+func TestDiskReadAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocation figures are meaningless under -race")
+	}
+	s := newStack(t, stackConfig{noSpec: true, hot: -1, noMemory: true})
+	benchChain(s)
+	w := newDiscardWriter()
+	page := newReplayRequest(http.MethodGet, "/v1/addresses/hot/utxos?limit=100", nil)
+	serveOK(t, s.h, w, page)
+	rec := httptest.NewRecorder()
+	s.h.ServeHTTP(rec, page.request())
+	var body struct {
+		Utxos []struct {
+			TxHash string `json:"tx_hash"`
+			Index  uint32 `json:"index"`
+		} `json:"utxos"`
+		Next string `json:"next_cursor"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil || len(body.Utxos) != 100 || body.Next == "" {
+		t.Fatalf("page: %v, %d items, cursor %q", err, len(body.Utxos), body.Next)
+	}
+	first := body.Utxos[0]
+	for _, c := range []struct {
+		name string
+		req  *replayRequest
+		max  float64
+	}{
+		{"page100", page, 20},
+		{"page100 after a cursor", newReplayRequest(http.MethodGet, "/v1/addresses/hot/utxos?limit=100&cursor="+body.Next, nil), 20},
+		{"outpoint", newReplayRequest(http.MethodGet, "/v1/utxos/"+first.TxHash+"/"+strconv.FormatUint(uint64(first.Index), 10), nil), 15},
+	} {
+		serveOK(t, s.h, w, c.req) // fill the pools
+		n := testing.AllocsPerRun(200, func() { serveOK(t, s.h, w, c.req) })
+		t.Logf("%s: %.1f allocations per request", c.name, n)
+		if n > c.max {
+			t.Errorf("%s: %.1f allocations per request, want at most %.0f", c.name, n, c.max)
+		}
 	}
 }

@@ -20,12 +20,41 @@ const (
 	paramWait      = "wait"
 )
 
-// readParamNames are the parameters of every read endpoint.
-var readParamNames = []string{paramMinSeq, paramMinHeight, paramWait}
+// readParamNames are the parameters of every read endpoint; pageParamNames
+// those of an address's page.
+var (
+	readParamNames = []string{paramMinSeq, paramMinHeight, paramWait}
+	pageParamNames = []string{"limit", "order", "cursor", paramMinSeq, paramMinHeight, paramWait}
+)
+
+// maxQueryParams bounds the names an endpoint takes (pageParamNames has the
+// most): parseQuery refuses any other, and each only once.
+const maxQueryParams = 8
 
 // queryParams is a strictly parsed query string: each parameter once, every
-// pair decodable, none unknown.
-type queryParams map[string]string
+// pair decodable, none unknown. A fixed array, not a map: a read parses one
+// on every request.
+type queryParams struct {
+	n      int
+	names  [maxQueryParams]string
+	values [maxQueryParams]string
+}
+
+// lookup returns the value of name and whether it was given.
+func (q *queryParams) lookup(name string) (string, bool) {
+	for i := range q.n {
+		if q.names[i] == name {
+			return q.values[i], true
+		}
+	}
+	return "", false
+}
+
+// get returns the value of name, "" when not given.
+func (q *queryParams) get(name string) string {
+	v, _ := q.lookup(name)
+	return v
+}
 
 // parseQuery parses raw strictly against the names allowed. Go's own parser
 // drops the pairs it cannot decode (`?limit=%zz` would silently mean the
@@ -33,7 +62,10 @@ type queryParams map[string]string
 // each an error matching chain.ErrInvalidArgument. Empty pairs (`a=1&&b=2`)
 // are ignored.
 func parseQuery(raw string, allowed ...string) (queryParams, error) {
-	q := make(queryParams)
+	if len(allowed) > maxQueryParams {
+		panic(fmt.Sprintf("api: %d query parameters, more than maxQueryParams", len(allowed)))
+	}
+	var q queryParams
 	for pair := range strings.SplitSeq(raw, "&") {
 		if pair == "" {
 			continue
@@ -41,11 +73,11 @@ func parseQuery(raw string, allowed ...string) (queryParams, error) {
 		k, v, _ := strings.Cut(pair, "=")
 		name, err := url.QueryUnescape(k)
 		if err != nil {
-			return nil, fmt.Errorf("query parameter %q is not decodable: %w", k, chain.ErrInvalidArgument)
+			return queryParams{}, fmt.Errorf("query parameter %q is not decodable: %w", k, chain.ErrInvalidArgument)
 		}
 		value, err := url.QueryUnescape(v)
 		if err != nil {
-			return nil, fmt.Errorf("query parameter %s: value %q is not decodable: %w", name, v, chain.ErrInvalidArgument)
+			return queryParams{}, fmt.Errorf("query parameter %s: value %q is not decodable: %w", name, v, chain.ErrInvalidArgument)
 		}
 		known := false
 		for _, a := range allowed {
@@ -55,13 +87,14 @@ func parseQuery(raw string, allowed ...string) (queryParams, error) {
 			}
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown query parameter %q (this endpoint takes %s): %w",
+			return queryParams{}, fmt.Errorf("unknown query parameter %q (this endpoint takes %s): %w",
 				name, strings.Join(allowed, ", "), chain.ErrInvalidArgument)
 		}
-		if _, twice := q[name]; twice {
-			return nil, fmt.Errorf("query parameter %s is given twice: %w", name, chain.ErrInvalidArgument)
+		if _, twice := q.lookup(name); twice {
+			return queryParams{}, fmt.Errorf("query parameter %s is given twice: %w", name, chain.ErrInvalidArgument)
 		}
-		q[name] = value
+		q.names[q.n], q.values[q.n] = name, value
+		q.n++
 	}
 	return q, nil
 }
@@ -73,20 +106,20 @@ type readConditions struct {
 }
 
 // conditions parses the read-your-writes parameters of q.
-func (a *API) conditions(q queryParams) (readConditions, error) {
+func (a *API) conditions(q *queryParams) (readConditions, error) {
 	rc := readConditions{wait: a.opts.MaxWait}
 	var err error
-	if s, ok := q[paramMinSeq]; ok {
+	if s, ok := q.lookup(paramMinSeq); ok {
 		if rc.minSeq, err = parseDecimalUint64(s); err != nil {
 			return rc, fmt.Errorf("min_seq %q is not a uint64: %w", s, chain.ErrInvalidArgument)
 		}
 	}
-	if s, ok := q[paramMinHeight]; ok {
+	if s, ok := q.lookup(paramMinHeight); ok {
 		if rc.minHeight, err = parseDecimalUint64(s); err != nil {
 			return rc, fmt.Errorf("min_height %q is not a uint64: %w", s, chain.ErrInvalidArgument)
 		}
 	}
-	if s, ok := q[paramWait]; ok {
+	if s, ok := q.lookup(paramWait); ok {
 		if rc.wait, err = parseWait(s, rc.wait); err != nil {
 			return rc, err
 		}
@@ -116,18 +149,19 @@ func parseDecimalUint64(s string) (uint64, error) {
 	return strconv.ParseUint(s, 10, 64)
 }
 
-// readQuery parses the query string of a read endpoint that takes the
-// read-your-writes parameters and extra, answering 400 itself on an error.
-func (a *API) readQuery(c *gin.Context, extra ...string) (queryParams, readConditions, bool) {
-	q, err := parseQuery(c.Request.URL.RawQuery, append(extra, readParamNames...)...)
+// readQuery parses the query string of a read endpoint, which takes the
+// parameters allowed (readParamNames and its own), answering 400 itself on
+// an error.
+func (a *API) readQuery(c *gin.Context, allowed []string) (queryParams, readConditions, bool) {
+	q, err := parseQuery(c.Request.URL.RawQuery, allowed...)
 	if err != nil {
 		a.fail(c, err)
-		return nil, readConditions{}, false
+		return queryParams{}, readConditions{}, false
 	}
-	rc, err := a.conditions(q)
+	rc, err := a.conditions(&q)
 	if err != nil {
 		a.fail(c, err)
-		return nil, readConditions{}, false
+		return queryParams{}, readConditions{}, false
 	}
 	return q, rc, true
 }

@@ -77,7 +77,7 @@ func (a *API) getChanges(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	raw, ok := q["after"]
+	raw, ok := q.lookup("after")
 	if !ok {
 		a.fail(c, fmt.Errorf("after is required: %w", chain.ErrInvalidArgument))
 		return
@@ -88,7 +88,7 @@ func (a *API) getChanges(c *gin.Context) {
 		return
 	}
 	var wait time.Duration
-	if s, ok := q[paramWait]; ok {
+	if s, ok := q.lookup(paramWait); ok {
 		if wait, err = parseWait(s, maxWaitChanges); err != nil {
 			a.fail(c, err)
 			return

@@ -22,7 +22,9 @@ import (
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
-// Reader is the read side the API serves (query.Server).
+// Reader is the read side the API serves (query.Server). The API releases
+// every answer it gets (query.Answer.Release) once it has written it, or
+// when it asks again (a read-your-writes wait).
 type Reader interface {
 	Tip() query.Answer
 	AddressUtxos(ctx context.Context, address string, desc bool, limit int, cursor string) (query.Answer, error)
@@ -197,8 +199,10 @@ func (a *API) serveRead(c *gin.Context, rc readConditions, conditional bool, rea
 		}
 		if query.Satisfies(query.Published{Seq: ans.Seq, Tip: ans.Tip}, rc.minSeq, rc.minHeight) {
 			a.writeAnswer(c, ans, conditional)
+			ans.Release()
 			return
 		}
+		ans.Release()
 		if !time.Now().Before(deadline) {
 			a.fail(c, fmt.Errorf("answered at seq %d, tip %s: %w", ans.Seq, ans.Tip, query.ErrBehind))
 			return
@@ -207,7 +211,7 @@ func (a *API) serveRead(c *gin.Context, rc readConditions, conditional bool, rea
 }
 
 func (a *API) getTip(c *gin.Context) {
-	_, rc, ok := a.readQuery(c)
+	_, rc, ok := a.readQuery(c, readParamNames)
 	if !ok {
 		return
 	}
@@ -224,12 +228,12 @@ func (a *API) getTip(c *gin.Context) {
 }
 
 func (a *API) getAddressUtxos(c *gin.Context) {
-	q, rc, ok := a.readQuery(c, "limit", "order", "cursor")
+	q, rc, ok := a.readQuery(c, pageParamNames)
 	if !ok {
 		return
 	}
 	limit := query.DefaultPageLimit
-	if s, given := q["limit"]; given {
+	if s, given := q.lookup("limit"); given {
 		n, err := parseDecimalUint64(s)
 		if err != nil || n < 1 || n > query.MaxPageLimit {
 			a.fail(c, fmt.Errorf("limit must be an integer in 1..%d: %w", query.MaxPageLimit, chain.ErrInvalidArgument))
@@ -238,7 +242,7 @@ func (a *API) getAddressUtxos(c *gin.Context) {
 		limit = int(n)
 	}
 	var desc bool
-	switch q["order"] {
+	switch q.get("order") {
 	case "", "asc":
 	case "desc":
 		desc = true
@@ -246,7 +250,7 @@ func (a *API) getAddressUtxos(c *gin.Context) {
 		a.fail(c, fmt.Errorf("order must be asc or desc: %w", chain.ErrInvalidArgument))
 		return
 	}
-	cursor, given := q["cursor"]
+	cursor, given := q.lookup("cursor")
 	if given && cursor == "" {
 		a.fail(c, fmt.Errorf("cursor is empty: %w", chain.ErrInvalidArgument))
 		return
@@ -258,7 +262,7 @@ func (a *API) getAddressUtxos(c *gin.Context) {
 }
 
 func (a *API) getBalance(c *gin.Context) {
-	_, rc, ok := a.readQuery(c)
+	_, rc, ok := a.readQuery(c, readParamNames)
 	if !ok {
 		return
 	}
@@ -269,7 +273,7 @@ func (a *API) getBalance(c *gin.Context) {
 }
 
 func (a *API) getUtxo(c *gin.Context) {
-	_, rc, ok := a.readQuery(c)
+	_, rc, ok := a.readQuery(c, readParamNames)
 	if !ok {
 		return
 	}
@@ -302,7 +306,7 @@ func parseIndex(s string) (uint32, error) {
 }
 
 func (a *API) postLookup(c *gin.Context) {
-	_, rc, ok := a.readQuery(c)
+	_, rc, ok := a.readQuery(c, readParamNames)
 	if !ok {
 		return
 	}
@@ -451,12 +455,17 @@ func (a *API) writeError(c *gin.Context, status int, code, msg string) {
 }
 
 // writeAnswer writes a read answer with its tip headers, and its ETag when
-// cacheable; If-None-Match with that ETag gets 304 and no body.
+// cacheable; If-None-Match with that ETag gets 304 and no body. Headers are
+// set in their canonical form, straight into the map (Header.Set would
+// canonicalize "ETag" into a new string on every request).
 func (a *API) writeAnswer(c *gin.Context, ans query.Answer, conditional bool) {
 	h := c.Writer.Header()
 	setTipHeaders(h, ans.Tip, ans.Seq)
+	// One allocation holds the values of ETag and Content-Length.
+	vals := new([2]string)
 	if conditional && ans.ETag != "" {
-		h.Set("ETag", ans.ETag)
+		vals[0] = ans.ETag
+		h["Etag"] = vals[0:1:1]
 		if inm := c.GetHeader("If-None-Match"); inm != "" && etagMatches(inm, ans.ETag) {
 			c.Status(http.StatusNotModified)
 			c.Writer.WriteHeaderNow()
@@ -465,8 +474,9 @@ func (a *API) writeAnswer(c *gin.Context, ans query.Answer, conditional bool) {
 	}
 	p := a.bufs.Get().(*[]byte)
 	b := ans.AppendBody((*p)[:0])
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h["Content-Type"] = jsonContentType
+	vals[1] = strconv.Itoa(len(b))
+	h["Content-Length"] = vals[1:2:2]
 	c.Status(ans.Status)
 	_, _ = c.Writer.Write(b)
 	if cap(b) <= 1<<20 { // keep the grown buffer; drop huge ones
@@ -491,6 +501,10 @@ type tipHeaders struct {
 }
 
 var lastTip atomic.Pointer[tipHeaders]
+
+// jsonContentType is the Content-Type value of every JSON answer, shared
+// between responses and never modified.
+var jsonContentType = []string{"application/json"}
 
 // setTipHeaders sets X-Commit-Seq, and X-Tip-Height / X-Tip-Hash unless the
 // store has applied no block (docs/api.md).

@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"hash"
+	"sync"
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -32,9 +34,28 @@ const (
 	cursorMAC          = 6
 )
 
-type cursorCodec struct{ secret []byte }
+// cursorCodec issues and checks cursors. Safe for concurrent use.
+type cursorCodec struct {
+	secret []byte
+	// macs holds *cursorMACState: HMAC-SHA256 keyed with secret, reset and
+	// reused, so a cursor costs no allocation to issue or check.
+	macs sync.Pool
+}
 
-func (c cursorCodec) encode(address string, desc bool, p disk.Position) string {
+type cursorMACState struct {
+	h   hash.Hash
+	in  []byte // address || cursor body, the MAC's message
+	sum [sha256.Size]byte
+}
+
+func newCursorCodec(secret []byte) *cursorCodec {
+	c := &cursorCodec{secret: secret}
+	c.macs.New = func() any { return &cursorMACState{h: hmac.New(sha256.New, secret)} }
+	return c
+}
+
+// append appends the cursor of position p, for address and order, to dst.
+func (c *cursorCodec) append(dst []byte, address string, desc bool, p disk.Position) []byte {
 	var b [cursorBody + cursorMAC]byte
 	b[0] = cursorVersion
 	if desc {
@@ -43,13 +64,13 @@ func (c cursorCodec) encode(address string, desc bool, p disk.Position) string {
 	binary.BigEndian.PutUint64(b[2:], p.Height)
 	binary.BigEndian.PutUint32(b[10:], p.TxPos)
 	binary.BigEndian.PutUint32(b[14:], p.Index)
-	copy(b[cursorBody:], c.mac(address, b[:cursorBody]))
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	c.mac(b[cursorBody:], address, b[:cursorBody])
+	return base64.RawURLEncoding.AppendEncode(dst, b[:])
 }
 
 // decode returns the position of a cursor issued for address and order, or
 // an error matching chain.ErrInvalidArgument.
-func (c cursorCodec) decode(s, address string, desc bool) (disk.Position, error) {
+func (c *cursorCodec) decode(s, address string, desc bool) (disk.Position, error) {
 	var b [cursorBody + cursorMAC]byte
 	if base64.RawURLEncoding.DecodedLen(len(s)) != len(b) {
 		return disk.Position{}, fmt.Errorf("cursor was not issued by this service: %w", chain.ErrInvalidArgument)
@@ -57,7 +78,9 @@ func (c cursorCodec) decode(s, address string, desc bool) (disk.Position, error)
 	if _, err := base64.RawURLEncoding.Decode(b[:], []byte(s)); err != nil {
 		return disk.Position{}, fmt.Errorf("cursor was not issued by this service: %w", chain.ErrInvalidArgument)
 	}
-	if b[0] != cursorVersion || !hmac.Equal(b[cursorBody:], c.mac(address, b[:cursorBody])) {
+	var want [cursorMAC]byte
+	c.mac(want[:], address, b[:cursorBody])
+	if b[0] != cursorVersion || !hmac.Equal(b[cursorBody:], want[:]) {
 		return disk.Position{}, fmt.Errorf("cursor was not issued by this service for this address: %w", chain.ErrInvalidArgument)
 	}
 	if (b[1] == 1) != desc {
@@ -70,9 +93,13 @@ func (c cursorCodec) decode(s, address string, desc bool) (disk.Position, error)
 	}, nil
 }
 
-func (c cursorCodec) mac(address string, body []byte) []byte {
-	m := hmac.New(sha256.New, c.secret)
-	m.Write([]byte(address))
-	m.Write(body)
-	return m.Sum(nil)[:cursorMAC]
+// mac fills out (cursorMAC bytes) with the first bytes of
+// HMAC-SHA256(secret, address || body).
+func (c *cursorCodec) mac(out []byte, address string, body []byte) {
+	st := c.macs.Get().(*cursorMACState)
+	st.h.Reset()
+	st.in = append(append(st.in[:0], address...), body...)
+	st.h.Write(st.in)
+	copy(out, st.h.Sum(st.sum[:0]))
+	c.macs.Put(st)
 }

@@ -5,6 +5,11 @@
 // acknowledged change it invalidates exactly the affected guards (addresses
 // and outpoints) in every tier before publishing the new tip.
 //
+// A disk read encodes its answer straight from the stored bytes
+// (disk.UtxoRef) into a pooled buffer, with no intermediate chain.Utxo; the
+// buffer goes back to the pool when the answer is released after it is
+// written (Answer.Release), or at once when a cache tier keeps a copy.
+//
 // It knows no HTTP framework: the api package turns its answers into
 // responses.
 package query

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
 // The answers of docs/api.md are encoded by hand, appending to a buffer: they
@@ -24,60 +25,69 @@ func AppendTip(dst []byte, t chain.Tip) []byte {
 	return append(dst, '}')
 }
 
-func appendUtxo(dst []byte, u *chain.Utxo) []byte {
+// appendUtxo appends the contract's UTXO object for an output read in place
+// from the store (disk.UtxoRef): straight from the stored bytes, with no
+// intermediate chain.Utxo. TestUtxoEncodingMatchesReference holds it byte for
+// byte to the encoding of the decoded chain.Utxo.
+func appendUtxo(dst []byte, r *disk.UtxoRef) []byte {
 	dst = append(dst, `{"tx_hash":`...)
-	dst = appendHexString(dst, u.TxHash[:])
+	dst = appendHexString(dst, r.OutPoint.TxHash[:])
 	dst = append(dst, `,"index":`...)
-	dst = strconv.AppendUint(dst, uint64(u.Index), 10)
+	dst = strconv.AppendUint(dst, uint64(r.OutPoint.Index), 10)
 	dst = append(dst, `,"address":`...)
-	dst = appendString(dst, u.Address)
+	dst = appendString(dst, r.Address)
 	dst = append(dst, `,"value":"`...)
-	dst = strconv.AppendUint(dst, u.Value, 10)
+	dst = strconv.AppendUint(dst, r.Value, 10)
 	dst = append(dst, `","assets":[`...)
-	for i, a := range u.Assets {
+	for i, it := 0, r.Assets(); ; i++ {
+		policy, name, quantity, ok := it.Next()
+		if !ok {
+			break
+		}
 		if i > 0 {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"policy":`...)
-		dst = appendHexString(dst, a.Policy)
+		dst = appendHexString(dst, policy)
 		dst = append(dst, `,"name":`...)
-		dst = appendHexString(dst, a.Name)
+		dst = appendHexString(dst, name)
 		dst = append(dst, `,"quantity":"`...)
-		dst = strconv.AppendUint(dst, a.Quantity, 10)
+		dst = strconv.AppendUint(dst, quantity, 10)
 		dst = append(dst, `"}`...)
 	}
 	dst = append(dst, ']')
-	if u.DatumHash != nil {
+	if r.DatumHash != nil {
 		dst = append(dst, `,"datum_hash":`...)
-		dst = appendHexString(dst, u.DatumHash[:])
+		dst = appendHexString(dst, r.DatumHash)
 	}
-	if u.Datum != nil {
+	if r.Datum != nil {
 		dst = append(dst, `,"datum":`...)
-		dst = appendHexString(dst, u.Datum)
+		dst = appendHexString(dst, r.Datum)
 	}
-	if u.ScriptRef != nil {
+	if r.ScriptRef != nil {
 		dst = append(dst, `,"script_ref":`...)
-		dst = appendHexString(dst, u.ScriptRef)
+		dst = appendHexString(dst, r.ScriptRef)
 	}
 	dst = append(dst, `,"height":`...)
-	dst = strconv.AppendUint(dst, u.Height, 10)
-	if u.Coinbase() {
+	dst = strconv.AppendUint(dst, r.Height, 10)
+	if r.Coinbase() {
 		dst = append(dst, `,"coinbase":true`...)
 	}
-	if u.CollateralReturn() {
+	if r.CollateralReturn() {
 		dst = append(dst, `,"collateral_return":true`...)
 	}
 	return append(dst, '}')
 }
 
-func appendSpent(dst []byte, s *chain.Spent) []byte {
-	if s == nil {
+// appendSpent appends the "spent" member's value of r: null while live.
+func appendSpent(dst []byte, r *disk.UtxoRef) []byte {
+	if !r.Spent {
 		return append(dst, "null"...)
 	}
 	dst = append(dst, `{"tx_hash":`...)
-	dst = appendHexString(dst, s.TxHash[:])
+	dst = appendHexString(dst, r.SpenderTxHash[:])
 	dst = append(dst, `,"height":`...)
-	dst = strconv.AppendUint(dst, s.Height, 10)
+	dst = strconv.AppendUint(dst, r.SpentHeight, 10)
 	return append(dst, '}')
 }
 
@@ -130,18 +140,29 @@ func appendHexString(dst, b []byte) []byte {
 
 const hexDigits = "0123456789abcdef"
 
+// plainJSON marks the bytes a JSON string holds as they are: printable
+// ASCII but the quote and the backslash.
+var plainJSON = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
 // encoding/json does; control characters, quote and backslash are escaped.
-func appendString(dst []byte, s string) []byte {
+// It takes the bytes of a stored address as they are, so that answers read
+// in place need no string copy.
+func appendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
+		if plainJSON[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
 			dst = append(dst, s[start:i]...)
 			switch c {
 			case '"', '\\':
@@ -159,7 +180,9 @@ func appendString(dst []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		// A rune is at most UTFMax bytes: converting no more keeps the
+		// []byte instantiation free of allocation.
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		if r == utf8.RuneError && size == 1 {
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)

@@ -1,6 +1,7 @@
 package query
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -83,6 +84,24 @@ type Answer struct {
 	Body []byte
 	// Tier is where the answer came from: "memory", "redis" or "disk".
 	Tier string
+
+	// buf, when set, is the pooled buffer Body was encoded into
+	// (answerbuf.go; *buf is that array as the encoding left it), owned by
+	// this answer alone: Release returns it.
+	buf *[]byte
+}
+
+// Release gives the answer's buffer back for reuse. Call it once, when done
+// with Body (the API does after writing the answer); neither the Answer nor
+// its Body may be used after. An answer that holds no pooled buffer (a cache
+// hit, one shared between concurrent readers) ignores it, so releasing any
+// answer is safe. Not releasing one is safe too: its buffer is collected.
+func (a *Answer) Release() {
+	if a.buf == nil {
+		return
+	}
+	putAnswerBuf(a.buf)
+	a.buf, a.Body = nil, nil
 }
 
 // AppendBody appends the complete JSON body of a.
@@ -139,7 +158,7 @@ type Server struct {
 	owned int    // tiers[:owned] are invalidated by Changed
 	// fillShared gates disk answers into tiers[owned:] (Options.FillShared).
 	fillShared func() bool
-	cursors    cursorCodec
+	cursors    *cursorCodec
 	flights    singleflight.Group
 	// published is closed and replaced on every publish: WaitFor's wake-up.
 	published atomic.Pointer[chan struct{}]
@@ -167,7 +186,7 @@ func New(store Store, opts Options) *Server {
 		tiers:      append(append([]Tier(nil), opts.Tiers...), opts.Shared...),
 		owned:      len(opts.Tiers),
 		fillShared: opts.FillShared,
-		cursors:    cursorCodec{secret: store.Secret()},
+		cursors:    newCursorCodec(store.Secret()),
 		m:          opts.Metrics,
 		log:        opts.Logger,
 	}
@@ -296,15 +315,25 @@ func (s *Server) warmer() {
 		case <-s.stop:
 			return
 		case a := <-s.warmQ:
-			_, _ = s.balance(ctx, a)
-			_, _ = s.addressUtxos(ctx, a, false, DefaultPageLimit, "")
+			ans, _ := s.balance(ctx, a)
+			ans.Release()
+			ans, _ = s.addressUtxos(ctx, a, false, DefaultPageLimit, "")
+			ans.Release()
 			s.m.warmed()
 		}
 	}
 }
 
-func addressGuard(a string) string           { return "a|" + a }
-func outPointGuard(op chain.OutPoint) string { return "o|" + op.String() }
+func addressGuard(a string) string { return "a|" + a }
+
+// outPointGuard is "o|" + op.String(), in one allocation.
+func outPointGuard(op chain.OutPoint) string {
+	var b [2 + 2*chain.HashSize + 1 + 10]byte
+	k := append(b[:0], "o|"...)
+	k = hex.AppendEncode(k, op.TxHash[:])
+	k = append(k, ':')
+	return string(strconv.AppendUint(k, uint64(op.Index), 10))
+}
 
 // Tip answers GET /v1/tip from the published state.
 func (s *Server) Tip() Answer {
@@ -346,31 +375,32 @@ func (s *Server) addressUtxos(ctx context.Context, address string, desc bool, li
 		order = "d"
 	}
 	key := "p|" + order + "|" + strconv.Itoa(limit) + "|" + cursor + "|" + address
-	return s.read(ctx, key, addressGuard(address), func(v *disk.View) (Entry, error) {
-		items, next, err := v.List(disk.ListQuery{Dim: disk.DimAddress, Value: []byte(address), After: after, Desc: desc, Limit: limit})
-		if err != nil {
-			return Entry{}, err
-		}
-		body := make([]byte, 0, 64+len(items)*192)
+	return s.read(ctx, key, addressGuard(address), func(v *disk.View, body []byte) ([]byte, error) {
 		body = append(body, `"address":`...)
 		body = appendString(body, address)
 		body = append(body, `,"utxos":[`...)
-		for i := range items {
-			if i > 0 {
-				body = append(body, ',')
-			}
-			body = appendUtxo(body, &items[i])
+		n := 0
+		next, more, err := v.ListFunc(disk.ListQuery{Dim: disk.DimAddress, Value: []byte(address), After: after, Desc: desc, Limit: limit},
+			func(r *disk.UtxoRef) error {
+				if n > 0 {
+					body = append(body, ',')
+				}
+				body = appendUtxo(body, r)
+				n++
+				return nil
+			})
+		if err != nil {
+			return body, err
 		}
 		body = append(body, `],"next_cursor":`...)
-		if next == nil {
+		if !more {
 			body = append(body, "null"...)
 		} else {
 			body = append(body, '"')
-			body = append(body, s.cursors.encode(address, desc, *next)...)
+			body = s.cursors.append(body, address, desc, next)
 			body = append(body, '"')
 		}
-		body = append(body, '}')
-		return okEntry(v, body), nil
+		return append(body, '}'), nil
 	})
 }
 
@@ -386,35 +416,36 @@ func (s *Server) balance(ctx context.Context, address string) (Answer, error) {
 	if err := checkAddress(address); err != nil {
 		return Answer{}, err
 	}
-	return s.read(ctx, "b|"+address, addressGuard(address), func(v *disk.View) (Entry, error) {
+	return s.read(ctx, "b|"+address, addressGuard(address), func(v *disk.View, body []byte) ([]byte, error) {
 		b, err := v.Balance(disk.DimAddress, []byte(address))
 		if err != nil {
-			return Entry{}, err
+			return body, err
 		}
-		return okEntry(v, appendBalanceBody(nil, address, &b)), nil
+		return appendBalanceBody(body, address, &b), nil
 	})
 }
 
 // Utxo answers one outpoint: 200 with its spent state, or 404 not_found.
 func (s *Server) Utxo(ctx context.Context, op chain.OutPoint) (Answer, error) {
 	guard := outPointGuard(op)
-	return s.read(ctx, "o|"+guard[2:], guard, func(v *disk.View) (Entry, error) {
-		u, spent, err := v.Utxo(op)
+	return s.read(ctx, guard, guard, func(v *disk.View, body []byte) ([]byte, error) {
+		err := v.UtxoFunc(op, func(r *disk.UtxoRef) error {
+			body = append(body, `"utxo":`...)
+			body = appendUtxo(body, r)
+			body = append(body, `,"spent":`...)
+			body = appendSpent(body, r)
+			body = append(body, '}')
+			return nil
+		})
 		if errors.Is(err, chain.ErrNotFound) {
-			body := appendErrorBody(nil, "not_found", "outpoint "+op.String()+" is not known at this tip")
-			return Entry{Seq: v.State().Seq, Tip: v.Tip(), Status: 404, Body: body}, nil
+			return appendErrorBody(body, "not_found", "outpoint "+op.String()+" is not known at this tip"), errNotFoundAnswer
 		}
-		if err != nil {
-			return Entry{}, err
-		}
-		body := append([]byte(nil), `"utxo":`...)
-		body = appendUtxo(body, &u)
-		body = append(body, `,"spent":`...)
-		body = appendSpent(body, spent)
-		body = append(body, '}')
-		return okEntry(v, body), nil
+		return body, err
 	})
 }
+
+// errNotFoundAnswer, from a read's compute, marks its body as the 404 answer.
+var errNotFoundAnswer = errors.New("query: the answer is a 404")
 
 // Lookup answers a batch of outpoints from one snapshot, in request order.
 // It bypasses the caches: the whole answer must reflect one tip.
@@ -428,36 +459,43 @@ func (s *Server) Lookup(ctx context.Context, ops []chain.OutPoint) (Answer, erro
 	}
 	defer v.Close()
 	s.m.diskRead()
-	body := make([]byte, 0, 32+len(ops)*256)
-	body = append(body, `"results":[`...)
-	for i, op := range ops {
+	buf := getAnswerBuf()
+	body := append(*buf, `"results":[`...)
+	err = v.UtxosFunc(ops, func(i int, r *disk.UtxoRef) error {
 		if i > 0 {
 			body = append(body, ',')
 		}
 		body = append(body, `{"tx_hash":`...)
-		body = appendHexString(body, op.TxHash[:])
+		body = appendHexString(body, ops[i].TxHash[:])
 		body = append(body, `,"index":`...)
-		body = strconv.AppendUint(body, uint64(op.Index), 10)
-		u, spent, err := v.Utxo(op)
-		switch {
-		case errors.Is(err, chain.ErrNotFound):
+		body = strconv.AppendUint(body, uint64(ops[i].Index), 10)
+		if r == nil {
 			body = append(body, `,"utxo":null,"spent":null}`...)
-			continue
-		case err != nil:
-			return Answer{}, err
+			return nil
 		}
 		body = append(body, `,"utxo":`...)
-		body = appendUtxo(body, &u)
+		body = appendUtxo(body, r)
 		body = append(body, `,"spent":`...)
-		body = appendSpent(body, spent)
+		body = appendSpent(body, r)
 		body = append(body, '}')
+		return nil
+	})
+	*buf = body
+	if err != nil {
+		putAnswerBuf(buf)
+		return Answer{}, err
 	}
 	body = append(body, "]}"...)
-	return Answer{Status: 200, Tip: v.Tip(), Seq: v.State().Seq, Body: body, Tier: "disk"}, nil
+	return Answer{Status: 200, Tip: v.Tip(), Seq: v.State().Seq, Body: body, Tier: "disk", buf: buf}, nil
 }
 
+// compute appends the body of an answer, read from v, to body. An error
+// fails the read, except errNotFoundAnswer: the body is then the answer,
+// with status 404.
+type compute func(v *disk.View, body []byte) ([]byte, error)
+
 // read answers key through the tiers, computing it from a View on a miss.
-func (s *Server) read(ctx context.Context, key, guard string, compute func(*disk.View) (Entry, error)) (Answer, error) {
+func (s *Server) read(ctx context.Context, key, guard string, fn compute) (Answer, error) {
 	pub := s.store.Published()
 	for i, t := range s.tiers {
 		e, ok := t.Get(ctx, key, guard)
@@ -484,33 +522,66 @@ func (s *Server) read(ctx context.Context, key, guard string, compute func(*disk
 	// Readers that loaded the same published state share one disk read; one
 	// that started after a newer publish never joins an older flight, so its
 	// answer reflects at least the tip acknowledged before it started.
-	flight := strconv.FormatUint(pub.Seq, 10) + "|" + key
-	v, err, _ := s.flights.Do(flight, func() (any, error) {
-		view, err := s.store.PublishedView()
-		if err != nil {
-			return nil, err
-		}
-		defer view.Close()
-		s.m.diskRead()
-		e, err := compute(view)
-		if err != nil {
-			return nil, err
-		}
-		e.ETag = etagOf(e.Body)
-		fillTo := s.tiers
-		if s.fillShared != nil && !s.fillShared() {
-			fillTo = s.tiers[:s.owned]
-		}
-		for _, t := range fillTo {
-			fill(ctx, t, key, guard, e)
-		}
-		return e, nil
+	var fb [20 + 1 + 64]byte
+	flight := string(append(append(strconv.AppendUint(fb[:0], pub.Seq, 10), '|'), key...))
+	v, err, shared := s.flights.Do(flight, func() (any, error) {
+		return s.compute(ctx, key, guard, fn)
 	})
 	if err != nil {
 		return Answer{}, err
 	}
-	e := v.(Entry)
-	return answerOf(e, e.Tip, e.Seq, "disk"), nil
+	r := v.(*computed)
+	ans := answerOf(r.e, r.e.Tip, r.e.Seq, "disk")
+	if !shared {
+		// This reader alone holds the answer: its buffer is its to release.
+		ans.buf = r.buf
+	}
+	return ans, nil
+}
+
+// computed is a disk read's answer. buf, when set, is the pooled buffer of
+// e.Body: no tier keeps the entry, so the buffer can be reused once the
+// answer is written.
+type computed struct {
+	e   Entry
+	buf *[]byte
+}
+
+// compute reads key from a published View into a pooled buffer and fills
+// the tiers. Entries that tiers keep own their bytes: the body is copied out
+// of the pooled buffer, which goes back at once.
+func (s *Server) compute(ctx context.Context, key, guard string, fn compute) (*computed, error) {
+	view, err := s.store.PublishedView()
+	if err != nil {
+		return nil, err
+	}
+	defer view.Close()
+	s.m.diskRead()
+	buf := getAnswerBuf()
+	body, err := fn(view, *buf)
+	*buf = body
+	status := 200
+	if errors.Is(err, errNotFoundAnswer) {
+		status, err = 404, nil
+	}
+	if err != nil {
+		putAnswerBuf(buf)
+		return nil, err
+	}
+	e := Entry{Seq: view.State().Seq, Tip: view.Tip(), Status: status, Body: body, ETag: etagOf(body)}
+	fillTo := s.tiers
+	if s.fillShared != nil && !s.fillShared() {
+		fillTo = s.tiers[:s.owned]
+	}
+	if len(fillTo) == 0 {
+		return &computed{e: e, buf: buf}, nil
+	}
+	e.Body = bytes.Clone(body)
+	putAnswerBuf(buf)
+	for _, t := range fillTo {
+		fill(ctx, t, key, guard, e)
+	}
+	return &computed{e: e}, nil
 }
 
 // fill stores e in t, off the read path when t can (AsyncSetter).
@@ -522,10 +593,6 @@ func fill(ctx context.Context, t Tier, key, guard string, e Entry) {
 	t.Set(ctx, key, guard, e)
 }
 
-func okEntry(v *disk.View, body []byte) Entry {
-	return Entry{Seq: v.State().Seq, Tip: v.Tip(), Status: 200, Body: body}
-}
-
 func answerOf(e Entry, tip chain.Tip, seq uint64, tier string) Answer {
 	return Answer{Status: e.Status, Tip: tip, Seq: seq, ETag: e.ETag, Body: e.Body, Tier: tier}
 }
@@ -535,5 +602,8 @@ func answerOf(e Entry, tip chain.Tip, seq uint64, tier string) Answer {
 // unchanged, across blocks that do not touch it.
 func etagOf(body []byte) string {
 	sum := sha256.Sum256(body)
-	return `W/"` + hex.EncodeToString(sum[:12]) + `"`
+	var b [3 + 24 + 1]byte
+	t := append(b[:0], `W/"`...)
+	t = hex.AppendEncode(t, sum[:12])
+	return string(append(t, '"'))
 }

@@ -104,7 +104,11 @@ func (d *decbuf) fixed(n int) []byte {
 
 // lenBytes reads a uvarint length (at most max) and that many bytes, copied;
 // a zero length gives nil.
-func (d *decbuf) lenBytes(max int) []byte {
+func (d *decbuf) lenBytes(max int) []byte { return cloneOrNil(d.lenRef(max)) }
+
+// lenRef reads what lenBytes reads without the copy: the bytes alias the
+// buffer.
+func (d *decbuf) lenRef(max int) []byte {
 	n := d.uvarint()
 	if d.e != nil {
 		return nil
@@ -116,7 +120,7 @@ func (d *decbuf) lenBytes(max int) []byte {
 	if n == 0 {
 		return nil
 	}
-	return append([]byte(nil), d.fixed(int(n))...)
+	return d.fixed(int(n))
 }
 
 // count reads a uvarint element count that cannot exceed the remaining bytes

@@ -69,6 +69,20 @@
 // ratios grow with it (a 6 ms fsync would put the writer, at about 11 ms of
 // CPU a block, near 0.4 of the ceiling).
 //
+// # Read path and its cost
+//
+// The read API never builds a chain.Utxo: View.UtxoFunc (one Pebble Get, no
+// iterator), View.UtxosFunc (a lookup's Gets) and View.ListFunc (one
+// iterator per page, bounded by the value's index keys and the resume
+// position) hand the caller a UtxoRef, the record's fixed fields decoded and
+// its variable ones aliasing Pebble's value bytes, which the caller encodes
+// straight into its answer. The parse behind UtxoRef is the strict decoder's
+// own (decodeRecord copies a UtxoRef out), so both accept the same values. A
+// page of a hot address on a 1M-UTXO store that took 200 blocks of churn
+// skips about 3 deleted keys per 100 live ones (Pebble's iterator stats:
+// 104 internal points per 101 keys read), so the index needs no re-keying
+// or forced compaction for its scans.
+//
 // # Concurrency
 //
 // One goroutine (the writer) builds and commits blocks and rollbacks; readers

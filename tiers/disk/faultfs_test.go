@@ -43,7 +43,7 @@ import (
 // count, digest, Seq, no rollback in progress, and the answers for a sample
 // of outpoints and addresses.
 
-var seedFlag = flag.Uint64("seed", 0, "replay one seed of TestPowerLoss and TestIOFaults (0: the default seeds)")
+var seedFlag = flag.Uint64("seed", 0, "replay one seed of TestPowerLoss, TestIOFaults or TestUtxoRefMatchesRecord (0: the default seeds; a random one, printed, for the last)")
 
 // faultSeeds returns the seeds a randomized fault test runs: the default
 // ones, or the one -seed names.

@@ -170,7 +170,7 @@ func TestGoldenIndexBounds(t *testing.T) {
 	}
 	maxPos := Position{Height: math.MaxUint64, TxPos: math.MaxUint32, Index: math.MaxUint32}
 	for _, c := range cases {
-		lo, hi := indexBounds(c.dk)
+		lo, hi := indexBounds(nil, c.dk)
 		if want := unhex(t, c.lo); !bytes.Equal(lo, want) {
 			t.Errorf("%s: lo %x, want %x", c.name, lo, want)
 		}

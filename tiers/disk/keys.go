@@ -45,11 +45,21 @@ type DimKey [dimKeySize]byte
 
 // MakeDimKey hashes a dimension value.
 func MakeDimKey(dim Dimension, value []byte) DimKey {
+	var k DimKey
+	// The contract bounds a value (an address) to maxAddressLen bytes: hash
+	// those from the stack, with no allocation on the read path.
+	var buf [1 + maxAddressLen]byte
+	if len(value) <= maxAddressLen {
+		buf[0] = byte(dim)
+		n := copy(buf[1:], value)
+		sum := sha256.Sum256(buf[:1+n])
+		copy(k[:], sum[:])
+		return k
+	}
 	h := sha256.New()
 	h.Write([]byte{byte(dim)})
 	h.Write(value)
 	var sum [sha256.Size]byte
-	var k DimKey
 	copy(k[:], h.Sum(sum[:0]))
 	return k
 }
@@ -105,17 +115,23 @@ func decodeIndexPosition(k []byte) (Position, bool) {
 	}, true
 }
 
-// indexBounds returns the bounds [lo, hi) of every index key of dk.
-func indexBounds(dk DimKey) (lo, hi []byte) {
-	lo = append([]byte{prefixIndex}, dk[:]...)
-	hi = append([]byte{prefixIndex}, dk[:]...)
+// indexBounds returns the bounds [lo, hi) of every index key of dk, appended
+// to buf one after the other.
+func indexBounds(buf []byte, dk DimKey) (lo, hi []byte) {
+	buf = append(buf, prefixIndex)
+	buf = append(buf, dk[:]...)
+	lo = buf[:len(buf):len(buf)]
+	buf = append(buf, prefixIndex)
+	buf = append(buf, dk[:]...)
+	hi = buf[len(lo):]
 	for i := len(hi) - 1; i > 0; i-- { // increment the 16-byte dim key
 		hi[i]++
 		if hi[i] != 0 {
 			return lo, hi
 		}
 	}
-	return lo, []byte{prefixIndex + 1}
+	hi[0]++ // dk was all 0xff: up to the end of the keyspace
+	return lo, hi[:1:1]
 }
 
 func appendBalanceKey(dst []byte, dk DimKey) []byte {

@@ -2,7 +2,6 @@ package disk
 
 import (
 	"encoding/binary"
-	"fmt"
 
 	"github.com/utxo-cache/utxo-cache/chain"
 )
@@ -86,59 +85,14 @@ func appendRecord(dst []byte, r *Record) []byte {
 }
 
 // decodeRecord decodes a 0x02 value for outpoint op. It copies what it keeps,
-// so b may be reused by the caller.
+// so b may be reused by the caller. The checks are parseRecord's: the
+// in-place read of the answer path and this decoder accept the same values.
 func decodeRecord(op chain.OutPoint, b []byte) (Record, error) {
-	d := decbuf{b: b, ctx: "utxo record", op: &op}
-	return decodeRecordFrom(&d, op)
-}
-
-func decodeRecordFrom(d *decbuf, op chain.OutPoint) (Record, error) {
-	var r Record
-	if v := d.byte1(); d.err() == nil && v != recordVersion {
-		d.fail("unknown version")
+	var r UtxoRef
+	if err := parseRecordValue(op, b, &r); err != nil {
+		return Record{}, err
 	}
-	state := d.byte1()
-	if d.err() == nil && state != stateLive && state != stateSpent {
-		d.fail("unknown state")
-	}
-	u := &r.Utxo
-	u.OutPoint = op
-	u.Height = d.u64()
-	u.TxPos = d.u32()
-	u.Flags = d.byte1()
-	if d.err() == nil && u.Flags&^(chain.FlagCoinbase|chain.FlagCollateralReturn) != 0 {
-		d.fail("unknown flag bits")
-	}
-	u.Value = d.uvarint()
-	u.Address = string(d.lenBytes(maxAddressLen))
-	if n := d.count(3); n > 0 {
-		u.Assets = make([]chain.Asset, n)
-		for i := range u.Assets {
-			u.Assets[i] = chain.Asset{
-				Policy:   d.lenBytes(maxAssetField),
-				Name:     d.lenBytes(maxAssetField),
-				Quantity: d.uvarint(),
-			}
-		}
-	}
-	switch d.byte1() {
-	case 0:
-	case 1:
-		var h chain.Hash
-		copy(h[:], d.fixed(chain.HashSize))
-		u.DatumHash = &h
-	default:
-		d.fail("bad datum hash flag")
-	}
-	u.Datum = d.lenBytes(maxBlobLen)
-	u.ScriptRef = d.lenBytes(maxBlobLen)
-	if state == stateSpent {
-		s := &chain.Spent{}
-		copy(s.TxHash[:], d.fixed(chain.HashSize))
-		s.Height = d.u64()
-		r.Spent = s
-	}
-	return r, d.done()
+	return r.record(), nil
 }
 
 // appendIndexValue appends a 0x03 value: the tx hash, then the live record.
@@ -150,13 +104,9 @@ func appendIndexValue(dst []byte, u *chain.Utxo) []byte {
 // decodeIndexValue decodes a 0x03 value whose key holds output index idx.
 // Index rows exist only for live outputs: a spent record there is corruption.
 func decodeIndexValue(idx uint32, b []byte) (chain.Utxo, error) {
-	d := decbuf{b: b, ctx: "index value"}
-	var op chain.OutPoint
-	copy(op.TxHash[:], d.fixed(chain.HashSize))
-	op.Index = idx
-	r, err := decodeRecordFrom(&d, op)
-	if err == nil && r.Spent != nil {
-		err = fmt.Errorf("index value of %s is a spent record: %w", op, ErrCorrupt)
+	var r UtxoRef
+	if err := parseIndexValue(idx, b, &r); err != nil {
+		return chain.Utxo{}, err
 	}
-	return r.Utxo, err
+	return r.record().Utxo, nil
 }

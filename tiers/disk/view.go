@@ -57,23 +57,60 @@ func (v *View) Tip() chain.Tip { return v.state.Tip }
 // answers chain.ErrNotFound when op never existed at this tip or its spent
 // record is older than PruneDepth blocks (docs/rollback-and-retention.md).
 func (v *View) Utxo(op chain.OutPoint) (chain.Utxo, *chain.Spent, error) {
-	var kb [outPointKeyLen]byte
-	raw, closer, err := v.snap.Get(appendOutPointKey(kb[:0], op))
+	var rec Record
+	err := v.UtxoFunc(op, func(r *UtxoRef) error {
+		rec = r.record()
+		return nil
+	})
+	return rec.Utxo, rec.Spent, err
+}
+
+// UtxoFunc reads the output at op in place, with one Pebble Get and no
+// iterator, and calls fn with it: fn must not keep r or its slices (see
+// UtxoRef). It answers chain.ErrNotFound, without calling fn, when Utxo
+// would; otherwise fn's error.
+func (v *View) UtxoFunc(op chain.OutPoint, fn func(r *UtxoRef) error) error {
+	var r UtxoRef
+	return v.withUtxo(op, &r, fn)
+}
+
+// UtxosFunc reads the outputs at ops in place, one Get each, in order, and
+// calls fn with each: r is nil where Utxo would answer chain.ErrNotFound. fn
+// must not keep r or its slices (see UtxoRef); its error stops the reads and
+// is returned.
+func (v *View) UtxosFunc(ops []chain.OutPoint, fn func(i int, r *UtxoRef) error) error {
+	var r UtxoRef // one for the batch: the pointer handed to fn escapes
+	for i, op := range ops {
+		err := v.withUtxo(op, &r, func(r *UtxoRef) error { return fn(i, r) })
+		if errors.Is(err, chain.ErrNotFound) {
+			err = fn(i, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withUtxo reads the record at op into r and calls fn with it while Pebble's
+// value buffer is pinned; chain.ErrNotFound (fn not called) where Utxo would
+// answer it.
+func (v *View) withUtxo(op chain.OutPoint, r *UtxoRef, fn func(r *UtxoRef) error) error {
+	raw, closer, err := v.snap.Get(appendOutPointKey(r.key[:0], op))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return chain.Utxo{}, nil, chain.ErrNotFound
+		return chain.ErrNotFound
 	}
 	if err != nil {
-		return chain.Utxo{}, nil, fmt.Errorf("disk: read %s: %w", op, err)
+		return fmt.Errorf("disk: read %s: %w", op, err)
 	}
-	r, err := decodeRecord(op, raw)
-	closer.Close()
-	if err != nil {
-		return chain.Utxo{}, nil, err
+	defer closer.Close()
+	if err := parseRecordValue(op, raw, r); err != nil {
+		return err
 	}
-	if r.Spent != nil && v.state.Tip.Height-r.Spent.Height > v.s.opts.PruneDepth {
-		return chain.Utxo{}, nil, chain.ErrNotFound
+	if r.Spent && v.state.Tip.Height-r.SpentHeight > v.s.opts.PruneDepth {
+		return chain.ErrNotFound
 	}
-	return r.Utxo, r.Spent, nil
+	return fn(r)
 }
 
 // Balance returns the balance of a dimension value (an address for
@@ -111,55 +148,91 @@ type ListQuery struct {
 // number of outputs the value has. Positions are stable across new blocks, so
 // a resumed listing neither repeats nor skips an output live all along.
 func (v *View) List(q ListQuery) ([]chain.Utxo, *Position, error) {
-	if err := v.s.checkDim(q.Dim); err != nil {
-		return nil, nil, err
-	}
 	if q.Limit < 1 {
 		return nil, nil, fmt.Errorf("disk: list limit %d: %w", q.Limit, chain.ErrInvalidArgument)
 	}
-	dk := MakeDimKey(q.Dim, q.Value)
-	lo, hi := indexBounds(dk)
-	if q.After != nil {
-		if q.Desc {
-			hi = appendIndexKey(nil, dk, *q.After) // exclusive upper bound
-		} else {
-			lo = successor(appendIndexKey(nil, dk, *q.After))
-		}
+	out := make([]chain.Utxo, 0, min(q.Limit, 1024))
+	next, more, err := v.ListFunc(q, func(r *UtxoRef) error {
+		out = append(out, r.record().Utxo)
+		return nil
+	})
+	if err != nil || !more {
+		return out, nil, err
 	}
+	return out, &next, nil
+}
+
+// ListFunc is List read in place: it calls fn with each output of the page,
+// in order (fn must not keep r or its slices, see UtxoRef), and returns the
+// position to resume from, with more false when the listing is complete.
+// One iterator serves the page, bounded by the value's index keys (and the
+// resume position); it reads q.Limit+1 keys at most, decoding only the key of
+// the last. fn's error stops the listing and is returned.
+func (v *View) ListFunc(q ListQuery, fn func(r *UtxoRef) error) (next Position, more bool, err error) {
+	if err := v.s.checkDim(q.Dim); err != nil {
+		return Position{}, false, err
+	}
+	if q.Limit < 1 {
+		return Position{}, false, fmt.Errorf("disk: list limit %d: %w", q.Limit, chain.ErrInvalidArgument)
+	}
+	lo, hi := listBounds(MakeDimKey(q.Dim, q.Value), q.After, q.Desc)
 	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return nil, nil, fmt.Errorf("disk: list: %w", err)
+		return Position{}, false, fmt.Errorf("disk: list: %w", err)
 	}
 	defer it.Close()
-	first, next := it.First, it.Next
+	first, step := it.First, it.Next
 	if q.Desc {
-		first, next = it.Last, it.Prev
+		first, step = it.Last, it.Prev
 	}
-	out := make([]chain.Utxo, 0, min(q.Limit, 1024))
-	var more bool
-	for valid := first(); valid; valid = next() {
-		if len(out) == q.Limit {
+	var r UtxoRef
+	n := 0
+	for valid := first(); valid; valid = step() {
+		if n == q.Limit {
 			more = true
 			break
 		}
 		pos, ok := decodeIndexPosition(it.Key())
 		if !ok {
-			return nil, nil, fmt.Errorf("disk: index key %x: %w", it.Key(), ErrCorrupt)
+			return Position{}, false, fmt.Errorf("disk: index key %x: %w", it.Key(), ErrCorrupt)
 		}
-		u, err := decodeIndexValue(pos.Index, it.Value())
+		val, err := it.ValueAndErr()
 		if err != nil {
-			return nil, nil, err
+			return Position{}, false, fmt.Errorf("disk: list: %w", err)
 		}
-		out = append(out, u)
+		if err := parseIndexValue(pos.Index, val, &r); err != nil {
+			return Position{}, false, err
+		}
+		if err := fn(&r); err != nil {
+			return Position{}, false, err
+		}
+		next = pos
+		n++
 	}
 	if err := it.Error(); err != nil {
-		return nil, nil, fmt.Errorf("disk: list: %w", err)
+		return Position{}, false, fmt.Errorf("disk: list: %w", err)
 	}
 	if !more {
-		return out, nil, nil
+		return Position{}, false, nil
 	}
-	last := positionOf(&out[len(out)-1])
-	return out, &last, nil
+	return next, true, nil
+}
+
+// listBounds returns the iterator bounds [lo, hi) of a page of dk's index
+// keys resuming after pos (nil: from the first, or the last when desc), in
+// one allocation: Pebble keeps the bounds for the iterator's life.
+func listBounds(dk DimKey, after *Position, desc bool) (lo, hi []byte) {
+	buf := make([]byte, 0, 2*indexKeyLen+1)
+	lo, hi = indexBounds(buf, dk)
+	if after != nil {
+		at := appendIndexKey(hi[len(hi):len(hi)], dk, *after)
+		if desc {
+			hi = at // exclusive upper bound
+		} else {
+			lo = successor(at)
+		}
+	}
+	return lo, hi
 }
 
 // successor returns the smallest key greater than k.
