@@ -1,0 +1,3 @@
+module github.com/utxo-cache/utxo-cache/deploy
+
+go 1.26.0
