@@ -315,3 +315,12 @@ func Block(height uint64, address string, value uint64) []byte {
 	}
 	return out
 }
+
+// dialOK is nil when a TCP connection to addr succeeds.
+func dialOK(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
