@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +269,58 @@ func copyTree(t *testing.T, src, dst string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestComposeSecretsFromEnvFiles checks that compose.yaml holds no secret:
+// the tokens and Grafana's password come from env files (the writer's
+// admin token to the writer only), their examples hold no value, and git
+// ignores the filled-in copies.
+func TestComposeSecretsFromEnvFiles(t *testing.T) {
+	dir := harness.DeployDir(t)
+	stack, err := compose.Load(filepath.Join(dir, "compose.yaml"), "check", func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range stack.Services {
+		for k := range s.Environment {
+			if strings.Contains(k, "TOKEN") || strings.Contains(k, "PASSWORD") || strings.Contains(k, "SECRET") {
+				t.Errorf("service %s sets %s in compose.yaml", name, k)
+			}
+		}
+		for _, a := range s.Command {
+			if strings.HasPrefix(a, "--admin-token") || strings.HasPrefix(a, "--replication-token") {
+				t.Errorf("service %s passes a token on its command line: %s", name, a)
+			}
+		}
+	}
+	want := map[string][]string{
+		"writer":    {"admin.env", "replication.env"},
+		"replica-1": {"replication.env"},
+		"replica-2": {"replication.env"},
+		"grafana":   {"grafana.env"},
+	}
+	for svc, files := range want {
+		if got := stack.Services[svc].EnvFile; !slices.Equal(got, files) {
+			t.Errorf("service %s env_file = %v, want %v", svc, got, files)
+		}
+	}
+	ignore, err := os.ReadFile(filepath.Join(dir, ".gitignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"admin.env", "replication.env", "grafana.env"} {
+		if !slices.Contains(strings.Split(string(ignore), "\n"), "/"+f) {
+			t.Errorf("deploy/.gitignore does not ignore %s", f)
+		}
+		example, err := os.ReadFile(filepath.Join(dir, f+".example"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(example), "\n") {
+			if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") && v != "" {
+				t.Errorf("%s.example gives %s a value", f, k)
+			}
+		}
 	}
 }
