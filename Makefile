@@ -34,10 +34,14 @@ test: ## run every test with the race detector (tests that need redis-server use
 	@$(MAKE) --no-print-directory test-norace
 	@$(MAKE) --no-print-directory test-deploy
 
-# deploy/ is a Go module of its own (its test dependencies, kustomize and
-# the Kubernetes schemas, stay out of the service's module).
+# deploy/ and deploy/kubernetes/ are Go modules of their own, so that their
+# test dependencies (Prometheus's PromQL parser; kustomize and the Kubernetes
+# schemas, whose Kubernetes libraries differ from the parser's) stay out of
+# the service's module and out of each other's.
+DEPLOY_MODULES := deploy deploy/kubernetes
+
 test-deploy: ## run deploy/'s tests: the image, Prometheus rules and dashboard, compose stack, Kubernetes manifests (each skips when its tool is missing, with the install command)
-	cd deploy && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	set -e; for m in $(DEPLOY_MODULES); do (cd $$m && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); done
 
 test-norace: ## run the tests that skip under -race (NORACE_TESTS) without it
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^($(NORACE_TESTS))$$' -v $(NORACE_PKGS)
@@ -56,14 +60,14 @@ fuzz: ## run each Fuzz* target of every package for FUZZTIME (default 30s)
 
 lint: ## go vet (both modules), gofmt, and the import-confinement test (internal/lint)
 	$(GO) vet ./...
-	cd deploy && $(GO) vet ./...
+	set -e; for m in $(DEPLOY_MODULES); do (cd $$m && $(GO) vet ./...); done
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*' -not -path './.git/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) test -count=1 ./internal/lint
 
 verify: lint ## lint, then check that go mod tidy would change nothing and that everything builds
 	$(GO) mod tidy -diff
-	cd deploy && $(GO) mod tidy -diff
+	set -e; for m in $(DEPLOY_MODULES); do (cd $$m && $(GO) mod tidy -diff); done
 	$(GO) build ./...
 
 run: build ## serve DATA_DIR on 127.0.0.1:8080; an empty store is first loaded with real Bitcoin blocks 0..14131
