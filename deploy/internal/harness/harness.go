@@ -324,3 +324,7 @@ func dialOK(addr string) error {
 	}
 	return c.Close()
 }
+
+// PID is the process's id (its process group's too: Start makes it a
+// group leader).
+func (p *Process) PID() int { return p.cmd.Process.Pid }
