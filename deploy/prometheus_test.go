@@ -183,6 +183,12 @@ func traffic(t *testing.T, ctx context.Context, writer, replica *harness.Node, a
 	if _, err := writer.PostBlock(ctx, admin, harness.Block(9, "addr_prom", 1)); err == nil {
 		t.Fatal("a block that does not connect to the tip was applied")
 	}
+	// The replica may still be bootstrapping (503 unavailable) or behind
+	// (503 behind after its --max-wait): read until it has the state.
+	harness.Eventually(t, 2*time.Minute, "the replica serves seq "+strconv.FormatUint(seq, 10), func() error {
+		_, err := replica.BalanceAt(ctx, "addr_prom", seq)
+		return err
+	})
 	for _, n := range []*harness.Node{writer, replica, writer, replica} {
 		if _, err := n.BalanceAt(ctx, "addr_prom", seq); err != nil {
 			t.Fatal(err)
