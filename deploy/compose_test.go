@@ -37,13 +37,14 @@ var composeServices = []string{"redis", "writer", "replica-1", "replica-2", "nod
 
 // TestComposeStack runs deploy/compose.yaml with podman, through the same
 // code as cmd/podman-stack (internal/compose; Debian 12's podman-compose
-// 1.0.3 cannot run host-networked services): the image
-// of make image for the writer and both replicas, and for Redis, Prometheus
-// and node-exporter images built from this machine's Debian packages (no
-// registry is reachable). A block posted to the writer is read with min_seq
-// on both replicas, whose tips and digests equal the writer's; Prometheus
-// scrapes all four targets with the alert rules loaded. Then the stack is
-// torn down, volumes included, and nothing of it may remain.
+// 1.0.3 cannot run host-networked services): the image of make image for
+// the writer and both replicas, and for Redis, Prometheus and node-exporter
+// images built from this machine's Debian packages (no registry is
+// reachable). A block posted to the writer is read with min_seq on both
+// replicas, whose tips and digests equal the writer's; Prometheus scrapes
+// all four targets with the alert rules loaded, and every node reports the
+// Redis tier up. Then the stack is torn down, volumes included, and nothing
+// of it may remain.
 func TestComposeStack(t *testing.T) {
 	pm := harness.NewPodman(t)
 	redisBin := harness.NeedTool(t, "redis-server", "apt-get install -y redis-server")
@@ -181,6 +182,17 @@ func TestComposeStack(t *testing.T) {
 		}
 		if n != 4 {
 			return fmt.Errorf("%d of 4 targets up", n)
+		}
+		return nil
+	})
+	// Every node uses the stack's Redis (run with redis.conf).
+	harness.Eventually(t, time.Minute, "the writer and both replicas use Redis", func() error {
+		n, err := pc.Series(ctx, `utxo_cache_redis_up == 1`)
+		if err != nil {
+			return err
+		}
+		if n != 3 {
+			return fmt.Errorf("%d of 3 nodes report utxo_cache_redis_up 1", n)
 		}
 		return nil
 	})

@@ -34,8 +34,9 @@ func TestPrint(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	t.Chdir(dir) // as the README runs it: -f compose.yaml, relative
 	out := captureStdout(t, func() error {
-		return run([]string{"-f", filepath.Join(dir, "compose.yaml"), "-p", "pt", "print"})
+		return run([]string{"-p", "pt", "print"})
 	})
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 7 {
@@ -51,6 +52,9 @@ func TestPrint(t *testing.T) {
 	}
 	if len(pos) != 7 || pos["redis"] > pos["writer"] || pos["writer"] > pos["replica-1"] || pos["replica-2"] > pos["prometheus"] || pos["prometheus"] > pos["grafana"] {
 		t.Fatalf("services out of depends_on order %v:\n%s", pos, out)
+	}
+	if !strings.Contains(lines[pos["redis"]], " -v "+filepath.Join(dir, "redis.conf")+":") {
+		t.Errorf("redis command %q does not bind-mount redis.conf by its absolute path", lines[pos["redis"]])
 	}
 	if !strings.Contains(lines[pos["writer"]], " localhost/utxo-cache:print-test serve ") {
 		t.Errorf("writer command %q does not use UTXO_CACHE_IMAGE", lines[pos["writer"]])

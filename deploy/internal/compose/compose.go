@@ -44,7 +44,7 @@ type Service struct {
 // Project is a loaded compose file.
 type Project struct {
 	Name     string
-	Dir      string // the compose file's directory: relative paths start here
+	Dir      string // the compose file's directory, absolute: relative paths start here
 	Services map[string]Service
 	Volumes  []string // named volumes, as declared
 }
@@ -82,7 +82,13 @@ func Load(path, name string, lookup func(string) (string, bool)) (*Project, erro
 	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
 		return nil, fmt.Errorf("compose file %s: %w", path, err)
 	}
-	p := &Project{Name: name, Dir: filepath.Dir(path), Services: map[string]Service{}}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("compose file: %w", err)
+	}
+	// Bind mounts and env files are relative to the file's directory; podman
+	// takes a bind source that is not absolute for a named volume.
+	p := &Project{Name: name, Dir: filepath.Dir(abs), Services: map[string]Service{}}
 	for key, v := range doc {
 		switch {
 		case key == "services":

@@ -104,3 +104,27 @@ func TestOrderCycle(t *testing.T) {
 		t.Fatal("a depends_on cycle was ordered")
 	}
 }
+
+// TestRelativeFileGivesAbsoluteMounts: a compose file named by a relative
+// path still gives podman absolute bind sources (a relative one would be
+// taken for a named volume, silently empty).
+func TestRelativeFileGivesAbsoluteMounts(t *testing.T) {
+	p := write(t, sample)
+	t.Chdir(filepath.Dir(p))
+	proj, err := Load("compose.yaml", "proj", func(k string) (string, bool) { return "x", true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, err := proj.RunArgs("app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range args {
+		if (a == "-v" || a == "--env-file") && i+1 < len(args) {
+			src, _, _ := strings.Cut(args[i+1], ":")
+			if !filepath.IsAbs(src) && !strings.HasPrefix(src, "proj_") {
+				t.Errorf("%s %s: not absolute", a, args[i+1])
+			}
+		}
+	}
+}
