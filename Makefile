@@ -19,7 +19,7 @@ NORACE_PKGS  := ./api ./tiers/memory
 NORACE_TESTS := TestAnswerBufferReused|TestDiskReadAllocs|TestCostModelTrap
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-norace bench fuzz lint verify run clean
+.PHONY: help build test test-norace test-deploy bench fuzz lint verify run clean image
 
 help: ## list the targets (the default)
 	@echo "Targets:"
@@ -29,9 +29,19 @@ help: ## list the targets (the default)
 build: ## build the binary (BIN, default bin/utxo-cache)
 	$(GO) build -o $(BIN) ./cmd/utxo-cache
 
-test: ## run every test with the race detector (tests that need redis-server use the one on PATH), then test-norace
+test: ## run every test with the race detector (tests that need redis-server use the one on PATH), then test-norace and test-deploy
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@$(MAKE) --no-print-directory test-norace
+	@$(MAKE) --no-print-directory test-deploy
+
+# deploy/ and deploy/kubernetes/ are Go modules of their own, so that their
+# test dependencies (Prometheus's PromQL parser; kustomize and the Kubernetes
+# schemas, whose Kubernetes libraries differ from the parser's) stay out of
+# the service's module and out of each other's.
+DEPLOY_MODULES := deploy deploy/kubernetes
+
+test-deploy: ## run deploy/'s tests: the image, Prometheus rules and dashboard, compose stack, Kubernetes manifests (each skips when its tool is missing, with the install command)
+	set -e; for m in $(DEPLOY_MODULES); do (cd $$m && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); done
 
 test-norace: ## run the tests that skip under -race (NORACE_TESTS) without it
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^($(NORACE_TESTS))$$' -v $(NORACE_PKGS)
@@ -48,14 +58,16 @@ fuzz: ## run each Fuzz* target of every package for FUZZTIME (default 30s)
 		done; \
 	done
 
-lint: ## go vet, gofmt, and the import-confinement test (internal/lint)
+lint: ## go vet (both modules), gofmt, and the import-confinement test (internal/lint)
 	$(GO) vet ./...
+	set -e; for m in $(DEPLOY_MODULES); do (cd $$m && $(GO) vet ./...); done
 	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*' -not -path './.git/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) test -count=1 ./internal/lint
 
 verify: lint ## lint, then check that go mod tidy would change nothing and that everything builds
 	$(GO) mod tidy -diff
+	set -e; for m in $(DEPLOY_MODULES); do (cd $$m && $(GO) mod tidy -diff); done
 	$(GO) build ./...
 
 run: build ## serve DATA_DIR on 127.0.0.1:8080; an empty store is first loaded with real Bitcoin blocks 0..14131
@@ -64,6 +76,26 @@ run: build ## serve DATA_DIR on 127.0.0.1:8080; an empty store is first loaded w
 		$(BIN) import-bitcoin --data-dir "$(DATA_DIR)" --prune-depth $(DEMO_PRUNE_DEPTH) testdata/bitcoin/blk_0_to_14131.dat.bz2 || { rm -rf "$(DATA_DIR)"; exit 1; }; \
 	fi
 	$(BIN) serve --data-dir "$(DATA_DIR)" $(RUN_ARGS)
+
+# make image: the OCI image (deploy/Containerfile), built with podman and no
+# registry. VERSION and REVISION become its labels; IMAGE:VERSION its name.
+IMAGE        ?= localhost/utxo-cache
+VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION     ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+PODMAN       ?= podman
+IMAGE_CTX    := bin/image
+
+image: ## build the OCI image IMAGE:VERSION with podman (static binary on scratch, non-root, no shell)
+	@command -v $(PODMAN) >/dev/null || { echo "$(PODMAN) not found: apt-get install -y podman runc (deploy/README.md)"; exit 1; }
+	rm -rf $(IMAGE_CTX)
+	mkdir -p $(IMAGE_CTX)/rootfs/usr/local/bin $(IMAGE_CTX)/rootfs/etc/ssl/certs $(IMAGE_CTX)/data
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(IMAGE_CTX)/rootfs/usr/local/bin/utxo-cache ./cmd/utxo-cache
+	printf 'utxo-cache:x:65532:65532:utxo-cache:/data:/sbin/nologin\n' >$(IMAGE_CTX)/rootfs/etc/passwd
+	printf 'utxo-cache:x:65532:\n' >$(IMAGE_CTX)/rootfs/etc/group
+	if [ -r /etc/ssl/certs/ca-certificates.crt ]; then cp /etc/ssl/certs/ca-certificates.crt $(IMAGE_CTX)/rootfs/etc/ssl/certs/; fi
+	$(PODMAN) build --pull=never --layers=false -f deploy/Containerfile \
+		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) \
+		-t $(IMAGE):$(VERSION) $(IMAGE_CTX)
 
 clean: ## remove build output (bin/); never touches a store
 	rm -rf bin
