@@ -189,7 +189,7 @@ func (r *catchUpRun) randomRound() {
 			r.note(bad)
 			blocks = append(blocks, bad)
 		}
-	r.batch(blocks, batchTarget, bad, fault)
+		r.batch(blocks, batchTarget, bad, fault)
 		r.compare(target)
 	}
 	r.stats["rounds"]++

@@ -119,11 +119,11 @@ type Writer struct {
 }
 
 type request struct {
-	ctx    context.Context
-	block  *chain.Block // apply when set
+	ctx   context.Context
+	block *chain.Block // apply when set
 	// blocks, when set, is an ApplyBlocks batch heading to height target.
 	blocks []*chain.Block
-	target uint64       // rollback target height otherwise
+	target uint64 // rollback target height otherwise
 	// targetHash, when set, names the rollback target by block hash.
 	targetHash *chain.Hash
 	rollback   bool
@@ -135,7 +135,7 @@ type request struct {
 type reply struct {
 	res   Result
 	batch BatchResult // of an ApplyBlocks
-	state disk.State // of a checkpoint
+	state disk.State  // of a checkpoint
 	err   error
 }
 

@@ -25,8 +25,8 @@ type derived struct {
 	// noFigures leaves the count and digest alone: a catch-up window keeps
 	// them block by block itself (window.go).
 	noFigures bool
-	keyBuf   []byte
-	valBuf   []byte
+	keyBuf    []byte
+	valBuf    []byte
 }
 
 func newDerived(dims []Dimension, b *pebble.Batch, st *State, ch *changes) *derived {
