@@ -348,8 +348,13 @@ func BenchmarkApply(b *testing.B) {
 }
 
 // benchWindow is the blocks per catch-up window (catchup, catchup-near)
-// and per synced batch (naive-batched).
-const benchWindow = 100
+// and per synced batch (naive-batched): UTXO_BENCH_WINDOW, default 100.
+var benchWindow = func() int {
+	if n, err := strconv.Atoi(os.Getenv("UTXO_BENCH_WINDOW")); err == nil && n > 0 {
+		return n
+	}
+	return 100
+}()
 
 // benchApply applies blocks (b.N of them) to a fresh copy of the base store
 // of impl:
