@@ -305,10 +305,18 @@ func (r *catchUpRun) compare(target uint64) {
 	}
 	defer vb.Close()
 	// The retention is the rollback window: compare the records both keep.
+	// Below the target the windowed side keeps no record of a block the
+	// log will not hold at the target.
+	tolerant := !tip.Empty && tip.Height < target
 	from := a.Seq - min(a.Seq, o.RollbackWindow)
 	for after := from; after < a.Seq; {
 		la, na, errA := va.Changes(after, 1<<20)
 		lb, nb, errB := vb.Changes(after, 1<<20)
+		if tolerant && errors.Is(errB, disk.ErrLogTruncated) && errA == nil {
+			r.stats["log-record-dropped"]++
+			after++
+			continue
+		}
 		if errA != nil || errB != nil || na != nb || !bytes.Equal(la, lb) {
 			r.fatalf("change log after %d: alone %d records (%v), windows %d (%v), equal %v",
 				after, na, errA, nb, errB, bytes.Equal(la, lb))
@@ -366,5 +374,93 @@ func (r *catchUpRun) compareSide(s *catchUpSide, tolerant bool, keepFrom uint64)
 		if d := diffBalance(bal, r.m.Balance(addr)); d != "" {
 			r.fatalf("%s: balance %s: %s", s.name, addr, d)
 		}
+	}
+}
+
+// TestCatchUpReplay is what a replica does with a writer that caught up in
+// windows: it decodes the writer's change log from the start and applies
+// every record alone through a writer whose Verify compares the state after
+// each change with the record's after figures (tip, count, digest) and seq,
+// as the replica's follower does. Every change must verify, and the replay
+// must end at the writer's state. (TestCatchUpModel checks that the records
+// are byte for byte those of the blocks applied one by one.)
+func TestCatchUpReplay(t *testing.T) {
+	opts := disk.Options{PruneDepth: 3, RollbackWindow: 6, LogRetention: 10_000}
+	src, err := disk.Open(storeDir(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	sw := New(src, Options{WindowBlocks: 7, LiveMargin: 1})
+	defer sw.Close()
+	m := model.New(3, 6)
+	g := model.NewGen(11, model.GenOptions{})
+	windows := 0
+	for range 8 {
+		var batch []*chain.Block
+		for range 20 {
+			b := g.Block(m)
+			if _, err := m.Apply(b, false); err != nil {
+				t.Fatal(err)
+			}
+			batch = append(batch, b)
+		}
+		// The batch's last block as the target: ingest's mode, every
+		// window boundary exact and every record kept.
+		res, err := sw.ApplyBlocks(context.Background(), batch, batch[len(batch)-1].Height)
+		if err != nil {
+			t.Fatal(err)
+		}
+		windows += res.Windows
+	}
+	if windows < 8 {
+		t.Fatalf("%d windows: the test needs catch-up windows", windows)
+	}
+	v, err := src.PublishedView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	final := v.State()
+
+	dst, err := disk.Open(storeDir(t), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	var expect *chain.Change
+	verified := 0
+	rw := New(dst, Options{Verify: func(st disk.State) error {
+		want := expect.After
+		if st.Seq != expect.Seq || st.Tip != want.Tip || st.UtxoCount != want.UtxoCount || st.Digest != want.Digest {
+			return fmt.Errorf("change %d: state seq %d %s %d %s, record %s %d %s", expect.Seq,
+				st.Seq, st.Tip, st.UtxoCount, st.Digest, want.Tip, want.UtxoCount, want.Digest)
+		}
+		verified++
+		return nil
+	}})
+	defer rw.Close()
+	for after := uint64(0); after < final.Seq; {
+		log, n, err := v.Changes(after, 1<<20)
+		if err != nil {
+			t.Fatalf("changes after %d: %v", after, err)
+		}
+		for range n {
+			var c *chain.Change
+			if c, log, err = chain.DecodeChangeCBOR(log, chain.Limits{}); err != nil {
+				t.Fatal(err)
+			}
+			if c.Kind != chain.ChangeApply {
+				t.Fatalf("change %d is a %s", c.Seq, c.Kind)
+			}
+			expect = c
+			if _, err := rw.Apply(context.Background(), c.Block); err != nil {
+				t.Fatalf("replay of change %d: %v", c.Seq, err)
+			}
+		}
+		after += uint64(n)
+	}
+	if got := dst.State(); verified != int(final.Seq) || got.Digest != final.Digest || got.Tip != final.Tip {
+		t.Fatalf("replayed %d of %d changes to %s %s, writer %s %s", verified, final.Seq, got.Tip, got.Digest, final.Tip, final.Digest)
 	}
 }

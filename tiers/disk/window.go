@@ -34,6 +34,10 @@ import (
 //   - a block gets an undo delta only if it is within RollbackWindow of the
 //     target (height >= target - RollbackWindow + 1): a deeper block can
 //     never be rolled back once the target is reached;
+//   - a block's change-log record is written only if the log will still
+//     hold it at the target (height >= target - LogRetention + 1); the log
+//     then restarts above the blocks without one (a reader asking for
+//     their changes gets ErrLogTruncated, as for any change no longer kept);
 //   - a spend keeps its spent record (and its entry in the spent-at list)
 //     only if its height is >= target - PruneDepth - RollbackWindow: the
 //     records a one-by-one store would still hold at the target. An older
@@ -45,9 +49,10 @@ import (
 // one the blocks applied one by one give. At a window boundary W below the
 // target, tip, count, digest and listings are exact too, but a spend older
 // than target - PruneDepth - RollbackWindow shows no spent record although
-// W - spend <= PruneDepth, and a rollback reaching below target -
-// RollbackWindow + 1 is refused (ErrRollbackTooDeep): a target equal to the
-// window's last block makes every window boundary exact.
+// W - spend <= PruneDepth, a rollback reaching below target -
+// RollbackWindow + 1 is refused (ErrRollbackTooDeep), and the change log
+// holds no record of a block below target - LogRetention + 1: a target
+// equal to the window's last block makes every window boundary exact.
 
 // window is the per-window state of a BlockTxn made by NewWindow.
 type window struct {
@@ -216,7 +221,7 @@ func (t *BlockTxn) End() error {
 		}
 		wb.undo = appendUndo(nil, &undo)
 	}
-	if t.s.opts.LogRetention > 0 {
+	if r := t.s.opts.LogRetention; r > 0 && b.Height+r > w.target {
 		rec, err := chain.AppendChangeCBOR(nil, &chain.Change{
 			Seq: st.Seq, Kind: chain.ChangeApply, Block: b,
 			After: chain.Summary{Tip: st.Tip, UtxoCount: st.UtxoCount, Digest: st.Digest},
@@ -276,6 +281,22 @@ func (t *BlockTxn) commitWindow() (*ChangeSet, error) {
 		return nil, fmt.Errorf("disk: apply window to block %d: %w", last, err)
 	}
 	floor := s.logFloor
+	if s.opts.LogRetention > 0 {
+		// Records of blocks the log will not hold at the target were not
+		// made: the log restarts above them, without a gap.
+		var dropped uint64
+		for i := range w.blocks {
+			if w.blocks[i].record == nil {
+				dropped = w.blocks[i].seq
+			}
+		}
+		if dropped > 0 {
+			if floor != 0 {
+				_ = b.DeleteRange(changeLogKey(floor), changeLogKey(dropped+1), nil)
+			}
+			floor = 0
+		}
+	}
 	for i := range w.blocks {
 		wb := &w.blocks[i]
 		if len(wb.spentAt) > 0 {
