@@ -15,7 +15,7 @@ const (
 	// 650,000 inputs and outputs at windowChangeBytes each.
 	DefaultWindowBytes int64 = 256 << 20
 	// DefaultWindowBlocks bounds a window's blocks.
-	DefaultWindowBlocks = 2000
+	DefaultWindowBlocks = 10_000
 	// DefaultLiveMargin: the last blocks before the target go alone.
 	DefaultLiveMargin uint64 = 6
 )

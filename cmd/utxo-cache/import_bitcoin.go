@@ -266,7 +266,7 @@ func (pl placement) unplaced(ord *bitcoin.Ordered, first, parent chain.Hash) err
 
 // importBatch is how many converted blocks one ApplyBlocks call takes: the
 // writer cuts them into catch-up windows by its memory bound.
-const importBatch = 2000
+const importBatch = 10_000
 
 // importChain converts and applies the chain in batches through
 // ApplyBlocks, heading to the chain's last height: far from it, blocks go in
