@@ -87,15 +87,24 @@ func (a *API) conditions(q queryParams) (readConditions, error) {
 		}
 	}
 	if s, ok := q[paramWait]; ok {
-		secs, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsNaN(secs) || math.IsInf(secs, 0) || secs < 0 || strings.TrimLeft(s, "0123456789.") != "" {
-			return rc, fmt.Errorf("wait %q is not a number of seconds >= 0: %w", s, chain.ErrInvalidArgument)
-		}
-		if d := time.Duration(secs * float64(time.Second)); d < rc.wait {
-			rc.wait = d
+		if rc.wait, err = parseWait(s, rc.wait); err != nil {
+			return rc, err
 		}
 	}
 	return rc, nil
+}
+
+// parseWait parses a wait parameter: decimal seconds >= 0 (digits and a
+// point, no sign or exponent), capped at limit.
+func parseWait(s string, limit time.Duration) (time.Duration, error) {
+	secs, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(secs) || math.IsInf(secs, 0) || secs < 0 || strings.TrimLeft(s, "0123456789.") != "" {
+		return 0, fmt.Errorf("wait %q is not a number of seconds >= 0: %w", s, chain.ErrInvalidArgument)
+	}
+	if secs >= limit.Seconds() {
+		return limit, nil
+	}
+	return time.Duration(secs * float64(time.Second)), nil
 }
 
 // parseDecimalUint64 parses a uint64 in plain decimal (no sign, no leading

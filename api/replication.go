@@ -89,12 +89,10 @@ func (a *API) getChanges(c *gin.Context) {
 	}
 	var wait time.Duration
 	if s, ok := q[paramWait]; ok {
-		secs, err := strconv.ParseFloat(s, 64)
-		if err != nil || !(secs >= 0) || strings.TrimLeft(s, "0123456789.") != "" {
-			a.fail(c, fmt.Errorf("wait %q is not a number of seconds >= 0: %w", s, chain.ErrInvalidArgument))
+		if wait, err = parseWait(s, maxWaitChanges); err != nil {
+			a.fail(c, err)
 			return
 		}
-		wait = min(time.Duration(secs*float64(time.Second)), maxWaitChanges)
 	}
 	if wait > 0 && a.r.Published().Seq == after {
 		// Woken by the next publish, not by polling the store; cut short by
@@ -154,7 +152,7 @@ func (a *API) getCheckpoint(c *gin.Context) {
 		h.Set("X-Tip-Hash", m.Tip.Hash)
 	}
 	h.Set("X-Utxo-Count", strconv.FormatUint(m.UtxoCount, 10))
-	h.Set("X-Utxo-Digest", m.DigestHex)
+	h.Set("X-Utxo-Digest", m.Digest.String())
 	h.Set("Content-Type", "application/x-tar")
 	c.Status(http.StatusOK)
 	if err := cp.Stream(c.Writer); err != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"math/bits"
 	"slices"
 )
@@ -18,6 +19,28 @@ type Digest [32]byte
 
 // String renders the digest as 64 lowercase hex characters.
 func (d Digest) String() string { return hex.EncodeToString(d[:]) }
+
+// ParseDigest parses the 64 hex characters String renders.
+func ParseDigest(s string) (Digest, error) {
+	h, err := ParseHash(s)
+	if err != nil {
+		return Digest{}, fmt.Errorf("digest: %w", err)
+	}
+	return Digest(h), nil
+}
+
+// MarshalText renders the digest as String does, so it is a JSON string.
+func (d Digest) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText parses what MarshalText renders.
+func (d *Digest) UnmarshalText(b []byte) error {
+	v, err := ParseDigest(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
 
 // Add adds u's term to the digest.
 func (d *Digest) Add(u *Utxo) { d.addTerm(UtxoTerm(u), false) }

@@ -168,3 +168,23 @@ func TestDigestWraps(t *testing.T) {
 		t.Fatalf("got %s, want %s", d, want)
 	}
 }
+
+func TestDigestText(t *testing.T) {
+	var d Digest
+	for i := range d {
+		d[i] = byte(i * 7)
+	}
+	b, err := d.MarshalText()
+	if err != nil || string(b) != d.String() {
+		t.Fatalf("MarshalText = %q, %v; want %q", b, err, d.String())
+	}
+	var back Digest
+	if err := back.UnmarshalText(b); err != nil || back != d {
+		t.Fatalf("UnmarshalText(%q) = %v, %x", b, err, back)
+	}
+	for _, bad := range []string{"", "00", d.String() + "00", "zz" + d.String()[2:]} {
+		if err := back.UnmarshalText([]byte(bad)); err == nil {
+			t.Errorf("UnmarshalText(%q) accepted", bad)
+		}
+	}
+}

@@ -46,6 +46,12 @@ type Options struct {
 	// Entries from a state above this node's published one are not served
 	// from them (an answer from the node's future).
 	Shared []Tier
+	// FillShared reports whether answers computed from this node's store may
+	// be filled into Shared: on a replica, only once its state has been
+	// compared with the writer's record of it (a store changed behind the
+	// replica's back must not spread to every node sharing the tier). Nil:
+	// always. Entries read from Shared are copied to Tiers either way.
+	FillShared func() bool
 	// HotAddresses is how many frequently read addresses are re-warmed after
 	// a change touches them. Default 1024; negative disables warming.
 	HotAddresses int
@@ -128,11 +134,13 @@ func renderedTip(t chain.Tip) []byte {
 // older than the one published when the read began, and published states
 // only move forward in the commit sequence.
 type Server struct {
-	store   Store
-	tiers   []Tier // read order: the owned tiers, then the shared ones
-	owned   int    // tiers[:owned] are invalidated by Changed
-	cursors cursorCodec
-	flights singleflight.Group
+	store Store
+	tiers []Tier // read order: the owned tiers, then the shared ones
+	owned int    // tiers[:owned] are invalidated by Changed
+	// fillShared gates disk answers into tiers[owned:] (Options.FillShared).
+	fillShared func() bool
+	cursors    cursorCodec
+	flights    singleflight.Group
 	// published is closed and replaced on every publish: WaitFor's wake-up.
 	published atomic.Pointer[chan struct{}]
 	hot       *hotSet
@@ -155,12 +163,13 @@ func New(store Store, opts Options) *Server {
 		opts.HotAddresses = 1024
 	}
 	s := &Server{
-		store:   store,
-		tiers:   append(append([]Tier(nil), opts.Tiers...), opts.Shared...),
-		owned:   len(opts.Tiers),
-		cursors: cursorCodec{secret: store.Secret()},
-		m:       opts.Metrics,
-		log:     opts.Logger,
+		store:      store,
+		tiers:      append(append([]Tier(nil), opts.Tiers...), opts.Shared...),
+		owned:      len(opts.Tiers),
+		fillShared: opts.FillShared,
+		cursors:    cursorCodec{secret: store.Secret()},
+		m:          opts.Metrics,
+		log:        opts.Logger,
 	}
 	for _, t := range s.tiers {
 		s.tierCounters = append(s.tierCounters, s.m.forTier(t.Name()))
@@ -488,7 +497,11 @@ func (s *Server) read(ctx context.Context, key, guard string, compute func(*disk
 			return nil, err
 		}
 		e.ETag = etagOf(e.Body)
-		for _, t := range s.tiers {
+		fillTo := s.tiers
+		if s.fillShared != nil && !s.fillShared() {
+			fillTo = s.tiers[:s.owned]
+		}
+		for _, t := range fillTo {
 			fill(ctx, t, key, guard, e)
 		}
 		return e, nil

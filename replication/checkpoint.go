@@ -33,8 +33,7 @@ type Manifest struct {
 	Seq       uint64       `json:"seq"`
 	Tip       *tipJSON     `json:"tip"` // nil: the empty store
 	UtxoCount uint64       `json:"utxo_count"`
-	Digest    chain.Digest `json:"-"`
-	DigestHex string       `json:"utxo_digest"`
+	Digest    chain.Digest `json:"utxo_digest"`
 }
 
 type tipJSON struct {
@@ -44,7 +43,7 @@ type tipJSON struct {
 
 // ManifestOf describes st.
 func ManifestOf(st disk.State) Manifest {
-	m := Manifest{Seq: st.Seq, UtxoCount: st.UtxoCount, Digest: st.Digest, DigestHex: st.Digest.String()}
+	m := Manifest{Seq: st.Seq, UtxoCount: st.UtxoCount, Digest: st.Digest}
 	if !st.Tip.Empty {
 		m.Tip = &tipJSON{Height: st.Tip.Height, Hash: st.Tip.Hash.String()}
 	}
@@ -67,7 +66,7 @@ func (m Manifest) String() string {
 	if m.Tip != nil {
 		tip = fmt.Sprintf("%d/%s", m.Tip.Height, m.Tip.Hash)
 	}
-	return fmt.Sprintf("seq %d, tip %s, %d UTXOs, digest %s", m.Seq, tip, m.UtxoCount, m.DigestHex)
+	return fmt.Sprintf("seq %d, tip %s, %d UTXOs, digest %s", m.Seq, tip, m.UtxoCount, m.Digest)
 }
 
 // A checkpointer writes a consistent copy of a store at a published state
@@ -161,9 +160,6 @@ func Install(r io.Reader, dir string, want *Manifest, maxBytes int64, opts disk.
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return fail(fmt.Errorf("checkpoint manifest: %v: %w", err, ErrBadArchive))
 		}
-		if m.Digest, err = parseDigest(m.DigestHex); err != nil {
-			return fail(fmt.Errorf("checkpoint manifest: %v: %w", err, ErrBadArchive))
-		}
 		if want != nil && !m.Equal(*want) {
 			return fail(fmt.Errorf("checkpoint manifest (%s) differs from the announced state (%s): %w", m, want, ErrMismatch))
 		}
@@ -200,9 +196,4 @@ func Install(r io.Reader, dir string, want *Manifest, maxBytes int64, opts disk.
 		return Manifest{}, err
 	}
 	return m, nil
-}
-
-func parseDigest(s string) (chain.Digest, error) {
-	h, err := chain.ParseHash(s)
-	return chain.Digest(h), err
 }

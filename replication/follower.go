@@ -122,6 +122,10 @@ type Follower struct {
 	// checked is whether the store's own state was compared with the
 	// writer's record of it since Run started.
 	checked bool
+	// verified is whether the store's state has been found to be the
+	// writer's since Run started: its own state matched the writer's record,
+	// or a change applied on it matched the writer's figures (Verified).
+	verified atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -156,6 +160,13 @@ type Status struct {
 	// Failed is why following stopped (nil while it goes on).
 	Failed error
 }
+
+// Verified reports whether the store has been found to hold the writer's
+// state since Run started (false from a restart until the first answer of
+// the writer confirms it). Until then the node's answers are its own store's,
+// which nothing has yet checked: a caller keeps them out of tiers other
+// nodes read (query.Options.FillShared). Safe for concurrent use.
+func (f *Follower) Verified() bool { return f.verified.Load() }
 
 // Status returns the replica's current replication figures.
 func (f *Follower) Status() Status {
@@ -225,7 +236,8 @@ func (f *Follower) poll(ctx context.Context) error {
 	after := f.store.Published().Seq
 	if !f.checked {
 		if after == 0 {
-			f.checked = true
+			f.checked = true // the empty store: the writer's state at seq 0
+			f.verified.Store(true)
 		} else {
 			after--
 		}
@@ -332,6 +344,7 @@ func (f *Follower) apply(ctx context.Context, c *chain.Change) error {
 		if err := matchAfter(c, before); err != nil {
 			return fmt.Errorf("%w: %w", ErrNotWritersState, err)
 		}
+		f.verified.Store(true)
 		return nil
 	}
 	if c.Seq != before.Seq+1 {
@@ -361,6 +374,7 @@ func (f *Follower) apply(ctx context.Context, c *chain.Change) error {
 	if err := matchAfter(c, st); err != nil {
 		return err
 	}
+	f.verified.Store(true)
 	f.m.applied.Set(float64(st.Seq))
 	f.m.applySeconds.Observe(time.Since(start).Seconds())
 	return nil
@@ -409,8 +423,7 @@ func manifestFromHeaders(h http.Header) (Manifest, error) {
 	if m.UtxoCount, err = strconv.ParseUint(h.Get("X-Utxo-Count"), 10, 64); err != nil {
 		return bad("X-Utxo-Count")
 	}
-	m.DigestHex = h.Get("X-Utxo-Digest")
-	if m.Digest, err = parseDigest(m.DigestHex); err != nil {
+	if m.Digest, err = chain.ParseDigest(h.Get("X-Utxo-Digest")); err != nil {
 		return bad("X-Utxo-Digest")
 	}
 	if hs := h.Get("X-Tip-Hash"); hs != "" {

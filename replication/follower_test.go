@@ -97,4 +97,39 @@ func TestNotWritersState(t *testing.T) {
 	if st := f.Status(); st.Failed == nil {
 		t.Fatalf("status after the divergence: %+v", st)
 	}
+	if f.Verified() {
+		t.Fatal("Verified after the replica's own state differed from the writer's")
+	}
+}
+
+// TestOwnStateVerified: a restarted replica's store is unverified until the
+// writer's record of its seq matches it (Verified gates what the node fills
+// into shared tiers).
+func TestOwnStateVerified(t *testing.T) {
+	tip := chain.Tip{Height: 7, Hash: chain.Hash{'w'}}
+	rec, err := chain.AppendChangeCBOR(nil, &chain.Change{Seq: 3, Kind: chain.ChangeApply,
+		Block: &chain.Block{Height: 7, Hash: tip.Hash, Txs: []chain.Tx{}}, After: chain.Summary{Tip: tip}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Commit-Seq", "3")
+		if r.URL.Query().Get("after") == "2" {
+			_, _ = w.Write(rec)
+		}
+	}))
+	defer srv.Close()
+	f, err := NewFollower(fixedStore{disk.State{Seq: 3, Tip: tip}}, noApplier{}, FollowerOptions{URL: srv.URL, Token: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Verified() {
+		t.Fatal("Verified before the writer answered")
+	}
+	if err := f.poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !f.Verified() {
+		t.Fatal("not Verified after the writer's record matched the replica's state")
+	}
 }

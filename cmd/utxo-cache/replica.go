@@ -424,7 +424,9 @@ func (r *replica) openNode(name string) (*replicaNode, error) {
 	if r.rt != nil {
 		shared = append(shared, r.rt)
 	}
-	n.reads = query.New(store, query.Options{Tiers: tiers, Shared: shared, Metrics: query.NewMetrics(n.reg), Logger: r.log})
+	n.reads = query.New(store, query.Options{Tiers: tiers, Shared: shared, Metrics: query.NewMetrics(n.reg), Logger: r.log,
+		// n.f is set below, before the node serves any read.
+		FillShared: func() bool { return n.f.Verified() }})
 	n.w = writer.New(store, writer.Options{
 		// The writer already decided which inputs to skip; the digest
 		// check after each change catches any difference.

@@ -1,0 +1,70 @@
+package query_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/writer"
+)
+
+// setCounter is a Tier that holds nothing and counts the fills it is asked
+// to store.
+type setCounter struct {
+	mu   sync.Mutex
+	keys []string
+}
+
+func (*setCounter) Name() string { return "shared" }
+func (*setCounter) Get(context.Context, string, string) (query.Entry, bool) {
+	return query.Entry{}, false
+}
+func (c *setCounter) Set(_ context.Context, key, _ string, _ query.Entry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keys = append(c.keys, key)
+}
+func (*setCounter) Invalidate(context.Context, uint64, []string) error { return nil }
+func (c *setCounter) sets() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.keys)
+}
+
+// TestFillSharedGate: answers a node computes from its own store go into the
+// shared tiers only while Options.FillShared allows it (on a replica: once
+// its store is verified to be the writer's).
+func TestFillSharedGate(t *testing.T) {
+	store, err := disk.Open(t.TempDir(), disk.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	w := writer.New(store, writer.Options{})
+	defer w.Close()
+	ctx := context.Background()
+	if _, err := w.Apply(ctx, moveBlock(1)); err != nil {
+		t.Fatal(err)
+	}
+	shared := &setCounter{}
+	var verified atomic.Bool
+	srv := query.New(store, query.Options{Shared: []query.Tier{shared}, HotAddresses: -1,
+		FillShared: verified.Load})
+	defer srv.Close()
+	if a, err := srv.Balance(ctx, "hot"); err != nil || a.Status != 200 {
+		t.Fatalf("balance: %v %v", a.Status, err)
+	}
+	if n := shared.sets(); n != 0 {
+		t.Fatalf("%d fills into the shared tier from an unverified store", n)
+	}
+	verified.Store(true)
+	if a, err := srv.Balance(ctx, "hot"); err != nil || a.Status != 200 {
+		t.Fatalf("balance: %v %v", a.Status, err)
+	}
+	if n := shared.sets(); n != 1 {
+		t.Fatalf("%d fills into the shared tier once verified, want 1", n)
+	}
+}
