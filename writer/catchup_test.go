@@ -40,7 +40,7 @@ func TestCatchUpModel(t *testing.T) {
 	if *seedFlag != 0 {
 		seeds = []uint64{*seedFlag}
 	}
-	rounds := 30
+	rounds := 24
 	if *stepsFlag > 0 {
 		rounds = *stepsFlag
 	}
