@@ -71,7 +71,10 @@ type window struct {
 	spentHere  []byte
 
 	blocks         []windowBlock
-	created, spent int // outputs created and spent by the window's blocks
+	// created and spent count each block's outputs as a block alone does
+	// (ChangeSet.Created, Spent): one created and spent in the same block
+	// is in neither.
+	created, spent int
 }
 
 // blockImage is a row as one block of a window found it.
@@ -180,7 +183,11 @@ func (w *window) spend(op chain.OutPoint, e *txnEntry, h uint64) {
 	}
 	w.st.UtxoCount--
 	w.st.Digest.SubTerm(e.term)
-	w.spent++
+	if e.created && e.after.Utxo.Height == h {
+		w.created-- // created and spent in one block: neither, as one by one
+	} else {
+		w.spent++
+	}
 	if h >= w.keepFrom {
 		w.spentHere = append(w.spentHere, op.TxHash[:]...)
 		w.spentHere = binary.BigEndian.AppendUint32(w.spentHere, op.Index)
