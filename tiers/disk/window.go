@@ -70,7 +70,7 @@ type window struct {
 	imageOrder []chain.OutPoint
 	spentHere  []byte
 
-	blocks         []windowBlock
+	blocks []windowBlock
 	// created and spent count each block's outputs as a block alone does
 	// (ChangeSet.Created, Spent): one created and spent in the same block
 	// is in neither.
