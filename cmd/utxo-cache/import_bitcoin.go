@@ -55,12 +55,17 @@ func runImportBitcoin(e *env, args []string) error {
 	startHeight := cl.fs.String("start-height", "",
 		"`HEIGHT` of the chain's first block; when unset: 0 for the genesis block,\n"+
 			"else one above its parent's height in the store")
+	catchUp := catchUpBytesFlag(cl.fs)
 	skipUnknown := cl.fs.Bool("skip-unknown-inputs", false,
 		"skip (and count) inputs that are not live unspent outputs instead of rejecting\n"+
 			"the block, for a store that starts mid-chain")
 	pruneDepth := pruneDepthFlag(cl.fs)
 	window := rollbackWindowFlag(cl.fs)
 	if err := cl.parse(e, args); err != nil {
+		return err
+	}
+	windowBytes, err := catchUpWindowBytes(*catchUp)
+	if err != nil {
 		return err
 	}
 	network, err := bitcoin.ParseNetwork(*networkName)
@@ -117,7 +122,7 @@ func runImportBitcoin(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown})
+	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, WindowBytes: windowBytes})
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)

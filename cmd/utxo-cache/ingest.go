@@ -59,12 +59,17 @@ func runIngest(e *env, args []string) error {
 		"block `FORMAT` of every FILE: json (JSON lines) or cbor (CBOR sequence);\n"+
 			"when unset, each FILE's extension decides (.jsonl, .json: json; .cbor: cbor);\n"+
 			"required to read - (standard input)")
+	catchUp := catchUpBytesFlag(cl.fs)
 	skipUnknown := cl.fs.Bool("skip-unknown-inputs", false,
 		"skip (and count) inputs that are not live unspent outputs instead of rejecting\n"+
 			"the block, for a store that starts mid-chain")
 	pruneDepth := pruneDepthFlag(cl.fs)
 	window := rollbackWindowFlag(cl.fs)
 	if err := cl.parse(e, args); err != nil {
+		return err
+	}
+	windowBytes, err := catchUpWindowBytes(*catchUp)
+	if err != nil {
 		return err
 	}
 	if err := checkBlocks(cl, "prune-depth", *pruneDepth); err != nil {
@@ -110,7 +115,7 @@ func runIngest(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown})
+	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, WindowBytes: windowBytes})
 
 	g := &ingester{
 		e:        e,
