@@ -48,6 +48,13 @@ func (d *Digest) Add(u *Utxo) { d.addTerm(UtxoTerm(u), false) }
 // Sub subtracts u's term from the digest.
 func (d *Digest) Sub(u *Utxo) { d.addTerm(UtxoTerm(u), true) }
 
+// AddTerm adds a term computed once by UtxoTerm: the same as Add of its UTXO.
+func (d *Digest) AddTerm(t [32]byte) { d.addTerm(t, false) }
+
+// SubTerm subtracts a term computed once by UtxoTerm: the same as Sub of its
+// UTXO.
+func (d *Digest) SubTerm(t [32]byte) { d.addTerm(t, true) }
+
 // addTerm adds (or subtracts) a 256-bit big-endian term, modulo 2^256.
 func (d *Digest) addTerm(t [32]byte, negate bool) {
 	var carry uint64

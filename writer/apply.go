@@ -21,32 +21,45 @@ func (w *Writer) apply(b *chain.Block) (Result, error) {
 	if err != nil {
 		return Result{Tip: tip, Seq: st.Seq}, err
 	}
+	if err := w.fill(txn, b); err != nil {
+		return Result{Tip: tip, Seq: st.Seq}, err
+	}
+	cs, err := txn.Commit()
+	if err != nil {
+		return Result{Tip: tip, Seq: st.Seq}, err
+	}
+	return Result{Applied: true, Tip: cs.NewTip, Seq: cs.Seq, Changes: cs}, nil
+}
+
+// fill validates b against what txn has seen so far and reports its spends
+// and creations to txn. Writer goroutine only.
+func (w *Writer) fill(txn *disk.BlockTxn, b *chain.Block) error {
 	if err := txn.Prefetch(blockInputs(b)); err != nil {
-		return Result{Tip: tip, Seq: st.Seq}, fmt.Errorf("block %d: %w", b.Height, err)
+		return fmt.Errorf("block %d: %w", b.Height, err)
 	}
 	spentInBlock := make(map[chain.OutPoint]struct{})
 	for pos := range b.Txs {
 		tx := &b.Txs[pos]
 		for _, in := range tx.Spends() {
 			if _, twice := spentInBlock[in]; twice {
-				return Result{Tip: tip, Seq: st.Seq}, fmt.Errorf("block %d tx %s spends %s twice in the block: %w",
+				return fmt.Errorf("block %d tx %s spends %s twice in the block: %w",
 					b.Height, tx.Hash, in, chain.ErrDoubleSpend)
 			}
 			rec, found, err := txn.Lookup(in)
 			if err != nil {
-				return Result{Tip: tip, Seq: st.Seq}, fmt.Errorf("block %d: %w", b.Height, err)
+				return fmt.Errorf("block %d: %w", b.Height, err)
 			}
 			if !found || rec.Spent != nil {
 				if w.opts.SkipUnknownInputs {
 					txn.SkipInput()
 					continue
 				}
-				return Result{Tip: tip, Seq: st.Seq}, fmt.Errorf("block %d tx %s input %s is not a live unspent output: %w",
+				return fmt.Errorf("block %d tx %s input %s is not a live unspent output: %w",
 					b.Height, tx.Hash, in, chain.ErrUnknownInput)
 			}
 			spentInBlock[in] = struct{}{}
 			if err := txn.Spend(in, tx.Hash); err != nil {
-				return Result{Tip: tip, Seq: st.Seq}, err
+				return err
 			}
 		}
 		var createErr error
@@ -57,14 +70,10 @@ func (w *Writer) apply(b *chain.Block) (Result, error) {
 			createErr = w.create(txn, b, uint32(pos), tx, index, out, collateral)
 		})
 		if createErr != nil {
-			return Result{Tip: tip, Seq: st.Seq}, createErr
+			return createErr
 		}
 	}
-	cs, err := txn.Commit()
-	if err != nil {
-		return Result{Tip: tip, Seq: st.Seq}, err
-	}
-	return Result{Applied: true, Tip: cs.NewTip, Seq: cs.Seq, Changes: cs}, nil
+	return nil
 }
 
 // blockInputs lists the outpoints b's transactions spend, in block order.

@@ -174,7 +174,7 @@ func testCrash(t *testing.T, seed uint64) {
 		if kill == crashKills {
 			killAfter = len(script) // the last run completes the script
 		}
-		last, done := runCrashChildProcess(t, dir, seed, next, killAfter, walWrites)
+		last, done := runCrashChildProcess(t, "^TestCrash$", dir, seed, next, killAfter, walWrites)
 		for i := next; i <= last; i++ {
 			if err := script[i].applyTo(m); err != nil {
 				t.Fatal(err)
@@ -218,9 +218,12 @@ func testCrash(t *testing.T, seed uint64) {
 // writes lands kills right after a commit that is not acknowledged yet, or
 // between the batches of a rollback. It returns the last op acknowledged and
 // whether the child finished the script.
-func runCrashChildProcess(t *testing.T, dir string, seed uint64, start, killAfter, walWrites int) (last int, done bool) {
+//
+// test names the test (a -test.run pattern) whose child runs: TestCrash or
+// TestCatchUpCrash.
+func runCrashChildProcess(t *testing.T, test, dir string, seed uint64, start, killAfter, walWrites int) (last int, done bool) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrash$/^seed="+strconv.FormatUint(seed, 10)+"$", "-test.count=1")
+	cmd := exec.Command(os.Args[0], "-test.run="+test+"/^seed="+strconv.FormatUint(seed, 10)+"$", "-test.count=1")
 	cmd.Env = append(os.Environ(),
 		crashEnvDir+"="+dir,
 		crashEnvSeed+"="+strconv.FormatUint(seed, 10),

@@ -58,6 +58,17 @@ type Options struct {
 	// writer for good, like a storage failure: the change stays unpublished,
 	// so no reader ever sees it, and a restart or a new store must follow.
 	Verify func(st disk.State) error
+	// WindowBytes bounds the memory of one catch-up window of ApplyBlocks
+	// (catchup.go), estimated from the blocks' inputs and outputs. Default
+	// DefaultWindowBytes; negative turns windows off: ApplyBlocks applies
+	// every block alone.
+	WindowBytes int64
+	// WindowBlocks bounds the blocks of one window. Default
+	// DefaultWindowBlocks.
+	WindowBlocks int
+	// LiveMargin is how close to ApplyBlocks' target a block is applied
+	// alone, as a live block. Default DefaultLiveMargin.
+	LiveMargin uint64
 }
 
 // Result answers an Apply.
@@ -108,9 +119,11 @@ type Writer struct {
 }
 
 type request struct {
-	ctx    context.Context
-	block  *chain.Block // apply when set
-	target uint64       // rollback target height otherwise
+	ctx   context.Context
+	block *chain.Block // apply when set
+	// blocks, when set, is an ApplyBlocks batch heading to height target.
+	blocks []*chain.Block
+	target uint64 // rollback target height otherwise
 	// targetHash, when set, names the rollback target by block hash.
 	targetHash *chain.Hash
 	rollback   bool
@@ -121,7 +134,8 @@ type request struct {
 
 type reply struct {
 	res   Result
-	state disk.State // of a checkpoint
+	batch BatchResult // of an ApplyBlocks
+	state disk.State  // of a checkpoint
 	err   error
 }
 
@@ -133,6 +147,15 @@ func New(store *disk.Store, opts Options) *Writer {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.WindowBytes == 0 {
+		opts.WindowBytes = DefaultWindowBytes
+	}
+	if opts.WindowBlocks <= 0 {
+		opts.WindowBlocks = DefaultWindowBlocks
+	}
+	if opts.LiveMargin == 0 {
+		opts.LiveMargin = DefaultLiveMargin
 	}
 	w := &Writer{
 		store: store,
@@ -298,16 +321,35 @@ func (w *Writer) handle(r request) {
 		r.reply <- reply{res: Result{Tip: st.Tip, Seq: st.Seq}, err: err}
 		return
 	}
+	if r.blocks != nil {
+		res, err := w.applyBatch(r.blocks, r.target)
+		r.reply <- reply{batch: res, err: err}
+		return
+	}
 	var res Result
 	var err error
-	start := time.Now()
 	if r.rollback {
+		start := time.Now()
 		res, err = w.rollbackRequest(r)
 		w.opts.Metrics.rollbackDone(time.Since(start), res.Changes, err)
+		res, err = w.finish(res, err)
 	} else {
-		res, err = w.apply(r.block)
-		w.opts.Metrics.applyDone(time.Since(start), res.Changes, err)
+		res, err = w.applyOne(r.block)
 	}
+	r.reply <- reply{res: res, err: err}
+}
+
+// applyOne applies b alone: commit, verify, invalidate, publish. Writer
+// goroutine only.
+func (w *Writer) applyOne(b *chain.Block) (Result, error) {
+	start := time.Now()
+	res, err := w.apply(b)
+	w.opts.Metrics.applyDone(time.Since(start), res.Changes, err)
+	return w.finish(res, err)
+}
+
+// finish verifies and publishes the change res committed, if any.
+func (w *Writer) finish(res Result, err error) (Result, error) {
 	if err != nil {
 		w.opts.Logger.Debug("writer request refused", "err", err)
 	}
@@ -317,14 +359,13 @@ func (w *Writer) handle(r request) {
 			w.failed.CompareAndSwap(nil, &verr)
 			w.opts.Logger.Error("change failed verification: the writer takes no more requests", "err", verr)
 			st := w.store.Published()
-			r.reply <- reply{res: Result{Tip: st.Tip, Seq: st.Seq}, err: verr}
-			return
+			return Result{Tip: st.Tip, Seq: st.Seq}, verr
 		}
 	}
 	if res.Changes != nil {
 		w.publish(res.Changes)
 	}
-	r.reply <- reply{res: res, err: err}
+	return res, err
 }
 
 // publish runs the invalidate and publish steps of a committed change (see

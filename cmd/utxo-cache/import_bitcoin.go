@@ -31,18 +31,21 @@ right above its parent in the store (so the next batch of files continues a
 store). A block that carries its height in its coinbase (BIP34: mainnet from
 height 227931, testnet from 21111, signet and regtest from 1) is refused at
 any other --start-height, before the store is touched. Each block is converted (display-order hashes, addresses as the
-bitcoin package documents, unspendable outputs left out) and applied alone
-through the single writer.
+bitcoin package documents, unspendable outputs left out) and applied
+through the single writer: far from the chain's last block in catch-up
+windows (many blocks in one synced batch, outputs created and spent inside
+a window never written; each block still one change of the commit sequence),
+the last few blocks alone.
 
-Every applied block is durable when the next one starts, so the import is
-resumable: run it again on the same files and the blocks already applied are
-skipped. All blocks of the FILEs are held in memory (about twice their
+Every applied window and block is durable when the next one starts, so the
+import is resumable: run it again on the same files and the blocks already
+applied are skipped. All blocks of the FILEs are held in memory (about twice their
 uncompressed size): import a node's files a few at a time.
 
 A block the writer rejects stops the import with exit status 1 and a message
 naming its height, hash and the reason; nothing of it is applied, the blocks
-before it stay applied. SIGINT or SIGTERM stops after the block in flight
-(exit status 130 or 143). On a terminal a progress line goes to stderr; a
+before it stay applied. SIGINT or SIGTERM stops after the batch of blocks in
+flight (exit status 130 or 143). On a terminal a progress line goes to stderr; a
 summary line always goes to stdout.`
 
 func runImportBitcoin(e *env, args []string) error {
@@ -52,12 +55,17 @@ func runImportBitcoin(e *env, args []string) error {
 	startHeight := cl.fs.String("start-height", "",
 		"`HEIGHT` of the chain's first block; when unset: 0 for the genesis block,\n"+
 			"else one above its parent's height in the store")
+	catchUp := catchUpBytesFlag(cl.fs)
 	skipUnknown := cl.fs.Bool("skip-unknown-inputs", false,
 		"skip (and count) inputs that are not live unspent outputs instead of rejecting\n"+
 			"the block, for a store that starts mid-chain")
 	pruneDepth := pruneDepthFlag(cl.fs)
 	window := rollbackWindowFlag(cl.fs)
 	if err := cl.parse(e, args); err != nil {
+		return err
+	}
+	windowBytes, err := catchUpWindowBytes(*catchUp)
+	if err != nil {
 		return err
 	}
 	network, err := bitcoin.ParseNetwork(*networkName)
@@ -114,7 +122,7 @@ func runImportBitcoin(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown})
+	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, WindowBytes: windowBytes})
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
@@ -261,33 +269,52 @@ func (pl placement) unplaced(ord *bitcoin.Ordered, first, parent chain.Hash) err
 		"give --start-height %s%s", first, parent, height, skip)
 }
 
+// importBatch is how many converted blocks one ApplyBlocks call takes: the
+// writer cuts them into catch-up windows by its memory bound.
+const importBatch = 10_000
+
+// importChain converts and applies the chain in batches through
+// ApplyBlocks, heading to the chain's last height: far from it, blocks go in
+// catch-up windows (one synced batch per window, each block still one change
+// of the commit sequence); the last few go alone.
 func (im *bitcoinImporter) importChain(ord *bitcoin.Ordered) error {
-	for i, blk := range ord.Blocks {
+	target := ord.Height(len(ord.Blocks) - 1)
+	for i := 0; i < len(ord.Blocks); {
 		select {
 		case sig := <-im.sigs:
 			return &interrupted{sig: sig}
 		default:
 		}
-		height := ord.Height(i)
-		b, err := im.adapter.Convert(blk, height)
-		if err != nil {
-			hash, _ := bitcoin.BlockHashes(blk)
-			return fmt.Errorf("height %d block %s: %w (nothing of it applied; the tip stays %s)",
-				height, hash, err, im.store.State().Tip)
-		}
-		res, err := im.w.Apply(context.Background(), b)
-		if err != nil {
-			return im.rejected(b, err)
-		}
-		if res.Applied {
-			im.counts.applied++
-			if cs := res.Changes; cs != nil {
-				im.counts.changes += uint64(cs.Created + cs.Spent)
+		var batch []*chain.Block
+		var convErr func(tip chain.Tip) error // a block that does not convert ends the batch
+		for ; i < len(ord.Blocks) && len(batch) < importBatch; i++ {
+			blk := ord.Blocks[i]
+			height := ord.Height(i)
+			b, err := im.adapter.Convert(blk, height)
+			if err != nil {
+				hash, _ := bitcoin.BlockHashes(blk)
+				convErr = func(tip chain.Tip) error {
+					return fmt.Errorf("height %d block %s: %w (nothing of it applied; the tip stays %s)", height, hash, err, tip)
+				}
+				break
 			}
-		} else {
-			im.counts.skipped++
+			batch = append(batch, b)
 		}
-		im.progress.update(time.Now(), im.counts, res.Tip)
+		res, err := im.w.ApplyBlocks(context.Background(), batch, target)
+		im.counts.applied += uint64(res.Applied)
+		im.counts.skipped += uint64(res.Skipped)
+		im.counts.changes += uint64(res.Created + res.Spent)
+		if err != nil {
+			return im.rejected(batch[res.Done], err)
+		}
+		if convErr != nil {
+			return convErr(im.store.State().Tip)
+		}
+		mode := "live"
+		if res.Windows > 0 {
+			mode = "catch-up"
+		}
+		im.progress.update(time.Now(), im.counts, res.Tip, mode)
 	}
 	return nil
 }

@@ -282,3 +282,40 @@ func TestImportBitcoinStartHeightBIP34(t *testing.T) {
 		t.Fatalf("summary: %s", r)
 	}
 }
+
+// TestImportBitcoinCatchUpBytes imports 0..1200 with catch-up windows (the
+// default), with a bound small enough that windows are a few blocks, and
+// with windows off (--catch-up-bytes 0): the same summary figures and the
+// same stats (tip, count, digest) each time. A bound that is not a size is
+// a usage error that creates no store.
+func TestImportBitcoinCatchUpBytes(t *testing.T) {
+	t.Parallel()
+	blocks := loadRawBlocks(t, "blk_0_to_14131.dat.bz2", 0)[:1201]
+	dir := t.TempDir()
+	file := writeBlkFile(t, dir, "blk00000.dat", blocks)
+	want := bitcoinStats(blocks)
+	var summaries []string
+	for i, bound := range []string{"", "4KiB", "0"} {
+		store := filepath.Join(dir, fmt.Sprintf("store%d", i))
+		args := []string{"import-bitcoin", "--data-dir", store}
+		if bound != "" {
+			args = append(args, "--catch-up-bytes", bound)
+		}
+		r := mustCLI(t, append(args, file)...)
+		wantImported(t, r, 1201, 0, 0)
+		wantStats(t, store, want)
+		m := importSummaryRE.FindStringSubmatch(r.stdout)
+		summaries = append(summaries, strings.Join([]string{m[1], m[4], m[5], m[6]}, " "))
+	}
+	if summaries[0] != summaries[1] || summaries[0] != summaries[2] {
+		t.Fatalf("summaries differ (blocks, changes, tip, UTXOs): %q", summaries)
+	}
+	store := filepath.Join(dir, "refused")
+	r := cli(t, nil, nil, "import-bitcoin", "--data-dir", store, "--catch-up-bytes", "lots", file)
+	if r.code != 2 || !strings.Contains(r.stderr, "--catch-up-bytes") {
+		t.Fatalf("--catch-up-bytes lots: %s", r)
+	}
+	if _, err := os.Stat(store); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused import left %s: %v", store, err)
+	}
+}

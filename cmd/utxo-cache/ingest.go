@@ -17,11 +17,16 @@ import (
 
 const ingestAbout = `
 Apply the blocks of each FILE, in order, to the store in --data-dir (created
-when missing), one block at a time through the single writer. A FILE is JSON
+when missing), in order through the single writer. A FILE is JSON
 lines (.jsonl, .json) or an RFC 8742 CBOR sequence (.cbor) of docs/blocks.md
 blocks; - reads standard input and needs --format.
 
-Every applied block is durable when the next one starts (docs/consistency.md), so
+The blocks already decoded when the writer is free (a backlog, up to 64) go
+to it together: runs of them commit as catch-up windows (several blocks in
+one synced batch, each block still one change of the commit sequence, every
+window boundary exactly the state those blocks give one by one).
+
+Every applied block is durable when the next batch starts (docs/consistency.md), so
 ingest is resumable: run it again on the same files after an interruption
 and the blocks already applied (same height and hash) are skipped. A block
 below the store's tip that is not on the store's chain is an error.
@@ -30,7 +35,7 @@ A block that is rejected (undecodable, not the next block, an unknown input,
 a double spend, a duplicate outpoint) stops ingest with exit status 1 and a
 message naming the file, the record number, the block height and the
 reason; nothing of that block is applied, the blocks before it stay applied.
-SIGINT or SIGTERM stops after the block in flight and closes the store
+SIGINT or SIGTERM stops after the blocks in flight and closes the store
 cleanly (exit status 130 or 143). On a terminal a progress line goes to
 stderr; a summary line always goes to stdout.`
 
@@ -54,12 +59,17 @@ func runIngest(e *env, args []string) error {
 		"block `FORMAT` of every FILE: json (JSON lines) or cbor (CBOR sequence);\n"+
 			"when unset, each FILE's extension decides (.jsonl, .json: json; .cbor: cbor);\n"+
 			"required to read - (standard input)")
+	catchUp := catchUpBytesFlag(cl.fs)
 	skipUnknown := cl.fs.Bool("skip-unknown-inputs", false,
 		"skip (and count) inputs that are not live unspent outputs instead of rejecting\n"+
 			"the block, for a store that starts mid-chain")
 	pruneDepth := pruneDepthFlag(cl.fs)
 	window := rollbackWindowFlag(cl.fs)
 	if err := cl.parse(e, args); err != nil {
+		return err
+	}
+	windowBytes, err := catchUpWindowBytes(*catchUp)
+	if err != nil {
 		return err
 	}
 	if err := checkBlocks(cl, "prune-depth", *pruneDepth); err != nil {
@@ -105,7 +115,7 @@ func runIngest(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown})
+	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, WindowBytes: windowBytes})
 
 	g := &ingester{
 		e:        e,
@@ -284,7 +294,7 @@ func (g *ingester) ingestSource(s source) error {
 	default:
 		r = chain.NewJSONLReader(in, chain.Limits{})
 	}
-	records := make(chan record, 8)
+	records := make(chan record, ingestBacklog)
 	stop := make(chan struct{})
 	defer close(stop)
 	go readRecords(r, records, stop)
@@ -309,27 +319,59 @@ func (g *ingester) ingestSource(s source) error {
 		if rec.err != nil {
 			return g.undecodable(s, rec)
 		}
-		if err := g.apply(s, rec); err != nil {
+		// A backlog: the blocks already decoded go together.
+		recs := []record{rec}
+		var bad *record
+	backlog:
+		for len(recs) < ingestBacklog {
+			select {
+			case more, ok := <-records:
+				if !ok {
+					break backlog
+				}
+				if more.err != nil {
+					bad = &more
+					break backlog
+				}
+				recs = append(recs, more)
+			default:
+				break backlog
+			}
+		}
+		if err := g.apply(s, recs); err != nil {
 			return err
+		}
+		if bad != nil {
+			return g.undecodable(s, *bad)
 		}
 	}
 }
 
-func (g *ingester) apply(s source, rec record) error {
-	res, err := g.w.Apply(context.Background(), rec.block)
+// ingestBacklog bounds the decoded blocks waiting to be applied, and so the
+// blocks one ApplyBlocks takes.
+const ingestBacklog = 64
+
+// apply applies a backlog of decoded blocks through ApplyBlocks, heading to
+// the last one: the writer puts runs of them in catch-up windows, each
+// window boundary a state the blocks applied one by one also reach.
+func (g *ingester) apply(s source, recs []record) error {
+	blocks := make([]*chain.Block, len(recs))
+	for i := range recs {
+		blocks[i] = recs[i].block
+	}
+	res, err := g.w.ApplyBlocks(context.Background(), blocks, blocks[len(blocks)-1].Height)
+	g.counts.applied += uint64(res.Applied)
+	g.counts.skipped += uint64(res.Skipped)
+	g.counts.changes += uint64(res.Created + res.Spent)
 	if err != nil {
-		return g.rejected(s, rec, err)
+		return g.rejected(s, recs[res.Done], err)
 	}
 	g.tip = res.Tip
-	if res.Applied {
-		g.counts.applied++
-		if cs := res.Changes; cs != nil {
-			g.counts.changes += uint64(cs.Created + cs.Spent)
-		}
-	} else {
-		g.counts.skipped++
+	mode := "live"
+	if res.Windows > 0 {
+		mode = "catch-up"
 	}
-	g.progress.update(time.Now(), g.counts, g.tip)
+	g.progress.update(time.Now(), g.counts, g.tip, mode)
 	return nil
 }
 

@@ -30,7 +30,10 @@ func newProgress(w io.Writer, enabled bool) *progress {
 }
 
 // update redraws the line if progressInterval has passed since the last one.
-func (p *progress) update(now time.Time, c ingestCounts, tip chain.Tip) {
+//
+// mode is "catch-up" while blocks go in catch-up windows, "live" while they
+// go one by one.
+func (p *progress) update(now time.Time, c ingestCounts, tip chain.Tip, mode string) {
 	if !p.enabled {
 		return
 	}
@@ -39,8 +42,8 @@ func (p *progress) update(now time.Time, c ingestCounts, tip chain.Tip) {
 		return
 	}
 	secs := dt.Seconds()
-	line := fmt.Sprintf("%.0f blocks/s, %.0f UTXO changes/s, tip %d (applied %d, skipped %d)",
-		float64(c.applied-p.last.applied)/secs, float64(c.changes-p.last.changes)/secs,
+	line := fmt.Sprintf("%s: %.0f blocks/s, %.0f UTXO changes/s, tip %d (applied %d, skipped %d)",
+		mode, float64(c.applied-p.last.applied)/secs, float64(c.changes-p.last.changes)/secs,
 		tip.Height, c.applied, c.skipped)
 	p.draw(line)
 	p.lastAt, p.last = now, c

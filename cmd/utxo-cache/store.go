@@ -26,6 +26,25 @@ func pruneDepthFlag(fs *flag.FlagSet) *uint64 {
 	return fs.Uint64("prune-depth", storeDefaults.PruneDepth, pruneDepthUsage)
 }
 
+// catchUpBytesFlag is the memory bound of one catch-up window
+// (docs/catch-up.md) of ingest and import-bitcoin.
+func catchUpBytesFlag(fs *flag.FlagSet) *string {
+	return fs.String("catch-up-bytes", "256MiB",
+		"memory bound of one catch-up window (`SIZE`: bytes, or with KiB/MiB/GiB); 0 applies every block alone")
+}
+
+// catchUpWindowBytes turns --catch-up-bytes into writer.Options.WindowBytes.
+func catchUpWindowBytes(v string) (int64, error) {
+	n, err := parseSize(v)
+	if err != nil {
+		return 0, usagef("--catch-up-bytes: %v", err)
+	}
+	if n == 0 {
+		return -1, nil // windows off
+	}
+	return n, nil
+}
+
 func rollbackWindowFlag(fs *flag.FlagSet) *uint64 {
 	return fs.Uint64("rollback-window", storeDefaults.RollbackWindow, rollbackWindowUsage)
 }

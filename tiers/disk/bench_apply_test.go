@@ -333,7 +333,7 @@ func (f *benchFixture) copyStore(b *testing.B, base string) string {
 func BenchmarkApply(b *testing.B) {
 	f := getFixture(b)
 	const txs = 300
-	for _, impl := range []string{"writer", "naive", "ceiling"} {
+	for _, impl := range []string{"writer", "naive", "ceiling", "catchup", "catchup-near", "naive-batched"} {
 		b.Run(fmt.Sprintf("impl=%s/txs=%d", impl, txs), func(b *testing.B) {
 			blocks := f.blocksUpTo(b.N)
 			// The label, inherited by the writer goroutine started here,
@@ -347,16 +347,64 @@ func BenchmarkApply(b *testing.B) {
 	}
 }
 
+// benchWindow is the blocks per catch-up window (catchup, catchup-near)
+// and per synced batch (naive-batched): UTXO_BENCH_WINDOW, default 100.
+var benchWindow = func() int {
+	if n, err := strconv.Atoi(os.Getenv("UTXO_BENCH_WINDOW")); err == nil && n > 0 {
+		return n
+	}
+	return 100
+}()
+
 // benchApply applies blocks (b.N of them) to a fresh copy of the base store
-// of impl.
+// of impl:
+//
+//   - writer: Writer.Apply, block by block, each synced;
+//   - catchup: Writer.ApplyBlocks, benchWindow blocks per call and window,
+//     heading to a target PruneDepth + RollbackWindow above the last block
+//     (a catch-up far behind: no undo deltas, no spent records kept);
+//   - catchup-near: the same with the last block as the target (every block
+//     keeps its undo delta and spent records: the exact-boundary mode);
+//   - naive: the naive layout, each block read (its inputs) and written in
+//     one synced batch; naive-batched: benchWindow blocks per synced batch;
+//   - ceiling: the naive layout's writes alone, each block synced.
 func benchApply(ctx context.Context, b *testing.B, f *benchFixture, impl string, blocks []*chain.Block) {
 	changes := 0
 	for _, blk := range blocks {
 		changes += blockChanges(blk)
 	}
-	var apply func(*chain.Block) error
+	step := 1 // blocks per apply call
+	var apply func([]*chain.Block) error
 	var closeAll func() error
 	switch impl {
+	case "catchup", "catchup-near":
+		step = benchWindow
+		dir := f.copyStore(b, f.oursBase)
+		defer os.RemoveAll(dir)
+		st, err := disk.Open(dir, disk.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := st.PrepareWrites(); err != nil {
+			b.Fatal(err)
+		}
+		w := writer.New(st, writer.Options{WindowBlocks: benchWindow, LiveMargin: 1})
+		target := blocks[len(blocks)-1].Height
+		if impl == "catchup" {
+			o := st.Options()
+			target += o.PruneDepth + o.RollbackWindow
+		}
+		windows := 0
+		apply = func(bs []*chain.Block) error {
+			res, err := w.ApplyBlocks(ctx, bs, target)
+			windows += res.Windows
+			return err
+		}
+		closeAll = func() error {
+			w.Close()
+			b.Logf("%s, %d blocks in %d windows", impl, len(blocks), windows)
+			return st.Close()
+		}
 	case "writer":
 		dir := f.copyStore(b, f.oursBase)
 		defer os.RemoveAll(dir)
@@ -371,8 +419,8 @@ func benchApply(ctx context.Context, b *testing.B, f *benchFixture, impl string,
 		}
 		w := writer.New(st, writer.Options{})
 		addresses := 0 // distinct addresses touched: one balance read each
-		apply = func(blk *chain.Block) error {
-			res, err := w.Apply(ctx, blk)
+		apply = func(bs []*chain.Block) error {
+			res, err := w.Apply(ctx, bs[0])
 			if err == nil && res.Changes != nil {
 				addresses += len(res.Changes.Addresses)
 			}
@@ -394,8 +442,11 @@ func benchApply(ctx context.Context, b *testing.B, f *benchFixture, impl string,
 		if err != nil {
 			b.Fatal(err)
 		}
-		reads := impl == "naive"
-		apply = func(blk *chain.Block) error {
+		reads := impl != "ceiling"
+		if impl == "naive-batched" {
+			step = benchWindow
+		}
+		apply = func(bs []*chain.Block) error {
 			var nb *pebble.Batch
 			var get func([]byte) ([]byte, io.Closer, error)
 			if reads {
@@ -405,8 +456,10 @@ func benchApply(ctx context.Context, b *testing.B, f *benchFixture, impl string,
 				nb = db.NewBatch()
 			}
 			defer nb.Close()
-			if err := naiveApply(nb, blk, get); err != nil {
-				return err
+			for _, blk := range bs {
+				if err := naiveApply(nb, blk, get); err != nil {
+					return err
+				}
 			}
 			return nb.Commit(pebble.Sync)
 		}
@@ -415,8 +468,8 @@ func benchApply(ctx context.Context, b *testing.B, f *benchFixture, impl string,
 
 	b.ReportAllocs()
 	b.ResetTimer()
-	for i := range b.N {
-		if err := apply(blocks[i]); err != nil {
+	for i := 0; i < b.N; i += step {
+		if err := apply(blocks[i:min(i+step, b.N)]); err != nil {
 			b.Fatal(err)
 		}
 	}

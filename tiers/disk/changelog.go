@@ -46,12 +46,19 @@ func (s *Store) logChange(b *pebble.Batch, st *State, c *chain.Change) (uint64, 
 	if err != nil {
 		return floor, fmt.Errorf("disk: change record %d: %w", st.Seq, err)
 	}
-	_ = b.Set(changeLogKey(st.Seq), rec, nil)
+	return s.logRecord(b, st.Seq, rec, floor), nil
+}
+
+// logRecord adds the wire record rec of change seq to b and prunes the log
+// below the retention, given the floor before b; it returns the floor once b
+// commits. A catch-up window calls it once per block, in seq order.
+func (s *Store) logRecord(b *pebble.Batch, seq uint64, rec []byte, floor uint64) uint64 {
+	_ = b.Set(changeLogKey(seq), rec, nil)
 	if floor == 0 {
-		floor = st.Seq
+		floor = seq
 	}
-	if st.Seq > s.opts.LogRetention {
-		if limit := st.Seq - s.opts.LogRetention + 1; floor < limit {
+	if seq > s.opts.LogRetention {
+		if limit := seq - s.opts.LogRetention + 1; floor < limit {
 			if limit-floor <= 8 {
 				for q := floor; q < limit; q++ {
 					_ = b.Delete(changeLogKey(q), nil)
@@ -62,7 +69,7 @@ func (s *Store) logChange(b *pebble.Batch, st *State, c *chain.Change) (uint64, 
 			floor = limit
 		}
 	}
-	return floor, nil
+	return floor
 }
 
 // loadLogFloor finds the lowest seq the log keeps (0: the log is empty).

@@ -22,8 +22,11 @@ type derived struct {
 	state    *State
 	ch       *changes
 	written  []writtenBalance // rows as flushBalances wrote them
-	keyBuf   []byte
-	valBuf   []byte
+	// noFigures leaves the count and digest alone: a catch-up window keeps
+	// them block by block itself (window.go).
+	noFigures bool
+	keyBuf    []byte
+	valBuf    []byte
 }
 
 func newDerived(dims []Dimension, b *pebble.Batch, st *State, ch *changes) *derived {
@@ -49,8 +52,10 @@ func (d *derived) add(u *chain.Utxo) {
 		_ = d.b.Set(d.keyBuf, d.valBuf, nil)
 		d.delta(k).apply(u, +1)
 	})
-	d.state.UtxoCount++
-	d.state.Digest.Add(u)
+	if !d.noFigures {
+		d.state.UtxoCount++
+		d.state.Digest.Add(u)
+	}
 	d.ch.address(u.Address)
 	d.ch.cs.Created++
 }
@@ -63,8 +68,10 @@ func (d *derived) remove(u *chain.Utxo) {
 		_ = d.b.Delete(d.keyBuf, nil)
 		d.delta(k).apply(u, -1)
 	})
-	d.state.UtxoCount--
-	d.state.Digest.Sub(u)
+	if !d.noFigures {
+		d.state.UtxoCount--
+		d.state.Digest.Sub(u)
+	}
 	d.ch.address(u.Address)
 	d.ch.cs.Spent++
 }

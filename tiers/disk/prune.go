@@ -27,10 +27,14 @@ type pruneWork struct{ records, undo uint64 }
 // are pruned as usual. Undo deltas: a rollback to
 // tip - RollbackWindow needs the deltas of the heights above it, so the delta
 // of height h goes once h <= tip - RollbackWindow.
-func (s *Store) prune(b *pebble.Batch, st *State, touched map[chain.OutPoint]*txnEntry, work *pruneWork) error {
+//
+// blocks is how many blocks the batch applies (a catch-up window's count):
+// the spent records examined are bounded by blocks × PruneBudget, the work
+// those blocks would have done one by one.
+func (s *Store) prune(b *pebble.Batch, st *State, touched map[chain.OutPoint]*txnEntry, work *pruneWork, blocks int) error {
 	tip := st.Tip.Height
 	if keep := s.opts.PruneDepth + s.opts.RollbackWindow; tip > keep {
-		if err := s.pruneSpent(b, st, tip-keep, touched, work); err != nil {
+		if err := s.pruneSpent(b, st, tip-keep, touched, work, blocks*s.opts.PruneBudget); err != nil {
 			return err
 		}
 	}
@@ -57,8 +61,8 @@ func (s *Store) prune(b *pebble.Batch, st *State, touched map[chain.OutPoint]*tx
 }
 
 // pruneSpent deletes the records spent below height limit, at most
-// PruneBudget of them, resuming at (st.PruneHeight, st.PruneOffset).
-func (s *Store) pruneSpent(b *pebble.Batch, st *State, limit uint64, touched map[chain.OutPoint]*txnEntry, work *pruneWork) error {
+// budget of them, resuming at (st.PruneHeight, st.PruneOffset).
+func (s *Store) pruneSpent(b *pebble.Batch, st *State, limit uint64, touched map[chain.OutPoint]*txnEntry, work *pruneWork, budget int) error {
 	if st.PruneHeight >= limit {
 		return nil
 	}
@@ -70,7 +74,6 @@ func (s *Store) pruneSpent(b *pebble.Batch, st *State, limit uint64, touched map
 		return err
 	}
 	defer it.Close()
-	budget := s.opts.PruneBudget
 	var key []byte
 	for valid := it.First(); valid; valid = it.Next() {
 		h := binary.BigEndian.Uint64(it.Key()[1:])

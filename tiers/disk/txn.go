@@ -24,14 +24,21 @@ type BlockTxn struct {
 	order   []chain.OutPoint // dirty entries in first-change order
 	skipped uint64
 	done    bool
+	// win is the catch-up window this txn applies (window.go); nil: one
+	// block, committed as today.
+	win *window
 }
 
 // txnEntry is one outpoint row as the block sees it: before the block and now.
 type txnEntry struct {
-	before  *Record // nil: no row before the block
+	before  *Record // nil: no row before the block (the window)
 	after   *Record // nil: no row (only possible while clean)
 	dirty   bool
-	created bool // the block created an output at this outpoint
+	created bool // the block (the window) created an output at this outpoint
+	// term is the digest term of after's UTXO once hasTerm (window only):
+	// an output created and spent inside a window is hashed once.
+	term    [32]byte
+	hasTerm bool
 }
 
 // PrepareWrites builds the writer's in-memory state (the tx-hash filter: a
@@ -178,6 +185,9 @@ func (t *BlockTxn) Spend(op chain.OutPoint, spender chain.Hash) error {
 	if e.after == nil || e.after.Spent != nil {
 		return fmt.Errorf("disk: spend of %s which is not live", op)
 	}
+	if t.win != nil {
+		t.win.spend(op, e, t.block.Height)
+	}
 	t.markDirty(op, e)
 	e.after = &Record{Utxo: e.after.Utxo, Spent: &chain.Spent{TxHash: spender, Height: t.block.Height}}
 	return nil
@@ -193,6 +203,9 @@ func (t *BlockTxn) Create(u *chain.Utxo) error {
 	if e.after != nil && e.after.Spent == nil {
 		return fmt.Errorf("disk: create of %s which is live", u.OutPoint)
 	}
+	if t.win != nil {
+		t.win.create(u, e)
+	}
 	t.markDirty(u.OutPoint, e)
 	e.created = true
 	e.after = &Record{Utxo: *u}
@@ -200,7 +213,12 @@ func (t *BlockTxn) Create(u *chain.Utxo) error {
 }
 
 // SkipInput counts an unknown input the writer chose to skip.
-func (t *BlockTxn) SkipInput() { t.skipped++ }
+func (t *BlockTxn) SkipInput() {
+	t.skipped++
+	if t.win != nil {
+		t.win.skipped++
+	}
+}
 
 // Commit writes the block in one synced batch and makes it the committed
 // state (readers see it once the writer calls Publish). On error the
@@ -211,6 +229,9 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 		return nil, errors.New("disk: block already committed")
 	}
 	t.done = true
+	if t.win != nil {
+		return t.commitWindow()
+	}
 	s := t.s
 	prev := s.State()
 	st := prev
@@ -259,7 +280,7 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 		return nil, fmt.Errorf("disk: apply block %d: %w", h, err)
 	}
 	var pruned pruneWork
-	if err := s.prune(b, &st, t.entries, &pruned); err != nil {
+	if err := s.prune(b, &st, t.entries, &pruned, 1); err != nil {
 		return nil, fmt.Errorf("disk: prune at block %d: %w", h, err)
 	}
 	logFloor, err := s.logChange(b, &st, &chain.Change{Kind: chain.ChangeApply, Block: t.block})
@@ -296,14 +317,20 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 
 // undoEntry returns the before-image of op's row for the undo delta.
 func (t *BlockTxn) undoEntry(op chain.OutPoint, e *txnEntry) undoEntry {
+	return t.s.undoEntryOf(op, e.before, e.created)
+}
+
+// undoEntryOf returns the undo entry of op for a block that found the row
+// before (nil: none) and created an output there or not.
+func (s *Store) undoEntryOf(op chain.OutPoint, before *Record, created bool) undoEntry {
 	switch {
-	case e.before == nil:
+	case before == nil:
 		return undoEntry{op: op, kind: undoAbsent}
-	case t.s.opts.UndoMode == UndoCompact && e.before.Spent == nil && !e.created:
+	case s.opts.UndoMode == UndoCompact && before.Spent == nil && !created:
 		// The row now is exactly the before-image plus this block's spender.
 		return undoEntry{op: op, kind: undoSpentHere}
 	default:
-		return undoEntry{op: op, kind: undoFullRecord, before: appendRecord(nil, e.before)}
+		return undoEntry{op: op, kind: undoFullRecord, before: appendRecord(nil, before)}
 	}
 }
 

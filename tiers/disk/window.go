@@ -1,0 +1,355 @@
+package disk
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+)
+
+// # Catch-up windows
+//
+// A producer far behind its target height (an import of block files, a
+// follower catching up with its node, a backlog of ingest) applies blocks in
+// windows: one BlockTxn from NewWindow takes several consecutive blocks
+// (Begin, the block's Lookups, Spends and Creates, End, for each) over one
+// in-memory overlay of outpoint rows, and Commit writes them all in one
+// synced batch. The store moves from the block boundary before the window to
+// the one after it; a crash leaves it at one or the other.
+//
+// The commit sequence is unchanged: every block of a window is one change,
+// one seq, one change-log record whose after figures (tip, count, digest) are
+// the state right after that block, computed in memory as the block is
+// applied (the digest is a sum of per-output terms, so each block's figure is
+// exact). A window of K blocks from seq S writes the records S+1 .. S+K and
+// is published once, at S+K: replicas apply and verify every record as
+// before. What a window saves is what no state at or after its last block
+// can show:
+//
+//   - an output created and spent inside the window has no outpoint row, no
+//     index row and no balance change, unless the spend's spent record must
+//     be kept (below); its digest term is hashed once;
+//   - each touched balance row is read and written once per window;
+//   - a block gets an undo delta only if it is within RollbackWindow of the
+//     target (height >= target - RollbackWindow + 1): a deeper block can
+//     never be rolled back once the target is reached;
+//   - a block's change-log record is written only if the log will still
+//     hold it at the target (height >= target - LogRetention + 1); the log
+//     then restarts above the blocks without one (a reader asking for
+//     their changes gets ErrLogTruncated, as for any change no longer kept);
+//   - a spend keeps its spent record (and its entry in the spent-at list)
+//     only if its height is >= target - PruneDepth - RollbackWindow: the
+//     records a one-by-one store would still hold at the target. An older
+//     spend deletes the row, or writes nothing for an output the window
+//     created.
+//
+// So at the target, and at any state reached one by one after it, every
+// answer (tip, count, digest, lookups, listings, balances, rollbacks) is the
+// one the blocks applied one by one give. At a window boundary W below the
+// target, tip, count, digest and listings are exact too, but a spend older
+// than target - PruneDepth - RollbackWindow shows no spent record although
+// W - spend <= PruneDepth, a rollback reaching below target -
+// RollbackWindow + 1 is refused (ErrRollbackTooDeep), and the change log
+// holds no record of a block below target - LogRetention + 1: a target
+// equal to the window's last block makes every window boundary exact.
+
+// window is the per-window state of a BlockTxn made by NewWindow.
+type window struct {
+	target   uint64
+	keepFrom uint64 // a spend at a height >= keepFrom keeps its spent record
+	undoFrom uint64 // a block at a height >= undoFrom gets an undo delta
+	start    State  // before the window
+	st       State  // after the last ended block
+	open     bool   // a block is begun and not yet ended
+
+	// The open block's: inputs skipped, before-images of the rows it
+	// changes (only when it gets an undo delta), kept spends (packed).
+	skipped    uint64
+	images     map[chain.OutPoint]*blockImage
+	imageOrder []chain.OutPoint
+	spentHere  []byte
+
+	blocks []windowBlock
+	// created and spent count each block's outputs as a block alone does
+	// (ChangeSet.Created, Spent): one created and spent in the same block
+	// is in neither.
+	created, spent int
+}
+
+// blockImage is a row as one block of a window found it.
+type blockImage struct {
+	before  *Record // nil: no row
+	created bool    // the block created an output there
+}
+
+// windowBlock is what one ended block of a window writes.
+type windowBlock struct {
+	height  uint64
+	hash    chain.Hash
+	seq     uint64
+	spentAt []byte // packed outpoints of its kept spends: the 0x05 row
+	undo    []byte // its undo delta; nil: none (too deep to roll back)
+	record  []byte // its change-log record; nil with the log off
+}
+
+// NewWindow starts a catch-up window towards height target (the height the
+// producer is heading to: at least every block the window will take). See
+// the section comment above. Writer goroutine only.
+func (s *Store) NewWindow(target uint64) (*BlockTxn, error) {
+	if err := s.writable(); err != nil {
+		return nil, err
+	}
+	st := s.State()
+	if st.RollingBack {
+		return nil, fmt.Errorf("disk: a rollback is in progress: %w", ErrFailed)
+	}
+	if err := s.PrepareWrites(); err != nil {
+		return nil, err
+	}
+	w := &window{target: target, start: st, st: st}
+	if keep := s.opts.PruneDepth + s.opts.RollbackWindow; target > keep {
+		w.keepFrom = target - keep
+	}
+	if target >= s.opts.RollbackWindow {
+		w.undoFrom = target - s.opts.RollbackWindow + 1
+	}
+	return &BlockTxn{s: s, entries: make(map[chain.OutPoint]*txnEntry, 1024), win: w}, nil
+}
+
+// Tip returns the tip the txn has reached: for a window, its last ended
+// block (the tip before the window while none has ended); for one block,
+// the committed tip.
+func (t *BlockTxn) Tip() chain.Tip {
+	if t.win != nil {
+		return t.win.st.Tip
+	}
+	return t.s.State().Tip
+}
+
+// Blocks returns how many blocks the window has ended.
+func (t *BlockTxn) Blocks() int {
+	if t.win == nil {
+		return 1
+	}
+	return len(t.win.blocks)
+}
+
+// Begin starts block b of a window. The caller has checked that b extends
+// Tip. Then it reports b's spends and creations as for a single block, and
+// calls End.
+func (t *BlockTxn) Begin(b *chain.Block) error {
+	w := t.win
+	switch {
+	case w == nil:
+		return errors.New("disk: Begin on a single-block txn")
+	case t.done:
+		return errors.New("disk: window already committed")
+	case w.open:
+		return fmt.Errorf("disk: block %d begun before block %d ended", b.Height, t.block.Height)
+	case b.Height > w.target:
+		return fmt.Errorf("disk: block %d is above the window's target %d", b.Height, w.target)
+	}
+	t.block = b
+	w.open = true
+	w.skipped = 0
+	w.spentHere = nil
+	if b.Height >= w.undoFrom {
+		w.images = make(map[chain.OutPoint]*blockImage, 4*len(b.Txs))
+		w.imageOrder = w.imageOrder[:0]
+	}
+	return nil
+}
+
+// image records op's row as the open block found it, on its first change.
+func (w *window) image(op chain.OutPoint, e *txnEntry) *blockImage {
+	if w.images == nil {
+		return nil
+	}
+	im := w.images[op]
+	if im == nil {
+		im = &blockImage{before: e.after}
+		w.images[op] = im
+		w.imageOrder = append(w.imageOrder, op)
+	}
+	return im
+}
+
+// spend accounts for the spend at height h of e's live output.
+func (w *window) spend(op chain.OutPoint, e *txnEntry, h uint64) {
+	w.image(op, e)
+	if !e.hasTerm {
+		e.term, e.hasTerm = chain.UtxoTerm(&e.after.Utxo), true
+	}
+	w.st.UtxoCount--
+	w.st.Digest.SubTerm(e.term)
+	if e.created && e.after.Utxo.Height == h {
+		w.created-- // created and spent in one block: neither, as one by one
+	} else {
+		w.spent++
+	}
+	if h >= w.keepFrom {
+		w.spentHere = append(w.spentHere, op.TxHash[:]...)
+		w.spentHere = binary.BigEndian.AppendUint32(w.spentHere, op.Index)
+	}
+}
+
+// create accounts for the creation of u at e.
+func (w *window) create(u *chain.Utxo, e *txnEntry) {
+	if im := w.image(u.OutPoint, e); im != nil {
+		im.created = true
+	}
+	e.term, e.hasTerm = chain.UtxoTerm(u), true
+	w.st.UtxoCount++
+	w.st.Digest.AddTerm(e.term)
+	w.created++
+}
+
+// End ends the open block: its state (tip, count, digest, seq) is fixed,
+// with its undo delta and change-log record.
+func (t *BlockTxn) End() error {
+	w := t.win
+	if w == nil || !w.open {
+		return errors.New("disk: End without a begun block")
+	}
+	b := t.block
+	prev := w.st.Tip
+	st := &w.st
+	st.Tip = chain.Tip{Height: b.Height, Hash: b.Hash}
+	st.MaxHeight = max(st.MaxHeight, b.Height)
+	st.SkippedInputs += w.skipped
+	st.Seq++
+	wb := windowBlock{height: b.Height, hash: b.Hash, seq: st.Seq, spentAt: w.spentHere}
+	if w.images != nil {
+		undo := undoDelta{prev: prev, skipped: w.skipped, entries: make([]undoEntry, 0, len(w.imageOrder))}
+		for _, op := range w.imageOrder {
+			im := w.images[op]
+			undo.entries = append(undo.entries, t.s.undoEntryOf(op, im.before, im.created))
+		}
+		wb.undo = appendUndo(nil, &undo)
+	}
+	if r := t.s.opts.LogRetention; r > 0 && b.Height+r > w.target {
+		rec, err := chain.AppendChangeCBOR(nil, &chain.Change{
+			Seq: st.Seq, Kind: chain.ChangeApply, Block: b,
+			After: chain.Summary{Tip: st.Tip, UtxoCount: st.UtxoCount, Digest: st.Digest},
+		})
+		if err != nil {
+			return fmt.Errorf("disk: change record %d: %w", st.Seq, err)
+		}
+		wb.record = rec
+	}
+	w.blocks = append(w.blocks, wb)
+	w.open, w.images, w.spentHere = false, nil, nil
+	return nil
+}
+
+// commitWindow writes the window's ended blocks in one synced batch (see
+// Commit).
+func (t *BlockTxn) commitWindow() (*ChangeSet, error) {
+	s, w := t.s, t.win
+	if w.open {
+		return nil, fmt.Errorf("disk: window committed with block %d not ended", t.block.Height)
+	}
+	if len(w.blocks) == 0 {
+		return nil, errors.New("disk: window of no blocks")
+	}
+	st := w.st
+	last := st.Tip.Height
+
+	b := s.db.NewBatch()
+	defer b.Close()
+	ch := newChanges(w.start.Tip)
+	ch.cs.Skipped = int(t.skipped)
+	scratch := st
+	d := newDerived(s.dims, b, &scratch, ch)
+	d.noFigures = true // st carries them, block by block
+
+	var key, val []byte
+	for _, op := range t.order {
+		e := t.entries[op]
+		if e.before != nil && e.before.Spent == nil {
+			d.remove(&e.before.Utxo)
+		}
+		key = appendOutPointKey(key[:0], op)
+		switch {
+		case e.after.Spent == nil:
+			d.add(&e.after.Utxo)
+			_ = b.Set(key, appendRecord(val[:0], e.after), nil)
+		case e.after.Spent.Height >= w.keepFrom:
+			_ = b.Set(key, appendRecord(val[:0], e.after), nil)
+		case e.before != nil:
+			_ = b.Delete(key, nil) // spent too deep for its record to matter
+		default:
+			continue // created and spent deep inside the window: never stored
+		}
+		ch.outPoint(op)
+	}
+	if err := d.flushBalances(s.db, s.balances, s.opts.PrefetchWorkers); err != nil {
+		return nil, fmt.Errorf("disk: apply window to block %d: %w", last, err)
+	}
+	floor := s.logFloor
+	if s.opts.LogRetention > 0 {
+		// Records of blocks the log will not hold at the target were not
+		// made: the log restarts above them, without a gap.
+		var dropped uint64
+		for i := range w.blocks {
+			if w.blocks[i].record == nil {
+				dropped = w.blocks[i].seq
+			}
+		}
+		if dropped > 0 {
+			if floor != 0 {
+				_ = b.DeleteRange(changeLogKey(floor), changeLogKey(dropped+1), nil)
+			}
+			floor = 0
+		}
+	}
+	for i := range w.blocks {
+		wb := &w.blocks[i]
+		if len(wb.spentAt) > 0 {
+			_ = b.Set(heightKey(prefixSpentAt, wb.height), wb.spentAt, nil)
+		}
+		if wb.undo != nil {
+			_ = b.Set(heightKey(prefixUndo, wb.height), wb.undo, nil)
+		}
+		_ = b.Set(heightKey(prefixBlockHash, wb.height), wb.hash[:], nil)
+		_ = b.Set(hashBlockKey(wb.hash), binary.BigEndian.AppendUint64(nil, wb.height), nil)
+		if err := s.visibilityEdge(wb.height, ch); err != nil {
+			return nil, fmt.Errorf("disk: apply block %d: %w", wb.height, err)
+		}
+		if wb.record != nil {
+			floor = s.logRecord(b, wb.seq, wb.record, floor)
+		}
+	}
+	var pruned pruneWork
+	if err := s.prune(b, &st, t.entries, &pruned, len(w.blocks)); err != nil {
+		return nil, fmt.Errorf("disk: prune at block %d: %w", last, err)
+	}
+	_ = b.Set(keyState, appendState(nil, &st), nil)
+	if err := s.commit(b); err != nil {
+		return nil, fmt.Errorf("disk: commit window to block %d: %w", last, err)
+	}
+	s.logFloor = floor
+
+	var lastTx chain.Hash
+	for i, op := range t.order {
+		e := t.entries[op]
+		if e.after.Spent == nil {
+			s.recent.add(&e.after.Utxo)
+		} else {
+			s.recent.remove(op)
+		}
+		if e.created && (i == 0 || op.TxHash != lastTx) {
+			s.txFilterAdded(&op.TxHash)
+			lastTx = op.TxHash
+		}
+	}
+	d.commitBalances(s.balances)
+	s.metrics.prunedRecords.Add(pruned.records)
+	s.metrics.prunedUndo.Add(pruned.undo)
+	s.state.Store(&st)
+	s.maintainTxFilter()
+	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
+	ch.cs.Created, ch.cs.Spent = w.created, w.spent
+	return &ch.cs, nil
+}

@@ -1,0 +1,179 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+)
+
+// Catch-up defaults (Options).
+const (
+	// DefaultWindowBytes bounds a catch-up window's memory: 256 MiB, about
+	// 650,000 inputs and outputs at windowChangeBytes each.
+	DefaultWindowBytes int64 = 256 << 20
+	// DefaultWindowBlocks bounds a window's blocks.
+	DefaultWindowBlocks = 10_000
+	// DefaultLiveMargin: the last blocks before the target go alone.
+	DefaultLiveMargin uint64 = 6
+)
+
+// windowChangeBytes estimates the memory one input or output costs a
+// window: its overlay entry and record, its share of the undo delta, the
+// change-log record and the batch.
+const windowChangeBytes = 400
+
+// BatchResult answers an ApplyBlocks.
+type BatchResult struct {
+	// Done counts the blocks handled (applied, or already applied); on an
+	// error, blocks[Done] is the block refused and those before it stay
+	// applied.
+	Done             int
+	Applied, Skipped int
+	Created, Spent   int // outputs the applied blocks created and spent
+	// Windows counts the catch-up windows committed, WindowBlocks the
+	// blocks they applied; the rest went alone.
+	Windows, WindowBlocks int
+	Tip                   chain.Tip
+	Seq                   uint64
+}
+
+// ApplyBlocks applies blocks, consecutive in chain order, on the way to
+// height target (the producer's goal: the node's tip, the last block of its
+// files; blocks above it go alone). It answers as applying them
+// one by one with Apply would, stopping at the first refused block
+// (BatchResult.Done), but a run of blocks that extend the tip and lie more
+// than LiveMargin below target goes in catch-up windows
+// (tiers/disk/window.go): each window is one synced batch of up to
+// WindowBlocks blocks and WindowBytes of memory, its blocks keep one seq and
+// one change-log record each, and it is published once, with the union of
+// their changes. A window with a refused block is dropped and its blocks
+// applied one by one, so the blocks before the refused one are applied and
+// the error is the one Apply gives.
+//
+// With Options.Verify set (a replica) every block goes alone: each is
+// verified before it is published.
+func (w *Writer) ApplyBlocks(ctx context.Context, blocks []*chain.Block, target uint64) (BatchResult, error) {
+	if len(blocks) == 0 {
+		st := w.store.Published()
+		return BatchResult{Tip: st.Tip, Seq: st.Seq}, nil
+	}
+	rep, err := w.submitReply(ctx, request{blocks: blocks, target: target})
+	return rep.batch, err
+}
+
+// applyBatch runs an ApplyBlocks request. Writer goroutine only.
+func (w *Writer) applyBatch(blocks []*chain.Block, target uint64) (res BatchResult, err error) {
+	defer func() {
+		st := w.store.Published()
+		res.Tip, res.Seq = st.Tip, st.Seq
+	}()
+	for res.Done < len(blocks) {
+		if err := w.Failed(); err != nil {
+			return res, err
+		}
+		rest := blocks[res.Done:]
+		if n := w.windowLen(rest, target); n >= 2 {
+			start := time.Now()
+			cs, err := w.applyWindow(rest[:n], target)
+			if err == nil {
+				w.opts.Metrics.windowDone(time.Since(start), n, cs)
+				w.publish(cs)
+				res.Done += n
+				res.Applied += n
+				res.Windows++
+				res.WindowBlocks += n
+				res.Created += cs.Created
+				res.Spent += cs.Spent
+				continue
+			}
+			if errors.Is(err, ErrFailed) {
+				return res, err
+			}
+			w.opts.Logger.Debug("catch-up window refused; applying its blocks one by one", "err", err)
+			for range n {
+				if err := w.batchOne(&res, blocks[res.Done]); err != nil {
+					return res, err
+				}
+			}
+			continue
+		}
+		if err := w.batchOne(&res, rest[0]); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// batchOne applies b alone for applyBatch and counts it in res.
+func (w *Writer) batchOne(res *BatchResult, b *chain.Block) error {
+	r, err := w.applyOne(b)
+	if err != nil {
+		return err
+	}
+	res.Done++
+	if cs := r.Changes; cs != nil {
+		res.Applied++
+		res.Created += cs.Created
+		res.Spent += cs.Spent
+	} else {
+		res.Skipped++
+	}
+	return nil
+}
+
+// windowLen returns how many of blocks, from the first, one catch-up window
+// may take: consecutive heights from the one above the tip, more than
+// LiveMargin below target, within WindowBlocks and WindowBytes.
+func (w *Writer) windowLen(blocks []*chain.Block, target uint64) int {
+	if w.opts.WindowBytes < 0 || w.opts.Verify != nil {
+		return 0
+	}
+	tip := w.store.State().Tip
+	if !tip.Empty && blocks[0].Height != tip.Height+1 {
+		return 0 // a re-post, or not the next block: alone, as Apply
+	}
+	var bytes int64
+	n := 0
+	for i, b := range blocks {
+		if n == w.opts.WindowBlocks || b.Height != blocks[0].Height+uint64(i) || b.Height+w.opts.LiveMargin > target {
+			break
+		}
+		changes := 0
+		for j := range b.Txs {
+			changes += len(b.Txs[j].Spends()) + len(b.Txs[j].Outputs) + 1
+		}
+		bytes += int64(changes) * windowChangeBytes
+		if n > 0 && bytes > w.opts.WindowBytes {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// applyWindow validates blocks in one catch-up window and commits it.
+// Writer goroutine only.
+func (w *Writer) applyWindow(blocks []*chain.Block, target uint64) (*disk.ChangeSet, error) {
+	txn, err := w.store.NewWindow(target)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range blocks {
+		if err := checkLinkage(txn.Tip(), b); err != nil {
+			return nil, err
+		}
+		if err := txn.Begin(b); err != nil {
+			return nil, err
+		}
+		if err := w.fill(txn, b); err != nil {
+			return nil, err
+		}
+		if err := txn.End(); err != nil {
+			return nil, err
+		}
+	}
+	return txn.Commit()
+}
