@@ -57,7 +57,13 @@ func runImportBitcoin(e *env, args []string) error {
 			"the block, for a store that starts mid-chain")
 	pruneDepth := pruneDepthFlag(cl.fs)
 	window := rollbackWindowFlag(cl.fs)
+	var df diskFlags
+	df.registerReserve(cl.fs)
 	if err := cl.parse(e, args); err != nil {
+		return err
+	}
+	reserveBytes, err := df.reserveBytes()
+	if err != nil {
 		return err
 	}
 	network, err := bitcoin.ParseNetwork(*networkName)
@@ -114,7 +120,8 @@ func runImportBitcoin(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown})
+	space, reserve := writerSpace(*dataDir, reserveBytes)
+	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, Space: space, Reserve: reserve})
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)

@@ -59,7 +59,13 @@ func runIngest(e *env, args []string) error {
 			"the block, for a store that starts mid-chain")
 	pruneDepth := pruneDepthFlag(cl.fs)
 	window := rollbackWindowFlag(cl.fs)
+	var df diskFlags
+	df.registerReserve(cl.fs)
 	if err := cl.parse(e, args); err != nil {
+		return err
+	}
+	reserveBytes, err := df.reserveBytes()
+	if err != nil {
 		return err
 	}
 	if err := checkBlocks(cl, "prune-depth", *pruneDepth); err != nil {
@@ -105,7 +111,8 @@ func runIngest(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown})
+	space, reserve := writerSpace(*dataDir, reserveBytes)
+	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, Space: space, Reserve: reserve})
 
 	g := &ingester{
 		e:        e,

@@ -86,6 +86,18 @@ func EnsureBallast(dataDir string, size, keepFree uint64) (Ballast, error) {
 // the ballast and still keep its reserve free.
 var ErrNoRoom = errors.New("diskspace: no room for the ballast")
 
+// BallastSize returns the size of dataDir's ballast, 0 when there is none.
+func BallastSize(dataDir string) (uint64, error) {
+	fi, err := os.Stat(BallastPath(dataDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("diskspace: ballast: %w", err)
+	}
+	return uint64(fi.Size()), nil
+}
+
 // RemoveBallast deletes dataDir's ballast (and a partial one an interrupted
 // creation left) and returns the bytes it held; 0 and no error when there
 // is none.

@@ -28,7 +28,10 @@ const backgroundErrorInterval = 30 * time.Second
 type backgroundErrors struct {
 	log       *slog.Logger
 	interval  time.Duration
-	onNoSpace func(error) // nil: none
+	// onNoSpace, when set, hears of every ENOSPC first; when it reports
+	// the error handled (OpenContext, while it waits), the error is not
+	// logged: the caller reports it.
+	onNoSpace func(error) bool
 	now       func() time.Time
 
 	total atomic.Uint64
@@ -41,8 +44,8 @@ type backgroundErrors struct {
 
 func (b *backgroundErrors) report(err error) {
 	b.total.Add(1)
-	if b.onNoSpace != nil && errors.Is(err, syscall.ENOSPC) {
-		b.onNoSpace(err)
+	if b.onNoSpace != nil && errors.Is(err, syscall.ENOSPC) && b.onNoSpace(err) {
+		return
 	}
 	now := b.now()
 	b.mu.Lock()
@@ -70,11 +73,18 @@ func (b *backgroundErrors) report(err error) {
 // the store recovers from (its log replays on the next open).
 func OpenContext(ctx context.Context, dir string, opts Options) (*Store, error) {
 	noSpace := make(chan error, 1)
-	opts.onNoSpace = func(err error) {
+	var waiting atomic.Bool // OpenContext has not returned: it reports ENOSPC
+	waiting.Store(true)
+	defer waiting.Store(false)
+	opts.onNoSpace = func(err error) bool {
+		if !waiting.Load() {
+			return false
+		}
 		select {
 		case noSpace <- err:
 		default:
 		}
+		return true
 	}
 	type opened struct {
 		s   *Store

@@ -80,8 +80,8 @@ type Options struct {
 	// vfs.NewCrashableMem behind vfs/errorfs.
 	fs vfs.FS
 	// onNoSpace, set by OpenContext, hears of every background error that
-	// is ENOSPC.
-	onNoSpace func(error)
+	// is ENOSPC (see backgroundErrors).
+	onNoSpace func(error) bool
 }
 
 // EnsureDefaults fills zero fields with their defaults.
