@@ -165,10 +165,10 @@ func TestFullDiskRefusesWrites(t *testing.T) {
 		res, err := w.Apply(ctx, next)
 		wantRefused(fmt.Sprintf("block %d", next.Height), res, err)
 	}
-	// The room left still meets the reserve alone: WritesRefused (for
-	// /readyz) says writes go on, though this block is too big for it.
-	if err := w.WritesRefused(); err != nil {
-		t.Fatalf("WritesRefused with the reserve met: %v", err)
+	// The room left still meets the reserve alone, but not the refused
+	// block: WritesRefused (for /readyz) says writes are refused.
+	if err := w.WritesRefused(); !errors.Is(err, ErrInsufficientStorage) {
+		t.Fatalf("WritesRefused after a refusal: %v", err)
 	}
 	// What changes nothing answers as always: a re-post, a rollback to the
 	// tip, a block that does not extend the tip.
@@ -211,10 +211,11 @@ func TestFullDiskRefusesWrites(t *testing.T) {
 		t.Fatalf("utxo_cache_disk_reserve_bytes = %v, want %d", got, reserve)
 	}
 
-	// Exactly the estimate's worth of room lets the block through.
+	// Exactly the refused block's worth of room lets it through, and
+	// WritesRefused says so first.
 	space.avail.Store(need)
 	if err := w.WritesRefused(); err != nil {
-		t.Fatalf("WritesRefused with room: %v", err)
+		t.Fatalf("WritesRefused with room for the refused block: %v", err)
 	}
 	res, err = w.Apply(ctx, next)
 	if err != nil {

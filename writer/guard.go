@@ -89,12 +89,13 @@ func (w *Writer) checkSpace(need uint64) (spaceStatus, error) {
 	return st, nil
 }
 
-// WritesRefused reports why the free-space guard would refuse a write now
-// (an error matching ErrInsufficientStorage), or nil when writes would go
-// through. For /readyz: reads are served either way. Safe from any
-// goroutine.
+// WritesRefused reports why the free-space guard refuses writes now (an
+// error matching ErrInsufficientStorage), or nil when it would take them:
+// refused while the room left is below the reserve, or below what the last
+// refused write needed (until a write goes through or room grows enough for
+// it). For /readyz: reads are served either way. Safe from any goroutine.
 func (w *Writer) WritesRefused() error {
-	_, err := w.checkSpace(0)
+	_, err := w.checkSpace(w.refusedNeed.Load())
 	return err
 }
 
@@ -102,7 +103,13 @@ func (w *Writer) WritesRefused() error {
 // records a refusal, and logs the transitions between refusing and taking
 // writes. Writer goroutine only.
 func (w *Writer) guard(estimate uint64) error {
-	_, err := w.checkSpace(writeFactor * estimate)
+	need := writeFactor * estimate
+	_, err := w.checkSpace(need)
+	if err != nil {
+		w.refusedNeed.Store(need)
+	} else {
+		w.refusedNeed.Store(0)
+	}
 	switch {
 	case err != nil:
 		w.opts.Metrics.refused("insufficient_storage")

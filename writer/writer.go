@@ -119,6 +119,9 @@ type Writer struct {
 	appliedBlocks int
 	meanBlock     float64
 	spaceErrOnce  sync.Once
+	// refusedNeed is the own estimate of the last write the guard refused,
+	// 0 once one goes through: WritesRefused reads it from any goroutine.
+	refusedNeed atomic.Uint64
 
 	closeOnce sync.Once
 	// mu guards listeners; the writer goroutine copies the slice under it

@@ -85,6 +85,6 @@ func runBallast(e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "ballast %s: %s; file system: %s available of %s; writes need %s free (--disk-reserve-bytes), start-up %s\n",
-		path, formatSize(size), formatSize(u.Available), formatSize(u.Total), formatSize(reserve), formatSize(startMargin(reserve)))
+		path, formatSize(size), formatSize(u.Available), formatSize(u.Total), formatSize(reserve), formatSize(startMargin(*dataDir, reserve)))
 	return nil
 }

@@ -30,7 +30,8 @@ type diskFlags struct {
 func (d *diskFlags) registerReserve(fs *flag.FlagSet) {
 	fs.StringVar(&d.reserve, "disk-reserve-bytes", formatSize(defaultReserve),
 		"free space (`SIZE`) the writer keeps on the data directory's file system: a write that could\n"+
-			"take it below this answers 507 insufficient_storage, changing nothing (docs/disk-full.md); 0 turns the guard off")
+			"take it below this answers 507 insufficient_storage, changing nothing (docs/disk-full.md); 0 turns the guard off.\n"+
+			"serve's default is twice --memtable-bytes plus 64MiB")
 }
 
 func (d *diskFlags) registerBallast(fs *flag.FlagSet) {
@@ -101,13 +102,18 @@ func writerSpace(dataDir string, reserve uint64) (writer.DiskSpace, uint64) {
 	return diskspace.Dir(dataDir), reserve
 }
 
-// startMargin is the free space serve needs to start: half the reserve.
-// Opening the store writes what its log holds into sstables (up to a
-// memtable) and a new log and manifest; the writer's guard keeps the rest of
-// the reserve for the writes that follow, and refuses them until there is
-// room. So a node that was refusing writes restarts and serves reads, and
-// only a disk too full to open the store stops start-up.
-func startMargin(reserve uint64) uint64 { return reserve / 2 }
+// startMargin is the free space serve needs to start: the size of the
+// store's log, which opening it writes into sstables (flushing the
+// memtables the log holds), plus half the reserve for the new log, the
+// manifest and the first writes; the writer's guard then refuses writes
+// until the whole reserve is met. With the default reserve (two memtables
+// and 64 MiB) that is below the reserve, so a node that was refusing writes
+// restarts and serves reads; only a disk too full to open the store stops
+// start-up.
+func startMargin(dataDir string, reserve uint64) uint64 {
+	logBytes, _ := disk.LogBytes(dataDir)
+	return logBytes + reserve/2
+}
 
 // errDiskFull is the start-up failure on a full disk.
 var errDiskFull = errors.New("disk full")
@@ -116,10 +122,10 @@ var errDiskFull = errors.New("disk full")
 // margin available, with what the operator can do. A file system whose
 // free space cannot be read passes (Pebble's own errors follow, if any).
 func checkStartSpace(dataDir string, reserve uint64, log *slog.Logger) error {
-	need := startMargin(reserve)
-	if need == 0 {
+	if reserve == 0 {
 		return nil
 	}
+	need := startMargin(dataDir, reserve)
 	u, err := diskspace.UsageOf(dataDir)
 	if err != nil {
 		log.Warn("free space unknown: starting without the check", "err", err)
@@ -128,7 +134,7 @@ func checkStartSpace(dataDir string, reserve uint64, log *slog.Logger) error {
 	if u.Available >= need {
 		return nil
 	}
-	return fmt.Errorf("%w: %s has %s available, below the %s needed to open the store (half of --disk-reserve-bytes); %s",
+	return fmt.Errorf("%w: %s has %s available, below the %s needed to open the store (its log to flush and half of --disk-reserve-bytes); %s",
 		errDiskFull, dataDir, formatSize(u.Available), formatSize(need), roomAdvice(dataDir))
 }
 

@@ -56,6 +56,8 @@ type serveSettings struct {
 	replicationRetention, maxLagBlocks                 uint64
 	disk                                               diskFlags
 	reserve                                            uint64 // parsed --disk-reserve-bytes
+	memtable                                           string
+	memtableBytes                                      uint64
 }
 
 func runServe(e *env, args []string) error {
@@ -89,6 +91,8 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.replicationTokenFile, "replication-token-file", "", "`FILE` holding the replication token (a trailing newline is ignored); not with --replication-token")
 	fs.Uint64Var(&s.replicationRetention, "replication-retention", 0, "changes the writer keeps in its change log for replicas, in `BLOCKS` (each applied block is one change); default: the rollback window")
 	fs.Uint64Var(&s.maxLagBlocks, "max-lag-blocks", 10, "a replica further behind its writer than this many `BLOCKS` is not ready (/readyz 503)")
+	fs.StringVar(&s.memtable, "memtable-bytes", formatSize(storeDefaults.MemTableBytes), "Pebble's memtable size (`SIZE`): writes buffered in memory, and in the log, before a flush to an sstable;\n"+
+		"the default --disk-reserve-bytes is twice this plus 64MiB")
 	s.disk.registerReserve(fs)
 	s.disk.registerBallast(fs)
 	if err := cl.parse(e, args); err != nil {
@@ -126,8 +130,16 @@ func runServe(e *env, args []string) error {
 	if err != nil {
 		return usagef("--memory-cache-bytes: %v", err)
 	}
+	mt, err := parseSize(s.memtable)
+	if err != nil || mt < 1<<20 {
+		return usagef("--memtable-bytes: %q: want a size of at least 1MiB", s.memtable)
+	}
+	s.memtableBytes = uint64(mt)
 	if s.reserve, err = s.disk.reserveBytes(); err != nil {
 		return err
+	}
+	if !cl.given("disk-reserve-bytes") {
+		s.reserve = writer.DefaultReserve(s.memtableBytes)
 	}
 	if _, err := parseBallastFlag(s.disk.ballast); err != nil {
 		return err
@@ -208,7 +220,7 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	}
 	store, err := openServedStore(ctx, e, s.dataDir, disk.Options{
 		PruneDepth: s.pruneDepth, RollbackWindow: s.rollbackWindow, Logger: log,
-		LogRetention: s.replicationRetention,
+		LogRetention: s.replicationRetention, MemTableBytes: s.memtableBytes,
 	})
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// Like a crash to the store: its log replays on the next start.

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"strings"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -126,4 +129,29 @@ func OpenContext(ctx context.Context, dir string, opts Options) (*Store, error) 
 		close(abandoned)
 		return nil, fmt.Errorf("%w: open %s: %w", ErrNoSpace, dir, err)
 	}
+}
+
+// LogBytes returns the size of the write-ahead log files in dir: at most
+// what opening the store there writes into sstables when it flushes the
+// memtables the log holds. 0 for a directory that does not exist.
+func LogBytes(dir string) (uint64, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("disk: log size: %w", err)
+	}
+	var n uint64
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".log") || e.IsDir() {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		n += uint64(fi.Size())
+	}
+	return n, nil
 }
