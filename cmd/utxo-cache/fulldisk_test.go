@@ -295,6 +295,17 @@ func TestFullDiskServe(t *testing.T) {
 		t.Fatalf("serve on a full disk: %s", res)
 	}
 	t.Logf("serve on a full disk: exit %d: %s", res.code, res.stderr)
+	if os.Getenv("FULLDISK_DEBUG") != "" {
+		ls := func(what string) {
+			out, _ := exec.Command("sh", "-c", "ls -la "+data+"; df -B1 "+mnt).CombinedOutput()
+			t.Logf("%s:\n%s", what, out)
+		}
+		mustCLI(t, "ballast", "--data-dir", data, "--remove")
+		ls("after ballast removal")
+		res := runWithin(t, 60*time.Second, append(args, guard...)...)
+		t.Logf("serve: %s", res)
+		ls("after serve")
+	}
 	// Room returns: the store is exactly the acknowledged chain.
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)

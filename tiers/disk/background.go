@@ -31,10 +31,11 @@ const backgroundErrorInterval = 30 * time.Second
 type backgroundErrors struct {
 	log       *slog.Logger
 	interval  time.Duration
-	// onNoSpace, when set, hears of every ENOSPC first; when it reports
-	// the error handled (OpenContext, while it waits), the error is not
-	// logged: the caller reports it.
-	onNoSpace func(error) bool
+	// onNoSpace, when set, hears of every ENOSPC first (flush: a failed
+	// memtable flush, which Open waits for; else a background error of any
+	// kind); when it reports the error handled (OpenContext, while it
+	// waits), the error is not logged: the caller reports it.
+	onNoSpace func(err error, flush bool) bool
 	now       func() time.Time
 
 	total atomic.Uint64
@@ -45,9 +46,16 @@ type backgroundErrors struct {
 	}
 }
 
+// flushEnd hears of every memtable flush that ended.
+func (b *backgroundErrors) flushEnd(err error) {
+	if err != nil && b.onNoSpace != nil && errors.Is(err, syscall.ENOSPC) {
+		b.onNoSpace(err, true)
+	}
+}
+
 func (b *backgroundErrors) report(err error) {
 	b.total.Add(1)
-	if b.onNoSpace != nil && errors.Is(err, syscall.ENOSPC) && b.onNoSpace(err) {
+	if b.onNoSpace != nil && errors.Is(err, syscall.ENOSPC) && b.onNoSpace(err, false) {
 		return
 	}
 	now := b.now()
@@ -79,13 +87,15 @@ func OpenContext(ctx context.Context, dir string, opts Options) (*Store, error) 
 	var waiting atomic.Bool // OpenContext has not returned: it reports ENOSPC
 	waiting.Store(true)
 	defer waiting.Store(false)
-	opts.onNoSpace = func(err error) bool {
+	opts.onNoSpace = func(err error, flush bool) bool {
 		if !waiting.Load() {
 			return false
 		}
-		select {
-		case noSpace <- err:
-		default:
+		if flush {
+			select {
+			case noSpace <- err:
+			default:
+			}
 		}
 		return true
 	}
@@ -93,7 +103,9 @@ func OpenContext(ctx context.Context, dir string, opts Options) (*Store, error) 
 		s   *Store
 		err error
 	}
-	done := make(chan opened, 1)
+	// Unbuffered: the open hands its store over only to a receiver; once
+	// abandoned is closed, it closes the store itself.
+	done := make(chan opened)
 	abandoned := make(chan struct{})
 	go func() {
 		s, err := Open(dir, opts)

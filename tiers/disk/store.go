@@ -81,7 +81,7 @@ type Options struct {
 	fs vfs.FS
 	// onNoSpace, set by OpenContext, hears of every background error that
 	// is ENOSPC (see backgroundErrors).
-	onNoSpace func(error) bool
+	onNoSpace func(err error, flush bool) bool
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -228,7 +228,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	bg := &backgroundErrors{log: opts.Logger, interval: backgroundErrorInterval, onNoSpace: opts.onNoSpace, now: time.Now}
-	po.EventListener = &pebble.EventListener{BackgroundError: bg.report}
+	po.EventListener = &pebble.EventListener{BackgroundError: bg.report,
+		FlushEnd: func(info pebble.FlushInfo) { bg.flushEnd(info.Err) }}
 	if opts.ReturnCorruption {
 		// Pebble returns the corruption to the reader once the listener
 		// returns; its default listener calls Fatalf.
