@@ -97,6 +97,8 @@ func (m *Metrics) observeStore(s *disk.Store) {
 		func(h disk.Health) float64 { return float64(h.FilterSkips) })
 	counter("utxo_cache_store_filter_rebuilds_total", "Background rebuilds of the tx-hash filter (it grows with the store).",
 		func(h disk.Health) float64 { return float64(h.FilterRebuilds) })
+	counter("utxo_cache_store_background_errors_total", "Pebble background errors (failed flushes and compactions, which Pebble retries; logged at most every 30 s).",
+		func(h disk.Health) float64 { return float64(h.BackgroundErrors) })
 	counter("utxo_cache_store_pruned_spent_records_total", "Spent records pruned since start.",
 		func(h disk.Health) float64 { return float64(h.PrunedSpentRecords) })
 	counter("utxo_cache_store_pruned_undo_deltas_total", "Undo deltas pruned since start.",
