@@ -342,7 +342,6 @@ func (a *API) getReady(c *gin.Context) {
 	c.Data(200, "application/json", []byte(`{"status":"ready"}`))
 }
 
-
 // authorize enforces the write rules: replica → 403 read_only, no token
 // configured → 403 writes_disabled, wrong or missing bearer → 401.
 func (a *API) authorize(c *gin.Context) error {

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"strings"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -29,8 +29,8 @@ const backgroundErrorInterval = 30 * time.Second
 // most one line per backgroundErrorInterval with the count of those it did
 // not log, and tells onNoSpace of every ENOSPC. Safe for concurrent use.
 type backgroundErrors struct {
-	log       *slog.Logger
-	interval  time.Duration
+	log      *slog.Logger
+	interval time.Duration
 	// onNoSpace, when set, hears of every ENOSPC first (flush: a failed
 	// memtable flush, which Open waits for; else a background error of any
 	// kind); when it reports the error handled (OpenContext, while it
@@ -117,26 +117,27 @@ func OpenContext(ctx context.Context, dir string, opts Options) (*Store, error) 
 			}
 		}
 	}()
-	wait := func() (*Store, error, bool) {
+	// finished takes the open's result if it is ready this instant.
+	finished := func() (opened, bool) {
 		select {
 		case o := <-done:
-			return o.s, o.err, true
+			return o, true
 		default:
-			return nil, nil, false
+			return opened{}, false
 		}
 	}
 	select {
 	case o := <-done:
 		return o.s, o.err
 	case <-ctx.Done():
-		if s, err, ok := wait(); ok {
-			return s, err
+		if o, ok := finished(); ok {
+			return o.s, o.err
 		}
 		close(abandoned)
 		return nil, fmt.Errorf("disk: open %s abandoned: %w", dir, context.Cause(ctx))
 	case err := <-noSpace:
-		if s, oerr, ok := wait(); ok {
-			return s, oerr
+		if o, ok := finished(); ok {
+			return o.s, o.err
 		}
 		close(abandoned)
 		return nil, fmt.Errorf("%w: open %s: %w", ErrNoSpace, dir, err)
