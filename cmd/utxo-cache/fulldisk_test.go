@@ -305,12 +305,14 @@ func TestFullDiskServe(t *testing.T) {
 		t.Fatalf("fill the disk: %v", err)
 	}
 	args := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", data, "--admin-token", e2eToken, "--log-level", "warn"}
+	start := time.Now()
 	res := runWithin(t, 60*time.Second, append(args, guard...)...)
+	took := time.Since(start)
 	if res.code != 1 || strings.Count(strings.TrimSpace(res.stderr), "\n") != 0 ||
 		!strings.Contains(res.stderr, "utxo-cache serve: disk full: ") || !strings.Contains(res.stderr, "ballast") {
 		t.Fatalf("serve on a full disk: %s", res)
 	}
-	t.Logf("serve on a full disk: exit %d: %s", res.code, res.stderr)
+	t.Logf("serve on a full disk: exit %d after %v: %s", res.code, took.Round(time.Millisecond), res.stderr)
 	// Releasing the ballast (when a restart had room to recreate it) is
 	// enough room to start.
 	if size, _ := diskspace.BallastSize(data); size > 0 {
