@@ -75,6 +75,8 @@ type stackConfig struct {
 	// replication serves the change log and checkpoints (the writer's
 	// replication.Source) to bearers of replToken.
 	replication bool
+	// writer configures the writer (its free-space guard).
+	writer writer.Options
 }
 
 // stack is one running in-process service.
@@ -118,7 +120,7 @@ func newStack(t testing.TB, cfg stackConfig) *stack {
 	tiers = append(tiers, cfg.tiers...)
 	s.reads = query.New(store, query.Options{Tiers: tiers, HotAddresses: cfg.hot})
 	t.Cleanup(s.reads.Close)
-	s.w = writer.New(store, writer.Options{})
+	s.w = writer.New(store, cfg.writer)
 	t.Cleanup(func() { _ = s.w.Close() })
 	s.w.Subscribe(s.reads)
 

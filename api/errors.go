@@ -47,6 +47,10 @@ var errorTable = []errorClass{
 	{chain.ErrDoubleSpend, http.StatusUnprocessableEntity, "double_spend", ""},
 	{chain.ErrDuplicateOutpoint, http.StatusUnprocessableEntity, "duplicate_outpoint", ""},
 	{writer.ErrClosed, http.StatusServiceUnavailable, "unavailable", ""},
+	// 507, not 503: the write was refused for want of room that only an
+	// operator can make, not for a moment's unavailability; a client that
+	// retries at once gets the same answer. docs/disk-full.md.
+	{writer.ErrInsufficientStorage, http.StatusInsufficientStorage, "insufficient_storage", ""},
 	{writer.ErrFailed, http.StatusServiceUnavailable, "unavailable",
 		"the store failed a write (a full disk or an I/O error): writes are stopped until a restart; reads go on"},
 	{errClientClosed, statusClientClosedRequest, "client_closed_request", ""},

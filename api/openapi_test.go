@@ -24,6 +24,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/writer"
 )
 
 // The OpenAPI document is checked against real exchanges: every exchange of
@@ -174,6 +175,15 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 	}}})
 	closed := newStack(t, stackConfig{noSpec: true})
 	_ = closed.w.Close()
+	// A writer whose disk is full: every write is refused with 507.
+	fullSpace := &settableSpace{}
+	fullSpace.avail.Store(1 << 40)
+	var full *stack
+	full = newStack(t, stackConfig{noSpec: true, writer: writer.Options{Space: fullSpace, Reserve: 1 << 20},
+		api: api.Options{WritesRefused: func() error { return full.w.WritesRefused() }}})
+	full.apply(tx("full", nil, out("alice", 1)))
+	full.apply(tx("full2", nil, out("bob", 1)))
+	fullSpace.avail.Store(0)
 
 	h := txh("a").String()
 	etagOf := func(s *stack, target string) string {
@@ -349,6 +359,9 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		{name: "block media type", s: m, mk: post("/v1/blocks", "text/xml", []byte(`{}`)), want: 415},
 		{name: "block writer closed", s: closed, mk: post("/v1/blocks", "application/json", chain.AppendBlockJSON(nil, closed.next())), want: 503},
 		{name: "rollback writer closed", s: closed, mk: post("/v1/rollback", "application/json", []byte(`{"height":0}`)), want: 503},
+		{name: "block disk full", s: full, mk: post("/v1/blocks", "application/json", chain.AppendBlockJSON(nil, full.next(tx("f3", nil, out("carol", 1))))), want: 507},
+		{name: "rollback disk full", s: full, mk: post("/v1/rollback", "application/json", []byte(`{"height":1}`)), want: 507},
+		{name: "readyz disk full", s: full, mk: get("/readyz"), want: 200},
 
 		// Statuses the server answers that the document does not declare.
 		{name: "rollback too large", s: m, mk: post("/v1/rollback", "application/json", []byte(`{"height":5`+strings.Repeat(" ", 5000)+`}`)), want: 413},

@@ -68,6 +68,11 @@ type Options struct {
 	BlockLimits chain.Limits
 	// Ready reports readiness for /readyz. Default: always ready.
 	Ready func() error
+	// WritesRefused, on the writer, says why writes are being refused
+	// (writer.Writer.WritesRefused: a nearly full disk), nil while they are
+	// taken. /readyz stays 200 (reads are served) and names the reason.
+	// Default: none.
+	WritesRefused func() error
 	// Registry receives the HTTP metrics; Gatherer serves /metrics. Both
 	// optional (no /metrics without a Gatherer).
 	Registry prometheus.Registerer
@@ -330,6 +335,13 @@ func (a *API) getReady(c *gin.Context) {
 	if err := a.opts.Ready(); err != nil {
 		a.writeError(c, http.StatusServiceUnavailable, "not_ready", err.Error())
 		return
+	}
+	if a.opts.WritesRefused != nil {
+		if err := a.opts.WritesRefused(); err != nil {
+			_, code, msg := classify(err)
+			c.Data(200, "application/json", query.AppendReadyWritesRefused(nil, code, msg))
+			return
+		}
 	}
 	c.Data(200, "application/json", []byte(`{"status":"ready"}`))
 }

@@ -123,6 +123,17 @@ func AppendError(dst []byte, tip chain.Tip, code, message string) []byte {
 	return appendErrorBody(dst, code, message)
 }
 
+// AppendReadyWritesRefused appends /readyz's body for a node that serves
+// reads but refuses writes: {"status":"ready","writes":"refused",
+// "reason":code,"message":message}.
+func AppendReadyWritesRefused(dst []byte, code, message string) []byte {
+	dst = append(dst, `{"status":"ready","writes":"refused","reason":`...)
+	dst = appendString(dst, code)
+	dst = append(dst, `,"message":`...)
+	dst = appendString(dst, message)
+	return append(dst, '}')
+}
+
 // appendErrorBody appends `"error":{…}}`: an error answer after its tip.
 func appendErrorBody(dst []byte, code, message string) []byte {
 	dst = append(dst, `"error":{"code":`...)

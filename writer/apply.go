@@ -17,6 +17,10 @@ func (w *Writer) apply(b *chain.Block) (Result, error) {
 	if err := checkLinkage(tip, b); err != nil {
 		return Result{Tip: tip, Seq: st.Seq}, err
 	}
+	estimate := estimateBlock(b)
+	if err := w.guard(estimate); err != nil {
+		return Result{Tip: tip, Seq: st.Seq}, fmt.Errorf("block %d: %w", b.Height, err)
+	}
 	txn, err := w.store.NewBlock(b)
 	if err != nil {
 		return Result{Tip: tip, Seq: st.Seq}, err
@@ -28,6 +32,7 @@ func (w *Writer) apply(b *chain.Block) (Result, error) {
 	if err != nil {
 		return Result{Tip: tip, Seq: st.Seq}, err
 	}
+	w.noteApplied(estimate)
 	return Result{Applied: true, Tip: cs.NewTip, Seq: cs.Seq, Changes: cs}, nil
 }
 
@@ -177,6 +182,9 @@ func (w *Writer) rollback(target uint64) (Result, error) {
 	}
 	if target == st.Tip.Height {
 		return Result{Tip: st.Tip, Seq: st.Seq}, nil
+	}
+	if err := w.guard(w.rollbackEstimate(st.Tip.Height - target)); err != nil {
+		return Result{Tip: st.Tip, Seq: st.Seq}, fmt.Errorf("rollback to %d: %w", target, err)
 	}
 	cs, err := w.store.RollbackTo(target)
 	if err != nil {

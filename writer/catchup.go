@@ -3,6 +3,7 @@ package writer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/utxo-cache/utxo-cache/chain"
@@ -156,7 +157,20 @@ func (w *Writer) windowLen(blocks []*chain.Block, target uint64) int {
 
 // applyWindow validates blocks in one catch-up window and commits it.
 // Writer goroutine only.
+//
+// The free-space guard checks the window as a whole: a window that does not
+// fit is refused, and applyBatch then applies its blocks one by one, each
+// through the guard again.
 func (w *Writer) applyWindow(blocks []*chain.Block, target uint64) (*disk.ChangeSet, error) {
+	estimates := make([]uint64, len(blocks))
+	var estimate uint64
+	for i, b := range blocks {
+		estimates[i] = estimateBlock(b)
+		estimate += estimates[i]
+	}
+	if err := w.guard(estimate); err != nil {
+		return nil, fmt.Errorf("catch-up window of blocks %d..%d: %w", blocks[0].Height, blocks[len(blocks)-1].Height, err)
+	}
 	txn, err := w.store.NewWindow(target)
 	if err != nil {
 		return nil, err
@@ -175,5 +189,12 @@ func (w *Writer) applyWindow(blocks []*chain.Block, target uint64) (*disk.Change
 			return nil, err
 		}
 	}
-	return txn.Commit()
+	cs, err := txn.Commit()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range estimates {
+		w.noteApplied(e)
+	}
+	return cs, nil
 }

@@ -2,6 +2,7 @@ package writer
 
 import (
 	"errors"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ type Metrics struct {
 	blocks          *prometheus.CounterVec
 	changes         *prometheus.CounterVec
 	skipped         prometheus.Counter
+	refusedWrites   *prometheus.CounterVec
 }
 
 // NewMetrics registers the writer's metrics on reg.
@@ -29,7 +31,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg: reg,
 		applySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "utxo_cache_writer_apply_seconds", Buckets: buckets,
-			Help: "Time to validate and commit one block, by outcome (applied, noop, rejected, error), or one catch-up window of blocks (window).",
+			Help: "Time to validate and commit one block, by outcome (applied, noop, rejected, refused, error), or one catch-up window of blocks (window).",
 		}, []string{"outcome"}),
 		rollbackSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "utxo_cache_writer_rollback_seconds", Buckets: buckets,
@@ -47,8 +49,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "utxo_cache_writer_inputs_skipped_total",
 			Help: "Unknown inputs skipped because skipping is enabled.",
 		}),
+		refusedWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "utxo_cache_writes_refused_total",
+			Help: "Writes (blocks, rollbacks, checkpoints) refused with nothing changed, by reason (insufficient_storage: the free-space guard).",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.applySeconds, m.rollbackSeconds, m.blocks, m.changes, m.skipped)
+	m.refusedWrites.WithLabelValues("insufficient_storage")
+	reg.MustRegister(m.applySeconds, m.rollbackSeconds, m.blocks, m.changes, m.skipped, m.refusedWrites)
 	return m
 }
 
@@ -104,10 +111,39 @@ func (m *Metrics) observeStore(s *disk.Store) {
 		func(h disk.Health) float64 { return float64(h.FilterSkips) })
 	counter("utxo_cache_store_filter_rebuilds_total", "Background rebuilds of the tx-hash filter (it grows with the store).",
 		func(h disk.Health) float64 { return float64(h.FilterRebuilds) })
+	counter("utxo_cache_store_background_errors_total", "Pebble background errors (failed flushes and compactions, which Pebble retries; logged at most every 30 s).",
+		func(h disk.Health) float64 { return float64(h.BackgroundErrors) })
 	counter("utxo_cache_store_pruned_spent_records_total", "Spent records pruned since start.",
 		func(h disk.Health) float64 { return float64(h.PrunedSpentRecords) })
 	counter("utxo_cache_store_pruned_undo_deltas_total", "Undo deltas pruned since start.",
 		func(h disk.Health) float64 { return float64(h.PrunedUndoDeltas) })
+}
+
+// observeSpace registers the free-space guard's gauges, read at scrape
+// time: the bytes available to the store, and the reserve below which
+// every write is refused.
+func (m *Metrics) observeSpace(check func(uint64) (spaceStatus, error), reserve uint64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "utxo_cache_disk_free_bytes",
+		Help: "Bytes available on the data directory's file system (statfs); NaN when unknown.",
+	}, func() float64 {
+		st, _ := check(0)
+		if !st.known {
+			return math.NaN()
+		}
+		return float64(st.available)
+	}))
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "utxo_cache_disk_reserve_bytes",
+		Help: "Free space the writer keeps: below it (plus each write's own estimate) writes are refused with insufficient_storage.",
+	}, func() float64 { return float64(reserve) }))
+}
+
+func (m *Metrics) refused(reason string) {
+	if m == nil {
+		return
+	}
+	m.refusedWrites.WithLabelValues(reason).Inc()
 }
 
 func (m *Metrics) applyDone(d time.Duration, cs *ChangeSet, err error) {
@@ -116,6 +152,8 @@ func (m *Metrics) applyDone(d time.Duration, cs *ChangeSet, err error) {
 	}
 	outcome := "applied"
 	switch {
+	case errors.Is(err, ErrInsufficientStorage):
+		outcome = "refused"
 	case err != nil && rejectReason(err) != "":
 		outcome = "rejected"
 		m.blocks.WithLabelValues("rejected_" + rejectReason(err)).Inc()

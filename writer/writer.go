@@ -69,6 +69,15 @@ type Options struct {
 	// LiveMargin is how close to ApplyBlocks' target a block is applied
 	// alone, as a live block. Default DefaultLiveMargin.
 	LiveMargin uint64
+	// Space, when set, turns on the free-space guard (guard.go): a write
+	// that could need more room than the store's file system has left
+	// fails with ErrInsufficientStorage, changing nothing. Default: none
+	// (no guard).
+	Space DiskSpace
+	// Reserve is the free space, in bytes, the guard keeps beyond each
+	// write's own estimate. Zero: DefaultReserve of the store's memtable
+	// size (192 MiB with the default 64 MiB memtable).
+	Reserve uint64
 }
 
 // Result answers an Apply.
@@ -97,6 +106,10 @@ type Result struct {
 // starts after an acknowledgement sees the change or a later one, and
 // published states follow the commit sequence, never going back.
 //
+// With Options.Space set, a write that could need more room than the
+// store's file system has left is refused before anything is written
+// (ErrInsufficientStorage; guard.go), and taken again once room returns.
+//
 // A storage failure (disk.ErrFailed) stops the writer for good: the store
 // refuses further writes, every later request is answered with the failure,
 // and readers keep the last published state. A restart recovers.
@@ -110,6 +123,16 @@ type Writer struct {
 	// failed is the error of a failed Verify: the writer takes no more
 	// requests.
 	failed atomic.Pointer[error]
+
+	// Writer goroutine only (guard.go): whether the last guarded write was
+	// refused, and the running mean of applied blocks' estimated sizes.
+	refusing      bool
+	appliedBlocks int
+	meanBlock     float64
+	spaceErrOnce  sync.Once
+	// refusedNeed is the own estimate of the last write the guard refused,
+	// 0 once one goes through: WritesRefused reads it from any goroutine.
+	refusedNeed atomic.Uint64
 
 	closeOnce sync.Once
 	// mu guards listeners; the writer goroutine copies the slice under it
@@ -157,6 +180,9 @@ func New(store *disk.Store, opts Options) *Writer {
 	if opts.LiveMargin == 0 {
 		opts.LiveMargin = DefaultLiveMargin
 	}
+	if opts.Reserve == 0 {
+		opts.Reserve = DefaultReserve(store.Options().MemTableBytes)
+	}
 	w := &Writer{
 		store: store,
 		opts:  opts,
@@ -166,6 +192,9 @@ func New(store *disk.Store, opts Options) *Writer {
 	}
 	if opts.Metrics != nil {
 		opts.Metrics.observeStore(store)
+		if opts.Space != nil {
+			opts.Metrics.observeSpace(w.checkSpace, opts.Reserve)
+		}
 	}
 	go w.run()
 	// Build the store's write-side state on the writer goroutine, first in
@@ -312,6 +341,10 @@ func (w *Writer) handle(r request) {
 		return
 	}
 	if r.checkpoint != "" {
+		if err := w.guard(0); err != nil {
+			r.reply <- reply{state: w.store.Published(), err: fmt.Errorf("checkpoint: %w", err)}
+			return
+		}
 		st, err := w.store.Checkpoint(r.checkpoint)
 		r.reply <- reply{state: st, err: err}
 		return

@@ -61,10 +61,16 @@ func runImportBitcoin(e *env, args []string) error {
 			"the block, for a store that starts mid-chain")
 	pruneDepth := pruneDepthFlag(cl.fs)
 	window := rollbackWindowFlag(cl.fs)
+	var df diskFlags
+	df.registerReserve(cl.fs)
 	if err := cl.parse(e, args); err != nil {
 		return err
 	}
 	windowBytes, err := catchUpWindowBytes(*catchUp)
+	if err != nil {
+		return err
+	}
+	reserveBytes, err := df.reserveBytes()
 	if err != nil {
 		return err
 	}
@@ -122,7 +128,8 @@ func runImportBitcoin(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, WindowBytes: windowBytes})
+	space, reserve := writerSpace(*dataDir, reserveBytes)
+	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, Space: space, Reserve: reserve, WindowBytes: windowBytes})
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)

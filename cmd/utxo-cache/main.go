@@ -47,6 +47,7 @@ type command struct {
 // commands is the subcommand table, in the order `utxo-cache help` lists
 // them. A new subcommand adds one row here and one file with its run function.
 var commands = []command{
+	{"ballast", "create, remove or show the data directory's ballast file: room held in reserve for a full disk", runBallast},
 	{"checkpoint", "write a backup of a store no process has open: a tar archive that restore verifies", runCheckpoint},
 	{"import-bitcoin", "apply Bitcoin Core blk*.dat or raw block files (bz2 ok) to a store, resumably", runImportBitcoin},
 	{"ingest", "apply the blocks of JSONL or CBOR files (or stdin) to a store, resumably", runIngest},

@@ -317,7 +317,10 @@ func (r *replica) run(ctx context.Context) error {
 				return nil // ctx ended
 			}
 		}
-		n, err := r.openNode(name)
+		n, err := r.openNode(ctx, name)
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return nil // a signal while the store opened: like a crash to it
+		}
 		if err != nil {
 			r.log.Error("cannot open the replica's store: bootstrapping a new one", "store", name, "err", err)
 			name = ""
@@ -411,8 +414,9 @@ func (r *replica) followerOptions() replication.FollowerOptions {
 }
 
 // openNode opens store name with its reads, writer and follower.
-func (r *replica) openNode(name string) (*replicaNode, error) {
-	store, err := disk.Open(filepath.Join(r.s.dataDir, name), disk.Options{NoChangeLog: true, Logger: r.log})
+// It returns early when ctx ends (disk.OpenContext).
+func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, error) {
+	store, err := disk.OpenContext(ctx, filepath.Join(r.s.dataDir, name), disk.Options{NoChangeLog: true, Logger: r.log})
 	if err != nil {
 		return nil, err
 	}

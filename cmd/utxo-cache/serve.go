@@ -54,6 +54,10 @@ type serveSettings struct {
 	followURL, bitcoinNetwork                          string
 	replicaOf, replicationToken                        string
 	replicationRetention, maxLagBlocks                 uint64
+	disk                                               diskFlags
+	reserve                                            uint64 // parsed --disk-reserve-bytes
+	memtable                                           string
+	memtableBytes                                      uint64
 }
 
 func runServe(e *env, args []string) error {
@@ -87,6 +91,10 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.replicationTokenFile, "replication-token-file", "", "`FILE` holding the replication token (a trailing newline is ignored); not with --replication-token")
 	fs.Uint64Var(&s.replicationRetention, "replication-retention", 0, "changes the writer keeps in its change log for replicas, in `BLOCKS` (each applied block is one change); default: the rollback window")
 	fs.Uint64Var(&s.maxLagBlocks, "max-lag-blocks", 10, "a replica further behind its writer than this many `BLOCKS` is not ready (/readyz 503)")
+	fs.StringVar(&s.memtable, "memtable-bytes", formatSize(storeDefaults.MemTableBytes), "Pebble's memtable size (`SIZE`): writes buffered in memory, and in the log, before a flush to an sstable;\n"+
+		"the default --disk-reserve-bytes is twice this plus 64MiB")
+	s.disk.registerReserve(fs)
+	s.disk.registerBallast(fs)
 	if err := cl.parse(e, args); err != nil {
 		return err
 	}
@@ -122,6 +130,20 @@ func runServe(e *env, args []string) error {
 	if err != nil {
 		return usagef("--memory-cache-bytes: %v", err)
 	}
+	mt, err := parseSize(s.memtable)
+	if err != nil || mt < 1<<20 {
+		return usagef("--memtable-bytes: %q: want a size of at least 1MiB", s.memtable)
+	}
+	s.memtableBytes = uint64(mt)
+	if s.reserve, err = s.disk.reserveBytes(); err != nil {
+		return err
+	}
+	if !cl.given("disk-reserve-bytes") {
+		s.reserve = writer.DefaultReserve(s.memtableBytes)
+	}
+	if _, err := parseBallastFlag(s.disk.ballast); err != nil {
+		return err
+	}
 	if _, err := bitcoin.ParseNetwork(s.bitcoinNetwork); err != nil {
 		return usagef("--bitcoin-network: %v", err)
 	}
@@ -144,6 +166,8 @@ func runServe(e *env, args []string) error {
 			return usagef("--follow-bitcoin-rest: a replica follows its writer, not a node")
 		case cl.given("prune-depth") || cl.given("rollback-window"):
 			return usagef("--prune-depth and --rollback-window: a replica keeps its writer's, from the checkpoint")
+		case cl.given("disk-reserve-bytes") || cl.given("ballast-bytes"):
+			return usagef("--disk-reserve-bytes and --ballast-bytes: the free-space guard and the ballast are the writer's (docs/disk-full.md)")
 		}
 		return serveReplica(ctx, e, s, memBytes, logger)
 	}
@@ -189,14 +213,25 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 		}
 	}
 
-	store, err := openStore(e, s.dataDir, disk.Options{
+	// A disk too full to open the store stops start-up here, at once, with
+	// one line (docs/disk-full.md); so does a signal while the store opens.
+	if err := checkStartSpace(s.dataDir, s.reserve, log); err != nil {
+		return err
+	}
+	store, err := openServedStore(ctx, e, s.dataDir, disk.Options{
 		PruneDepth: s.pruneDepth, RollbackWindow: s.rollbackWindow, Logger: log,
-		LogRetention: s.replicationRetention,
-	}, false)
+		LogRetention: s.replicationRetention, MemTableBytes: s.memtableBytes,
+	})
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Like a crash to the store: its log replays on the next start.
+		log.Info("stopped by a signal while opening the store")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	keepBallast(s.dataDir, s.disk, s.reserve, log)
 	if s.redisURL != "" {
 		// The tier discards what Redis holds from before the store's state
 		// (a writer killed between a commit and its invalidation), and
@@ -214,9 +249,15 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 
 	reads := query.New(store, query.Options{Tiers: tiers, Metrics: query.NewMetrics(reg), Logger: log})
 	defer reads.Close()
+	space, reserve := writerSpace(s.dataDir, s.reserve)
 	w := writer.New(store, writer.Options{
 		SkipUnknownInputs: s.skipUnknown, Metrics: writer.NewMetrics(reg), Logger: log,
+		Space: space, Reserve: reserve,
 	})
+	var writesRefused func() error
+	if space != nil {
+		writesRefused = w.WritesRefused
+	}
 	w.Subscribe(reads)
 
 	var source api.Replication
@@ -241,6 +282,7 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 			}
 			return nil
 		},
+		WritesRefused: writesRefused,
 	})
 	srv := newHTTPServer(handler, log)
 	errc := make(chan error, 2)

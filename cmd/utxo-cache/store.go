@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -82,6 +83,18 @@ func storeDepth(cl *commandLine, name string, v uint64) uint64 {
 // that does not exist is an error rather than a new, empty store: stats and
 // rollback pointed at a mistyped path must not create one.
 func openStore(e *env, dir string, opts disk.Options, mustExist bool) (*disk.Store, error) {
+	return openStoreWith(e, dir, opts, mustExist, disk.Open)
+}
+
+// openStoreContext is openStore (of a store that may be new) for a process
+// that exits when ctx ends: see disk.OpenContext.
+func openStoreContext(ctx context.Context, e *env, dir string, opts disk.Options) (*disk.Store, error) {
+	return openStoreWith(e, dir, opts, false, func(dir string, opts disk.Options) (*disk.Store, error) {
+		return disk.OpenContext(ctx, dir, opts)
+	})
+}
+
+func openStoreWith(e *env, dir string, opts disk.Options, mustExist bool, open func(string, disk.Options) (*disk.Store, error)) (*disk.Store, error) {
 	if mustExist {
 		fi, err := os.Stat(dir)
 		switch {
@@ -97,7 +110,7 @@ func openStore(e *env, dir string, opts disk.Options, mustExist bool) (*disk.Sto
 		// Pebble's errors (and the store's warnings) reach the operator.
 		opts.Logger = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	s, err := disk.Open(dir, opts)
+	s, err := open(dir, opts)
 	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) {
 		// Pebble's lock on the directory: say who holds it.
 		err = fmt.Errorf("%w (another process, such as a running serve, has the store open)", err)

@@ -13,7 +13,9 @@ import (
 // serving its published state to readers, and reopening it recovers a state
 // of its commit sequence (Open completes an interrupted rollback): the last
 // acknowledged change, or the one that failed, whose outcome is unknown.
-// iofault_test.go injects such failures.
+// iofault_test.go injects such failures. On a full disk the writer's
+// free-space guard (writer/guard.go) refuses writes before Pebble can hit
+// ENOSPC, so this is the fallback, not the way a full disk is handled.
 //
 // Two storage failures do not end here. A failure to rotate the WAL (to
 // close the full one or create the next) ends the process inside Pebble

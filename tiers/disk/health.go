@@ -25,6 +25,7 @@ type Health struct {
 	FilterRebuilds     uint64 // background rebuilds of the tx-hash filter swapped in
 	PrunedSpentRecords uint64 // spent records deleted since open
 	PrunedUndoDeltas   uint64 // undo deltas deleted since open
+	BackgroundErrors   uint64 // failed flushes and compactions (Pebble retries them) since open
 }
 
 // Health returns the store's current figures. Safe from any goroutine.
@@ -52,5 +53,6 @@ func (s *Store) Health() Health {
 		FilterRebuilds:     s.metrics.filterRebuilds.Load(),
 		PrunedSpentRecords: s.metrics.prunedRecords.Load(),
 		PrunedUndoDeltas:   s.metrics.prunedUndo.Load(),
+		BackgroundErrors:   s.bgErrors.total.Load(),
 	}
 }

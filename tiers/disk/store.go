@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -78,6 +79,9 @@ type Options struct {
 	// (export_test.go): the power-loss and I/O fault tests run the store on
 	// vfs.NewCrashableMem behind vfs/errorfs.
 	fs vfs.FS
+	// onNoSpace, set by OpenContext, hears of every background error that
+	// is ENOSPC (see backgroundErrors).
+	onNoSpace func(err error, flush bool) bool
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -189,6 +193,8 @@ type Store struct {
 	testBeforeTxFilterBuild func()
 
 	metrics storeCounters
+	// bgErrors logs Pebble's background errors, rate-limited, and counts them.
+	bgErrors *backgroundErrors
 }
 
 // storeCounters are cumulative counters the writer's metrics read.
@@ -221,19 +227,22 @@ func Open(dir string, opts Options) (*Store, error) {
 		// check of every new output) cheap when the key is absent.
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	bg := &backgroundErrors{log: opts.Logger, interval: backgroundErrorInterval, onNoSpace: opts.onNoSpace, now: time.Now}
+	po.EventListener = &pebble.EventListener{BackgroundError: bg.report,
+		FlushEnd: func(info pebble.FlushInfo) { bg.flushEnd(info.Err) }}
 	if opts.ReturnCorruption {
 		// Pebble returns the corruption to the reader once the listener
 		// returns; its default listener calls Fatalf.
-		po.EventListener = &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+		po.EventListener.DataCorruption = func(info pebble.DataCorruptionInfo) {
 			opts.Logger.Error("corrupt data", "component", "pebble", "detail", info.String())
-		}}
+		}
 	}
 	po.EnsureDefaults()
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("disk: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, opts: opts, recent: newRecentOutputs(opts.RecentOutputs), balances: newBalanceCache(opts.BalanceCache)}
+	s := &Store{db: db, opts: opts, bgErrors: bg, recent: newRecentOutputs(opts.RecentOutputs), balances: newBalanceCache(opts.BalanceCache)}
 	if err := s.init(given); err != nil {
 		db.Close()
 		return nil, err
