@@ -141,12 +141,14 @@ func TestQueriesReturnSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, a := range alerts {
-		m, err := promcheck.Measure(a.Expr)
+		ms, err := promcheck.Measures(a.Expr)
 		if err != nil {
 			t.Errorf("alert %s: %v", a.Name, err)
 			continue
 		}
-		queries = append(queries, promcheck.Query{Source: "alert: " + a.Name, Expr: m})
+		for _, m := range ms {
+			queries = append(queries, promcheck.Query{Source: "alert: " + a.Name, Expr: m})
+		}
 	}
 	for _, q := range queries {
 		sels, err := promcheck.Selectors(q.Expr)

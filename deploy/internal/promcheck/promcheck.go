@@ -113,19 +113,30 @@ func Alerts(path string) ([]Alert, error) {
 	return as, nil
 }
 
-// ErrNoThreshold is returned by Measure for an expression that is not a
-// comparison against a number.
-var ErrNoThreshold = errors.New("not a comparison against a number")
+// ErrNoThreshold is returned by Measures for an expression that is not a
+// comparison (or a union of comparisons).
+var ErrNoThreshold = errors.New("not a comparison against a number or another measure")
 
 var promql = parser.NewParser(parser.Options{})
 
-// Measure returns expr without its top-level comparison against a number
-// (`A > 10` and `10 < A` give `A`).
-func Measure(expr string) (string, error) {
+// Measures returns what an alert expression compares, each as a query that
+// returns series exactly when the measure exists: `A > 10` and `10 < A` give
+// `A`; `A < B` between two measures gives `A - B` with the comparison's
+// vector matching (series only where both sides have matching labels); each
+// side of an `or` gives its own measures.
+func Measures(expr string) ([]string, error) {
 	e, err := promql.ParseExpr(expr)
 	if err != nil {
-		return "", fmt.Errorf("parse %q: %w", expr, err)
+		return nil, fmt.Errorf("parse %q: %w", expr, err)
 	}
+	out, err := measures(e)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", expr, err)
+	}
+	return out, nil
+}
+
+func measures(e parser.Expr) ([]string, error) {
 	for {
 		p, ok := e.(*parser.ParenExpr)
 		if !ok {
@@ -134,16 +145,32 @@ func Measure(expr string) (string, error) {
 		e = p.Expr
 	}
 	b, ok := e.(*parser.BinaryExpr)
-	if !ok || !b.Op.IsComparisonOperator() || b.ReturnBool {
-		return "", fmt.Errorf("%q: %w", expr, ErrNoThreshold)
+	if !ok {
+		return nil, ErrNoThreshold
+	}
+	if b.Op == parser.LOR {
+		l, err := measures(b.LHS)
+		if err != nil {
+			return nil, err
+		}
+		r, err := measures(b.RHS)
+		if err != nil {
+			return nil, err
+		}
+		return append(l, r...), nil
+	}
+	if !b.Op.IsComparisonOperator() || b.ReturnBool {
+		return nil, ErrNoThreshold
 	}
 	if _, isNum := b.RHS.(*parser.NumberLiteral); isNum {
-		return b.LHS.String(), nil
+		return []string{b.LHS.String()}, nil
 	}
 	if _, isNum := b.LHS.(*parser.NumberLiteral); isNum {
-		return b.RHS.String(), nil
+		return []string{b.RHS.String()}, nil
 	}
-	return "", fmt.Errorf("%q: %w", expr, ErrNoThreshold)
+	diff := *b
+	diff.Op = parser.SUB
+	return []string{diff.String()}, nil
 }
 
 // Selectors returns every metric selector in expr (range selectors as
