@@ -17,16 +17,18 @@ func (w *Writer) apply(b *chain.Block) (Result, error) {
 	if err := checkLinkage(tip, b); err != nil {
 		return Result{Tip: tip, Seq: st.Seq}, err
 	}
-	estimate := estimateBlock(b)
-	if err := w.guard(estimate); err != nil {
-		return Result{Tip: tip, Seq: st.Seq}, fmt.Errorf("block %d: %w", b.Height, err)
-	}
 	txn, err := w.store.NewBlock(b)
 	if err != nil {
 		return Result{Tip: tip, Seq: st.Seq}, err
 	}
 	if err := w.fill(txn, b); err != nil {
 		return Result{Tip: tip, Seq: st.Seq}, err
+	}
+	// The guard runs once the block is known valid (nothing is written
+	// before Commit): an invalid block gets its own error, not 507.
+	estimate := estimateBlock(b)
+	if err := w.guard(estimate); err != nil {
+		return Result{Tip: tip, Seq: st.Seq}, fmt.Errorf("block %d: %w", b.Height, err)
 	}
 	cs, err := txn.Commit()
 	if err != nil {

@@ -78,7 +78,7 @@ func (w *Writer) applyBatch(blocks []*chain.Block, target uint64) (res BatchResu
 		rest := blocks[res.Done:]
 		if n := w.windowLen(rest, target); n >= 2 {
 			start := time.Now()
-			cs, err := w.applyWindow(rest[:n], target)
+			cs, err := w.applyWindow(rest[:n])
 			if err == nil {
 				w.opts.Metrics.windowDone(time.Since(start), n, cs)
 				w.publish(cs)
@@ -158,24 +158,24 @@ func (w *Writer) windowLen(blocks []*chain.Block, target uint64) int {
 // applyWindow validates blocks in one catch-up window and commits it.
 // Writer goroutine only.
 //
-// The free-space guard checks the window as a whole: a window that does not
-// fit is refused, and applyBatch then applies its blocks one by one, each
-// through the guard again.
-func (w *Writer) applyWindow(blocks []*chain.Block, target uint64) (*disk.ChangeSet, error) {
-	estimates := make([]uint64, len(blocks))
-	var estimate uint64
-	for i, b := range blocks {
-		estimates[i] = estimateBlock(b)
-		estimate += estimates[i]
-	}
-	if err := w.guard(estimate); err != nil {
-		return nil, fmt.Errorf("catch-up window of blocks %d..%d: %w", blocks[0].Height, blocks[len(blocks)-1].Height, err)
-	}
-	txn, err := w.store.NewWindow(target)
+// The window's own last block is the target it keeps undo deltas, spent
+// records and change-log records for (disk.NewWindow), not the producer's
+// target: a producer's target is only a promise of blocks not yet checked,
+// and a later block that is refused would leave the store short of it, with
+// records missing that a store at this window's end must hold. So every
+// window end is a state the blocks applied one by one would have left.
+//
+// The free-space guard checks the window as a whole once its blocks are
+// known valid: a window that does not fit is refused, and applyBatch then
+// applies its blocks one by one, each through the guard again.
+func (w *Writer) applyWindow(blocks []*chain.Block) (*disk.ChangeSet, error) {
+	txn, err := w.store.NewWindow(blocks[len(blocks)-1].Height)
 	if err != nil {
 		return nil, err
 	}
-	for _, b := range blocks {
+	estimates := make([]uint64, len(blocks))
+	var estimate uint64
+	for i, b := range blocks {
 		if err := checkLinkage(txn.Tip(), b); err != nil {
 			return nil, err
 		}
@@ -188,6 +188,11 @@ func (w *Writer) applyWindow(blocks []*chain.Block, target uint64) (*disk.Change
 		if err := txn.End(); err != nil {
 			return nil, err
 		}
+		estimates[i] = estimateBlock(b)
+		estimate += estimates[i]
+	}
+	if err := w.guard(estimate); err != nil {
+		return nil, fmt.Errorf("catch-up window of blocks %d..%d: %w", blocks[0].Height, blocks[len(blocks)-1].Height, err)
 	}
 	cs, err := txn.Commit()
 	if err != nil {

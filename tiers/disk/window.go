@@ -52,7 +52,9 @@ import (
 // W - spend <= PruneDepth, a rollback reaching below target -
 // RollbackWindow + 1 is refused (ErrRollbackTooDeep), and the change log
 // holds no record of a block below target - LogRetention + 1: a target
-// equal to the window's last block makes every window boundary exact.
+// equal to the window's last block makes every window boundary exact, and
+// is what writer.ApplyBlocks passes (a producer's own target is a promise of
+// blocks not yet checked, which a refused block can break).
 
 // window is the per-window state of a BlockTxn made by NewWindow.
 type window struct {
