@@ -321,6 +321,13 @@ func (r *replica) run(ctx context.Context) error {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 			return nil // a signal while the store opened: like a crash to it
 		}
+		if errors.Is(err, disk.ErrNoSpace) {
+			// The store is likely sound and only needs room to flush its
+			// log; a new bootstrap would need more room still, and the
+			// abandoned open still owns the directory. Stop (exit status 1)
+			// until an operator frees space (docs/disk-full.md).
+			return fmt.Errorf("open the replica's store %s: %w: free space on its file system, then start the replica again", name, err)
+		}
 		if err != nil {
 			r.log.Error("cannot open the replica's store: bootstrapping a new one", "store", name, "err", err)
 			name = ""
