@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -409,5 +410,45 @@ func TestFullDiskRefusesCatchUp(t *testing.T) {
 	}
 	if got := st.State(); got.Tip != m.Tip() || got.UtxoCount != m.Count() || got.Digest != m.Digest() {
 		t.Fatalf("after catch-up: %+v, want the model's tip %s, %d UTXOs, digest %s", got, m.Tip(), m.Count(), m.Digest())
+	}
+}
+
+// TestSmallWriteKeepsRefusal: a write smaller than the one the guard refused
+// (a checkpoint) passing does not clear the refusal /readyz reports; a
+// write as large as it does, once there is room.
+func TestSmallWriteKeepsRefusal(t *testing.T) {
+	const reserve = 1 << 20
+	st, err := disk.Open(t.TempDir(), disk.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	space := &testSpace{}
+	space.avail.Store(1 << 40)
+	w := New(st, Options{Space: space, Reserve: reserve})
+	defer w.Close()
+	ctx := context.Background()
+	g := model.NewGen(3, model.GenOptions{})
+	m := model.New(2160, 4320)
+	b := g.Block(m)
+	space.avail.Store(reserve + 1) // room for the reserve, not for a block
+	if _, err := w.Apply(ctx, b); !errors.Is(err, ErrInsufficientStorage) {
+		t.Fatalf("apply on a nearly full disk: %v, want ErrInsufficientStorage", err)
+	}
+	if _, err := w.Checkpoint(ctx, filepath.Join(t.TempDir(), "cp")); err != nil {
+		t.Fatalf("checkpoint within the reserve: %v", err)
+	}
+	if err := w.WritesRefused(); !errors.Is(err, ErrInsufficientStorage) {
+		t.Fatalf("WritesRefused after a checkpoint passed: %v, want the block's refusal to stand", err)
+	}
+	space.avail.Store(1 << 40)
+	if _, err := m.Apply(b, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Apply(ctx, b); err != nil {
+		t.Fatalf("apply with room: %v", err)
+	}
+	if err := w.WritesRefused(); err != nil {
+		t.Fatalf("WritesRefused after the block went through: %v", err)
 	}
 }

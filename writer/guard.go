@@ -105,9 +105,13 @@ func (w *Writer) WritesRefused() error {
 func (w *Writer) guard(estimate uint64) error {
 	need := writeFactor * estimate
 	_, err := w.checkSpace(need)
-	if err != nil {
+	switch {
+	case err != nil:
 		w.refusedNeed.Store(need)
-	} else {
+	case need >= w.refusedNeed.Load():
+		// Only a write at least as large as the refused one proves room
+		// for it: a smaller one (a checkpoint, an empty block) passing
+		// leaves the refusal standing for /readyz and the log.
 		w.refusedNeed.Store(0)
 	}
 	switch {
@@ -117,7 +121,7 @@ func (w *Writer) guard(estimate uint64) error {
 			w.refusing = true
 			w.opts.Logger.Error("writes refused: the disk is nearly full; reads go on", "err", err)
 		}
-	case w.refusing:
+	case w.refusing && w.refusedNeed.Load() == 0:
 		w.refusing = false
 		w.opts.Logger.Info("writes resumed: free space is back above the reserve")
 	}
