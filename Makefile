@@ -72,7 +72,7 @@ verify: lint ## lint, then check that go mod tidy would change nothing and that 
 
 run: build ## serve DATA_DIR on 127.0.0.1:8080; an empty store is first loaded with real Bitcoin blocks 0..14131
 	@if [ ! -e "$(DATA_DIR)" ]; then \
-		echo "loading real mainnet blocks 0..14131 into $(DATA_DIR) (testdata/bitcoin; about 15 s)"; \
+		echo "loading real mainnet blocks 0..14131 into $(DATA_DIR) (testdata/bitcoin; a few seconds)"; \
 		$(BIN) import-bitcoin --data-dir "$(DATA_DIR)" --prune-depth $(DEMO_PRUNE_DEPTH) testdata/bitcoin/blk_0_to_14131.dat.bz2 || { rm -rf "$(DATA_DIR)"; exit 1; }; \
 	fi
 	$(BIN) serve --data-dir "$(DATA_DIR)" $(RUN_ARGS)
