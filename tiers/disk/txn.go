@@ -291,8 +291,18 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 	if err := s.commit(b); err != nil {
 		return nil, fmt.Errorf("disk: commit block %d: %w", h, err)
 	}
-	s.logFloor = logFloor
+	t.committed(d, &st, pruned, logFloor)
+	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
+	return &ch.cs, nil
+}
 
+// committed brings the store's in-memory companions up to a batch that is
+// now durable (a block's or a window's): the change log's floor, the
+// young-output view, the tx filter, the balance cache, the prune metrics and
+// the committed state. Writer goroutine only.
+func (t *BlockTxn) committed(d *derived, st *State, pruned pruneWork, logFloor uint64) {
+	s := t.s
+	s.logFloor = logFloor
 	var lastTx chain.Hash // a tx's outputs are consecutive in t.order: add its hash once
 	for i, op := range t.order {
 		e := t.entries[op]
@@ -309,10 +319,8 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 	d.commitBalances(s.balances)
 	s.metrics.prunedRecords.Add(pruned.records)
 	s.metrics.prunedUndo.Add(pruned.undo)
-	s.state.Store(&st)
+	s.state.Store(st)
 	s.maintainTxFilter()
-	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
-	return &ch.cs, nil
 }
 
 // undoEntry returns the before-image of op's row for the undo delta.

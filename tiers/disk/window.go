@@ -331,26 +331,7 @@ func (t *BlockTxn) commitWindow() (*ChangeSet, error) {
 	if err := s.commit(b); err != nil {
 		return nil, fmt.Errorf("disk: commit window to block %d: %w", last, err)
 	}
-	s.logFloor = floor
-
-	var lastTx chain.Hash
-	for i, op := range t.order {
-		e := t.entries[op]
-		if e.after.Spent == nil {
-			s.recent.add(&e.after.Utxo)
-		} else {
-			s.recent.remove(op)
-		}
-		if e.created && (i == 0 || op.TxHash != lastTx) {
-			s.txFilterAdded(&op.TxHash)
-			lastTx = op.TxHash
-		}
-	}
-	d.commitBalances(s.balances)
-	s.metrics.prunedRecords.Add(pruned.records)
-	s.metrics.prunedUndo.Add(pruned.undo)
-	s.state.Store(&st)
-	s.maintainTxFilter()
+	t.committed(d, &st, pruned, floor)
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
 	ch.cs.Created, ch.cs.Spent = w.created, w.spent
 	return &ch.cs, nil
