@@ -333,6 +333,9 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("unknown configuration %q (want %v)", c, AllConfigs))
 		}
 	}
+	if len(o.Configs) == 1 && o.Configs[0] == ConfigBare {
+		errs = append(errs, errors.New("configuration bare alone: the bare handler serves bodies of the sizes a service configuration answered before it; add one, e.g. --configs disk,bare"))
+	}
 	if o.UTXOs < 100 {
 		errs = append(errs, fmt.Errorf("utxos %d: at least 100", o.UTXOs))
 	}
