@@ -21,8 +21,13 @@
 // # The loop
 //
 // Each poll reads chaininfo, then, while the node is ahead, applies height
-// tip+1 (never any other height): hash by height, block by hash, check that
-// the block has that hash, convert it, apply it. The writer refuses anything
+// tip+1 (never any other height first): hash by height, block by hash, check
+// that the block has that hash, convert it. While the node is further ahead
+// it fetches the next blocks the same way into a batch (Options.BatchBlocks,
+// BatchBytes; the batch ends early at a block whose parent is not the one
+// before it, or at a failed fetch) and hands the batch to the writer's
+// ApplyBlocks, which applies the blocks far below the node's height in
+// catch-up windows and the last ones alone. The writer refuses anything
 // that is not the next block, and answers "already applied" for a block it
 // has, so neither a retried request nor a second follower can apply a block
 // twice.

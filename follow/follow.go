@@ -35,6 +35,9 @@ var (
 // has it.
 type Writer interface {
 	Apply(ctx context.Context, b *chain.Block) (writer.Result, error)
+	// ApplyBlocks applies consecutive blocks on the way to height target,
+	// far ones in catch-up windows (writer.Writer.ApplyBlocks).
+	ApplyBlocks(ctx context.Context, blocks []*chain.Block, target uint64) (writer.BatchResult, error)
 	Rollback(ctx context.Context, height uint64) (writer.Result, error)
 	Tip() chain.Tip
 }
@@ -44,6 +47,12 @@ type Writer interface {
 type Hashes interface {
 	HashAt(height uint64) (h chain.Hash, found bool, err error)
 }
+
+// Catch-up batch defaults (Options.BatchBlocks, Options.BatchBytes).
+const (
+	DefaultBatchBlocks       = 1000
+	DefaultBatchBytes  int64 = 32 << 20
+)
 
 // Options configure a Follower. Zero durations take their defaults.
 type Options struct {
@@ -68,6 +77,13 @@ type Options struct {
 	BackoffMin, BackoffMax time.Duration
 	// HTTPTimeout bounds one request to the node, body included. Default 30s.
 	HTTPTimeout time.Duration
+	// BatchBlocks and BatchBytes bound the blocks the follower fetches
+	// before it hands them to the writer in one ApplyBlocks, which applies
+	// those far below the node's tip in catch-up windows: how many blocks,
+	// and how many bytes of them as the node serves them. Defaults 1000
+	// and 32 MiB; BatchBlocks 1 applies block by block.
+	BatchBlocks int
+	BatchBytes  int64
 	// Writer applies blocks and rollbacks. Required.
 	Writer Writer
 	// Hashes gives the store's block hashes by height. Required.
@@ -97,6 +113,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.HTTPTimeout <= 0 {
 		o.HTTPTimeout = 30 * time.Second
+	}
+	if o.BatchBlocks <= 0 {
+		o.BatchBlocks = DefaultBatchBlocks
+	}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = DefaultBatchBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -276,7 +298,7 @@ func (f *Follower) poll(ctx context.Context) error {
 			next = tip.Height + 1
 		}
 
-		b, err := f.fetch(ctx, next)
+		b, size, err := f.fetch(ctx, next)
 		if err != nil {
 			return err
 		}
@@ -286,10 +308,11 @@ func (f *Follower) poll(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := f.apply(ctx, b); err != nil {
+		n, err := f.applyBatch(ctx, f.fetchBatch(ctx, b, size, info.Blocks), info.Blocks)
+		applied += n
+		if err != nil {
 			return err
 		}
-		applied++
 		// Publish the new tip and lag now: a cancellation before the next
 		// iteration must not leave the metrics one block behind the store.
 		f.observeTip(f.opts.Writer.Tip(), info.Blocks)
@@ -320,35 +343,103 @@ func (f *Follower) caughtUp(tip chain.Tip, applied int) error {
 	return nil
 }
 
-// fetch downloads and converts the node's block at height.
-func (f *Follower) fetch(ctx context.Context, height uint64) (*chain.Block, error) {
+// fetch downloads and converts the node's block at height, and returns its
+// size as the node served it.
+func (f *Follower) fetch(ctx context.Context, height uint64) (*chain.Block, int, error) {
 	h, err := f.node.hashAt(ctx, height)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	raw, err := f.node.block(ctx, h)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	blk, err := bitcoin.DecodeBlock(raw)
 	if err != nil {
-		return nil, &kindError{kind: KindDecode, err: fmt.Errorf("block %s at height %d: %w", h, height, err)}
+		return nil, 0, &kindError{kind: KindDecode, err: fmt.Errorf("block %s at height %d: %w", h, height, err)}
 	}
 	b, err := f.adapter.Convert(blk, height)
 	if err != nil {
-		return nil, &kindError{kind: KindDecode, err: err}
+		return nil, 0, &kindError{kind: KindDecode, err: err}
 	}
 	if b.Hash != h {
-		return nil, &kindError{kind: KindDecode, err: fmt.Errorf("asked for block %s at height %d, got %s", h, height, b.Hash)}
+		return nil, 0, &kindError{kind: KindDecode, err: fmt.Errorf("asked for block %s at height %d, got %s", h, height, b.Hash)}
 	}
-	return b, nil
+	return b, len(raw), nil
 }
 
-// apply hands b to the writer.
-func (f *Follower) apply(ctx context.Context, b *chain.Block) error {
+// fetchBatch returns first (of size bytes) followed by the node's next
+// blocks, up to its best height nodeHeight and within BatchBlocks and
+// BatchBytes. It stops early, without an error, at a block whose parent is
+// not the one before it (the node switched chains while we fetched: the
+// next step finds the fork from the store's tip) and when ctx is done.
+// A fetch failure after the first block also ends the batch early: what was
+// fetched is applied and the next step fetches the block again.
+func (f *Follower) fetchBatch(ctx context.Context, first *chain.Block, size int, nodeHeight uint64) []*chain.Block {
+	batch := []*chain.Block{first}
+	bytes := int64(size)
+	for len(batch) < f.opts.BatchBlocks && bytes < f.opts.BatchBytes && ctx.Err() == nil {
+		prev := batch[len(batch)-1]
+		if prev.Height >= nodeHeight {
+			break
+		}
+		b, size, err := f.fetch(ctx, prev.Height+1)
+		if err != nil || b.PrevHash != prev.Hash {
+			break
+		}
+		batch = append(batch, b)
+		bytes += int64(size)
+	}
+	return batch
+}
+
+// applyBatch hands blocks to the writer in one ApplyBlocks heading to the
+// node's height, and returns how many it applied. A batch of one block goes
+// through Apply.
+func (f *Follower) applyBatch(ctx context.Context, blocks []*chain.Block, nodeHeight uint64) (int, error) {
+	if len(blocks) == 1 {
+		applied, err := f.apply(ctx, blocks[0])
+		if applied {
+			return 1, err
+		}
+		return 0, err
+	}
+	res, err := f.opts.Writer.ApplyBlocks(ctx, blocks, nodeHeight)
+	if res.Applied > 0 {
+		f.m.applied.Add(float64(res.Applied))
+		f.m.lastSuccess.SetToCurrentTime()
+	}
+	if res.Windows > 0 {
+		f.m.windows.Add(float64(res.Windows))
+	}
+	if res.Windows > 0 { // progress of a long catch-up; blocks near the tip log at Debug in the writer
+		f.opts.Logger.Info("catch-up: applied blocks", "blocks", res.Done, "in_windows", res.WindowBlocks,
+			"windows", res.Windows, "tip", res.Tip, "node_height", nodeHeight)
+	}
+	if err != nil {
+		return res.Applied, applyError(blocks[min(res.Done, len(blocks)-1)], err)
+	}
+	return res.Applied, nil
+}
+
+// apply hands b to the writer and reports whether it applied it (false:
+// the store already had it).
+func (f *Follower) apply(ctx context.Context, b *chain.Block) (bool, error) {
 	res, err := f.opts.Writer.Apply(ctx, b)
+	if err != nil {
+		return false, applyError(b, err)
+	}
+	if res.Applied {
+		f.m.applied.Inc()
+		f.m.lastSuccess.SetToCurrentTime()
+		f.opts.Logger.Debug("applied block", "height", b.Height, "hash", b.Hash, "txs", len(b.Txs))
+	}
+	return res.Applied, nil
+}
+
+// applyError classifies the writer's refusal of b.
+func applyError(b *chain.Block, err error) error {
 	switch {
-	case err == nil:
 	case errors.Is(err, chain.ErrUnknownInput), errors.Is(err, chain.ErrDoubleSpend),
 		errors.Is(err, chain.ErrDuplicateOutpoint), errors.Is(err, chain.ErrInvalidBlock):
 		return &kindError{kind: KindRejected, err: fmt.Errorf("block %s at height %d rejected: %w", b.Hash, b.Height, err)}
@@ -357,12 +448,6 @@ func (f *Follower) apply(ctx context.Context, b *chain.Block) error {
 		// starts from wherever it is now.
 		return &kindError{kind: KindWriter, err: fmt.Errorf("apply block %s at height %d: %w", b.Hash, b.Height, err)}
 	}
-	if res.Applied {
-		f.m.applied.Inc()
-		f.m.lastSuccess.SetToCurrentTime()
-		f.opts.Logger.Debug("applied block", "height", b.Height, "hash", b.Hash, "txs", len(b.Txs))
-	}
-	return nil
 }
 
 // storeHash returns the store's hash at height, tip.Hash at the tip.

@@ -215,6 +215,45 @@ func TestFollowReorg(t *testing.T) {
 	}
 }
 
+// TestFollowCatchUp follows 1,200 real blocks from an empty store in
+// batches of at most 500: the blocks far below the node's tip go in catch-up
+// windows, the last ones alone, and the store ends exactly where applying
+// every block one by one does, with every height handed to the writer once,
+// in order. The node then grows by one block, which is applied alone.
+func TestFollowCatchUp(t *testing.T) {
+	blocks := loadBlocks(t, "blk_0_to_14131.dat.bz2", 0, 1201)
+	want := directState(t, blocks[:1200])
+	node, srv := newFakeNode(t, blocks[:1200])
+	st, w := newStore(t, disk.Options{})
+	f := start(t, srv.URL, st, w, func(o *Options) { o.BatchBlocks = 500 })
+	waitFor(t, "tip 1199", tipIs(st, blocks[1199]))
+	wantSameState(t, st.State(), want)
+	node.setChain(blocks)
+	waitFor(t, "tip 1200", tipIs(st, blocks[1200]))
+	f.stop(t)
+
+	wantCalls(t, w.history(), applies(blocks...))
+	var windows int
+	for _, b := range w.batches {
+		if b.Done > 500 {
+			t.Errorf("a batch of %d blocks, want at most 500", b.Done)
+		}
+		windows += b.Windows
+	}
+	if windows == 0 {
+		t.Error("no catch-up window: every block went alone")
+	}
+	if got := f.metric(t, "utxo_cache_follow_catchup_windows_total"); got != float64(windows) {
+		t.Errorf("catchup_windows_total %v, want %d", got, windows)
+	}
+	if got := f.metric(t, "utxo_cache_follow_blocks_applied_total"); got != 1201 {
+		t.Errorf("blocks_applied_total %v, want 1201", got)
+	}
+	if got := f.metric(t, "utxo_cache_follow_lag_blocks"); got != 0 {
+		t.Errorf("lag_blocks %v, want 0", got)
+	}
+}
+
 // TestFollowNodeBehind: a node that falls back to an earlier height of our
 // own chain (restarted, reindexing) is waited for, not followed down.
 func TestFollowNodeBehind(t *testing.T) {

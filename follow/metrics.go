@@ -9,6 +9,7 @@ type metrics struct {
 	tipHeight   prometheus.Gauge
 	lag         prometheus.Gauge
 	applied     prometheus.Counter
+	windows     prometheus.Counter
 	reorgs      prometheus.Counter
 	rolledBack  prometheus.Counter
 	errors      *prometheus.CounterVec
@@ -36,6 +37,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "utxo_cache_follow_blocks_applied_total",
 			Help: "Blocks the follower applied (not counting ones the store already had).",
 		}),
+		windows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "utxo_cache_follow_catchup_windows_total",
+			Help: "Catch-up windows the follower's batches were applied in (blocks far below the node's tip, one synced commit each).",
+		}),
 		reorgs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "utxo_cache_follow_reorgs_total",
 			Help: "Chain reorganisations followed (rollbacks to a fork point).",
@@ -56,6 +61,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, k := range []string{KindNetwork, KindHTTP, KindDecode, KindConfig, KindRejected, KindForkTooDeep, KindWriter} {
 		m.errors.WithLabelValues(k) // export every kind from the start, at 0
 	}
-	reg.MustRegister(m.nodeHeight, m.tipHeight, m.lag, m.applied, m.reorgs, m.rolledBack, m.errors, m.lastSuccess)
+	reg.MustRegister(m.nodeHeight, m.tipHeight, m.lag, m.applied, m.windows, m.reorgs, m.rolledBack, m.errors, m.lastSuccess)
 	return m
 }

@@ -186,8 +186,9 @@ func (c call) String() string {
 // of it.
 type recordingWriter struct {
 	*writer.Writer
-	mu    sync.Mutex
-	calls []call
+	mu      sync.Mutex
+	calls   []call
+	batches []writer.BatchResult
 }
 
 func (r *recordingWriter) Apply(ctx context.Context, b *chain.Block) (writer.Result, error) {
@@ -195,6 +196,24 @@ func (r *recordingWriter) Apply(ctx context.Context, b *chain.Block) (writer.Res
 	r.mu.Lock()
 	r.calls = append(r.calls, call{height: b.Height, hash: b.Hash, applied: res.Applied, err: err})
 	r.mu.Unlock()
+	return res, err
+}
+
+// ApplyBlocks records each block the writer handled as an apply call
+// (applied, or already there: a BatchResult does not say which), and the
+// refused one with its error.
+func (r *recordingWriter) ApplyBlocks(ctx context.Context, blocks []*chain.Block, target uint64) (writer.BatchResult, error) {
+	res, err := r.Writer.ApplyBlocks(ctx, blocks, target)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.batches = append(r.batches, res)
+	for _, b := range blocks[:res.Done] {
+		r.calls = append(r.calls, call{height: b.Height, hash: b.Hash, applied: true})
+	}
+	if err != nil && res.Done < len(blocks) {
+		b := blocks[res.Done]
+		r.calls = append(r.calls, call{height: b.Height, hash: b.Hash, err: err})
+	}
 	return res, err
 }
 
