@@ -240,7 +240,62 @@ const (
 	replicaApplyShare  = 0.9 // writer apply throughput with replicas over without
 	diskTargetUTXOs    = 1_000_000
 	feedRateShare      = 0.95 // of BlockRate, for the feed to count as sustained
+	// feedReadP99Ratio bounds a configuration's read p99 under the feed
+	// against the bare handler's at the same share of its max (issue 10).
+	feedReadP99Ratio = 3.0
 )
+
+// feedReadVerdict: under the writer feed, every configuration's read p99 at
+// RateFraction of its max is at most feedReadP99Ratio times the bare
+// handler's at the same share of its own max; the value names the worst.
+func (r *Report) feedReadVerdict(o Options) Verdict {
+	v := Verdict{Target: fmt.Sprintf("read p99 at %.0f%% of max under the feed ≤ %.0f × the bare handler's", 100*o.RateFraction, feedReadP99Ratio),
+		Threshold: fmt.Sprintf("≤ %.0f ×", feedReadP99Ratio)}
+	bare := r.config(ConfigBare)
+	if bare == nil || bare.Rate.Requests == 0 || bare.Rate.Latency.P99 <= 0 {
+		v.Status, v.Detail = "SKIP", "no bare rate phase in this run"
+		return v
+	}
+	worst, worstAt := -1.0, ""
+	var each []string
+	for i := range r.Configs {
+		c := &r.Configs[i]
+		if c.Name == ConfigBare || c.Rate.Requests == 0 {
+			continue
+		}
+		ratio := c.Rate.Latency.P99 / bare.Rate.Latency.P99
+		each = append(each, fmt.Sprintf("%s %.2f", c.Name, ratio))
+		if ratio > worst {
+			worst, worstAt = ratio, c.Name
+		}
+	}
+	if worstAt == "" {
+		v.Status, v.Detail = "SKIP", "no configuration with a rate phase"
+		return v
+	}
+	c := r.config(worstAt)
+	v.Config = worstAt
+	v.Value = fmt.Sprintf("%.2f × (worst: %s, p99 %.2f ms at %.0f/%.0f req/s; bare %.2f ms)",
+		worst, worstAt, c.Rate.Latency.P99, c.Rate.AchievedRate, c.Rate.OfferedRate, bare.Rate.Latency.P99)
+	v.Status = passMiss(worst <= feedReadP99Ratio)
+	v.Detail = "p99 over the bare handler's: " + strings.Join(each, ", ")
+	return v
+}
+
+// memoryOverDiskVerdict: the memory tier serves at least as many requests/s
+// as the disk tier alone on the standard mix (issue 10).
+func (r *Report) memoryOverDiskVerdict() Verdict {
+	v := Verdict{Target: "memory tier requests/s ≥ disk-only requests/s (standard mix)", Config: ConfigMemory, Threshold: "≥ 1.00 ×"}
+	m, d := r.config(ConfigMemory), r.config(ConfigDisk)
+	if m == nil || d == nil || m.Max.AchievedRate == 0 || d.Max.AchievedRate == 0 {
+		v.Status, v.Detail = "SKIP", "memory and disk did not both run"
+		return v
+	}
+	ratio := m.Max.AchievedRate / d.Max.AchievedRate
+	v.Value = fmt.Sprintf("%.2f × (%.0f / %.0f req/s)", ratio, m.Max.AchievedRate, d.Max.AchievedRate)
+	v.Status = passMiss(ratio >= 1)
+	return v
+}
 
 func (r *Report) config(name string) *ConfigResult {
 	for i := range r.Configs {
@@ -333,6 +388,7 @@ func (r *Report) evaluate(o Options) {
 	}
 	share(ConfigRedis, redisCeilingShare, 0)
 	share(ConfigDisk, diskCeilingShare, diskTargetUTXOs)
+	r.Targets = append(r.Targets, r.feedReadVerdict(o), r.memoryOverDiskVerdict())
 
 	// Feed-dependent targets, over every configuration with a writer.
 	var worstVisible float64

@@ -192,6 +192,8 @@ func TestEvaluate(t *testing.T) {
 		"commit-to-visible p99 < 5 ms":                                                    "PASS", // worst: disk's 3 ms
 		"zero mismatches and zero 5xx under a 10 blocks/s feed":                           "PASS",
 		"replication lag p99 < 100 ms (writer acknowledgement to the replica at its seq)": "PASS", // 40 ms
+		"read p99 at 50% of max under the feed ≤ 3 × the bare handler's":                  "MISS", // disk: 3 ms against 0.5 ms
+		"memory tier requests/s ≥ disk-only requests/s (standard mix)":                    "PASS", // 9000 against 3000
 	}
 	if len(got) != len(want) {
 		t.Fatalf("targets %v", got)
@@ -203,6 +205,9 @@ func TestEvaluate(t *testing.T) {
 	}
 	if r.Failed {
 		t.Errorf("failed: %v", r.FailReasons)
+	}
+	if v := verdict(r, "read p99 at 50% of max"); v.Config != ConfigDisk || !strings.HasPrefix(v.Value, "6.00 ×") {
+		t.Errorf("feed read verdict names %q with %q, want disk at 6.00 ×", v.Config, v.Value)
 	}
 	if c := r.config(ConfigRedis); c.CeilingRatio != 0.6 {
 		t.Errorf("redis ratio %v", c.CeilingRatio)
@@ -244,7 +249,7 @@ func TestEvaluate(t *testing.T) {
 	}
 	o.Strict = true
 	r.evaluate(o)
-	if len(r.FailReasons) != 4 { // + memory share and the mismatch target
+	if len(r.FailReasons) != 5 { // + memory share, the feed's read p99 (disk's 6 ×) and the mismatch target
 		t.Errorf("strict: %v", r.FailReasons)
 	}
 	// A feed that stops mid-phase: the headline names the configuration and
