@@ -54,7 +54,8 @@ type Options struct {
 	// always. Entries read from Shared are copied to Tiers either way.
 	FillShared func() bool
 	// HotAddresses is how many frequently read addresses are re-warmed after
-	// a change touches them. Default 1024; negative disables warming.
+	// a change touches them (their balance from the change itself, their
+	// first pages from the disk). Default 1024; negative disables warming.
 	HotAddresses int
 	// Metrics receives the read path's figures. Default: none.
 	Metrics *Metrics
@@ -166,7 +167,7 @@ type Server struct {
 	// tierCounters[i] are the hit and miss counters of tiers[i], resolved
 	// once (a label lookup per read shows in profiles).
 	tierCounters []tierCounters
-	warmQ        chan string   // addresses to re-warm; never blocks the writer
+	warmQ        chan warmReq  // addresses to re-warm; never blocks the writer
 	stop         chan struct{} // closed by Close
 	done         chan struct{} // closed when the warmer has exited
 	m            *Metrics
@@ -198,7 +199,7 @@ func New(store Store, opts Options) *Server {
 	s.published.Store(&ch)
 	if opts.HotAddresses > 0 {
 		s.hot = newHotSet(opts.HotAddresses)
-		s.warmQ = make(chan string, 4096)
+		s.warmQ = make(chan warmReq, 4096)
 		go s.warmer()
 	} else {
 		close(s.done)
@@ -286,39 +287,84 @@ func (s *Server) Changed(cs *disk.ChangeSet) {
 }
 
 // AfterPublish is told that cs is published: it wakes WaitFor's waiters and
-// queues the hot addresses cs touched for re-warming (from the new state).
-// Writer goroutine, before the change is acknowledged.
+// re-warms the hot addresses cs touched. Writer goroutine, before the change
+// is acknowledged.
+//
+// The balance of a hot address is put into the owned tiers at once from the
+// change set (cs.Balances: the row the change wrote, so byte for byte what a
+// disk read at cs.Seq answers), with no disk read, so readers of the new
+// state never miss it. The entry carries cs.Seq and cs.NewTip, as a disk
+// read of the published state would, and is stored only now that cs is
+// published. The first pages readers ask of the address are queued for the
+// warmer, which reads them from the disk.
 func (s *Server) AfterPublish(cs *disk.ChangeSet) {
 	s.m.tip(cs.NewTip)
 	next := make(chan struct{})
 	close(*s.published.Swap(&next))
-	if s.hot != nil {
-		for _, a := range cs.Addresses {
-			if s.hot.contains(a) {
-				select {
-				case s.warmQ <- a:
-				default: // the warmer is behind: readers will fill instead
-				}
-			}
+	if s.hot == nil {
+		return
+	}
+	for _, a := range cs.Addresses {
+		if !s.hot.contains(a) {
+			continue
+		}
+		b, known := cs.Balances[a]
+		if known {
+			s.putBalance(a, &b, cs)
+		}
+		select {
+		case s.warmQ <- warmReq{address: a, balance: !known}:
+		default: // the warmer is behind: readers will fill instead
 		}
 	}
 }
 
-// warmer recomputes the balance and first page of hot addresses after a
-// change, so the next reader hits. Its reads start after the invalidation, so
-// their entries carry a Seq at or above the new floors.
+// putBalance stores the balance answer of a at cs in the owned tiers (see
+// AfterPublish). Shared tiers are not filled: their entries are another
+// node's to invalidate.
+func (s *Server) putBalance(a string, b *chain.Balance, cs *disk.ChangeSet) {
+	if s.owned == 0 {
+		return
+	}
+	body := appendBalanceBody(nil, a, b)
+	e := Entry{Seq: cs.Seq, Tip: cs.NewTip, Status: 200, Body: body, ETag: etagOf(body)}
+	ctx := context.Background()
+	key, guard := "b|"+a, addressGuard(a)
+	for _, t := range s.tiers[:s.owned] {
+		fill(ctx, t, key, guard, e)
+	}
+	s.m.warmedFromChange()
+}
+
+// warmReq asks the warmer to recompute a hot address's first pages, and its
+// balance when the change set did not carry it.
+type warmReq struct {
+	address string
+	balance bool
+}
+
+// warmer recomputes, after a change, the first pages readers ask of hot
+// addresses (and their balance when the change did not carry it), so the
+// next reader hits. Its reads start after the change is published, so their
+// entries carry a Seq at or above the new floors.
 func (s *Server) warmer() {
 	defer close(s.done)
 	ctx := context.Background()
+	var shapes []pageShape
 	for {
 		select {
 		case <-s.stop:
 			return
-		case a := <-s.warmQ:
-			ans, _ := s.balance(ctx, a)
-			ans.Release()
-			ans, _ = s.addressUtxos(ctx, a, false, DefaultPageLimit, "")
-			ans.Release()
+		case r := <-s.warmQ:
+			if r.balance {
+				ans, _ := s.balance(ctx, r.address)
+				ans.Release()
+			}
+			shapes = s.hot.pages(shapes[:0], r.address)
+			for _, p := range shapes {
+				ans, _ := s.addressUtxos(ctx, r.address, p.desc, int(p.limit), "")
+				ans.Release()
+			}
 			s.m.warmed()
 		}
 	}
@@ -350,7 +396,11 @@ func (s *Server) Tip() Answer {
 // cursor, limit or address is an error matching chain.ErrInvalidArgument.
 func (s *Server) AddressUtxos(ctx context.Context, address string, desc bool, limit int, cursor string) (Answer, error) {
 	if s.hot != nil && s.hot.sampled() && checkAddress(address) == nil {
-		s.hot.touch(address)
+		if cursor == "" && limit >= 1 && limit <= MaxPageLimit {
+			s.hot.touchPage(address, pageShape{desc: desc, limit: uint16(limit)})
+		} else {
+			s.hot.touch(address)
+		}
 	}
 	return s.addressUtxos(ctx, address, desc, limit, cursor)
 }
