@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -167,11 +168,20 @@ type Server struct {
 	// tierCounters[i] are the hit and miss counters of tiers[i], resolved
 	// once (a label lookup per read shows in profiles).
 	tierCounters []tierCounters
-	warmQ        chan warmReq  // addresses to re-warm; never blocks the writer
-	stop         chan struct{} // closed by Close
-	done         chan struct{} // closed when the warmer has exited
-	m            *Metrics
-	log          *slog.Logger
+	warmQ        chan string // addresses to re-warm; never blocks the writer
+	// queued holds the addresses in warmQ, each with whether its balance
+	// needs a disk read: an address is queued once however many changes
+	// touch it before the warmer gets to it (the warmer reads the latest
+	// published state anyway), which bounds the warmer's work by the hot
+	// set, not by the block rate.
+	queued struct {
+		sync.Mutex
+		m map[string]bool
+	}
+	stop chan struct{} // closed by Close
+	done chan struct{} // closed when the warmer has exited
+	m    *Metrics
+	log  *slog.Logger
 }
 
 // New returns a server over store, publishing its current state.
@@ -199,7 +209,8 @@ func New(store Store, opts Options) *Server {
 	s.published.Store(&ch)
 	if opts.HotAddresses > 0 {
 		s.hot = newHotSet(opts.HotAddresses)
-		s.warmQ = make(chan warmReq, 4096)
+		s.warmQ = make(chan string, 4096)
+		s.queued.m = make(map[string]bool)
 		go s.warmer()
 	} else {
 		close(s.done)
@@ -312,11 +323,34 @@ func (s *Server) AfterPublish(cs *disk.ChangeSet) {
 		if known {
 			s.putBalance(a, &b, cs)
 		}
-		select {
-		case s.warmQ <- warmReq{address: a, balance: !known}:
-		default: // the warmer is behind: readers will fill instead
-		}
+		s.queueWarm(a, !known)
 	}
+}
+
+// queueWarm queues a for the warmer unless it is queued already (see
+// Server.queued); balance asks for its balance too.
+func (s *Server) queueWarm(a string, balance bool) {
+	s.queued.Lock()
+	defer s.queued.Unlock()
+	if need, ok := s.queued.m[a]; ok {
+		s.queued.m[a] = need || balance
+		return
+	}
+	select {
+	case s.warmQ <- a:
+		s.queued.m[a] = balance
+	default: // the warmer is behind: readers will fill instead
+	}
+}
+
+// dequeued returns whether a, just taken from warmQ, needs its balance
+// warmed, and lets later changes queue it again.
+func (s *Server) dequeued(a string) (balance bool) {
+	s.queued.Lock()
+	defer s.queued.Unlock()
+	balance = s.queued.m[a]
+	delete(s.queued.m, a)
+	return balance
 }
 
 // putBalance stores the balance answer of a at cs in the owned tiers (see
@@ -336,13 +370,6 @@ func (s *Server) putBalance(a string, b *chain.Balance, cs *disk.ChangeSet) {
 	s.m.warmedFromChange()
 }
 
-// warmReq asks the warmer to recompute a hot address's first pages, and its
-// balance when the change set did not carry it.
-type warmReq struct {
-	address string
-	balance bool
-}
-
 // warmer recomputes, after a change, the first pages readers ask of hot
 // addresses (and their balance when the change did not carry it), so the
 // next reader hits. Its reads start after the change is published, so their
@@ -355,14 +382,14 @@ func (s *Server) warmer() {
 		select {
 		case <-s.stop:
 			return
-		case r := <-s.warmQ:
-			if r.balance {
-				ans, _ := s.balance(ctx, r.address)
+		case a := <-s.warmQ:
+			if s.dequeued(a) {
+				ans, _ := s.balance(ctx, a)
 				ans.Release()
 			}
-			shapes = s.hot.pages(shapes[:0], r.address)
+			shapes = s.hot.pages(shapes[:0], a)
 			for _, p := range shapes {
-				ans, _ := s.addressUtxos(ctx, r.address, p.desc, int(p.limit), "")
+				ans, _ := s.addressUtxos(ctx, a, p.desc, int(p.limit), "")
 				ans.Release()
 			}
 			s.m.warmed()
