@@ -8,9 +8,10 @@ import (
 // hotSet keeps approximate read counts of at most n addresses, so the server
 // can re-warm the ones wallets poll most after a change touches them, and the
 // shapes of the first pages read of each (order and limit), so it re-warms
-// the pages readers ask for, not a guess. When full, it halves every count
-// and drops those that reach zero (an aging sketch: recent popularity wins).
-// Safe for concurrent use.
+// the pages readers ask for, not a guess, and only those read since their
+// last warming: a page nobody reads between two blocks is not recomputed for
+// nothing. When full, it halves every count and drops those that reach zero
+// (an aging sketch: recent popularity wins). Safe for concurrent use.
 type hotSet struct {
 	mu struct {
 		sync.Mutex
@@ -26,6 +27,13 @@ type pageShape struct {
 	limit uint16
 }
 
+// hotPage is a page shape read of an address, and whether a sampled read
+// has asked for it since the warmer last took it.
+type hotPage struct {
+	shape pageShape
+	read  bool
+}
+
 // maxHotPages is how many page shapes an address keeps: wallets read one or
 // two (ascending and descending at one limit). A new shape replaces the
 // oldest.
@@ -33,7 +41,7 @@ const maxHotPages = 2
 
 type hotEntry struct {
 	count uint32
-	pages [maxHotPages]pageShape // pages[:npages], the oldest first
+	pages [maxHotPages]hotPage // pages[:n], the oldest first
 	n     uint8
 }
 
@@ -70,17 +78,18 @@ func (h *hotSet) touchPage(a string, p pageShape) {
 		return
 	}
 	for i := range e.n {
-		if e.pages[i] == p {
+		if e.pages[i].shape == p {
+			e.pages[i].read = true
 			return
 		}
 	}
 	if int(e.n) < maxHotPages {
-		e.pages[e.n] = p
+		e.pages[e.n] = hotPage{p, true}
 		e.n++
 		return
 	}
 	copy(e.pages[:], e.pages[1:])
-	e.pages[maxHotPages-1] = p
+	e.pages[maxHotPages-1] = hotPage{p, true}
 }
 
 // entryLocked counts a read of a and returns its entry, nil when the set is
@@ -118,13 +127,20 @@ func (h *hotSet) contains(a string) bool {
 	return e != nil && e.count >= hotThreshold
 }
 
-// pages appends to dst the first-page shapes read of a, if a is hot.
-func (h *hotSet) pages(dst []pageShape, a string) []pageShape {
+// takePages appends to dst the first-page shapes of a read since they were
+// last taken, if a is hot, and marks them unread.
+func (h *hotSet) takePages(dst []pageShape, a string) []pageShape {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	e := h.mu.counts[a]
 	if e == nil || e.count < hotThreshold {
 		return dst
 	}
-	return append(dst, e.pages[:e.n]...)
+	for i := range e.n {
+		if p := &e.pages[i]; p.read {
+			dst = append(dst, p.shape)
+			p.read = false
+		}
+	}
+	return dst
 }

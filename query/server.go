@@ -370,9 +370,9 @@ func (s *Server) putBalance(a string, b *chain.Balance, cs *disk.ChangeSet) {
 	s.m.warmedFromChange()
 }
 
-// warmer recomputes, after a change, the first pages readers ask of hot
-// addresses (and their balance when the change did not carry it), so the
-// next reader hits. Its reads start after the change is published, so their
+// warmer recomputes, after a change, the first pages readers asked of hot
+// addresses since their last warming (and their balance when the change did
+// not carry it), so the next reader hits. Its reads start after the change is published, so their
 // entries carry a Seq at or above the new floors.
 func (s *Server) warmer() {
 	defer close(s.done)
@@ -387,7 +387,7 @@ func (s *Server) warmer() {
 				ans, _ := s.balance(ctx, a)
 				ans.Release()
 			}
-			shapes = s.hot.pages(shapes[:0], a)
+			shapes = s.hot.takePages(shapes[:0], a)
 			for _, p := range shapes {
 				ans, _ := s.addressUtxos(ctx, a, p.desc, int(p.limit), "")
 				ans.Release()
