@@ -304,7 +304,7 @@ func (s *Server) Changed(cs *disk.ChangeSet) {
 // The balance of a hot address is put into the owned tiers at once from the
 // change set (cs.Balances: the row the change wrote, so byte for byte what a
 // disk read at cs.Seq answers), with no disk read, so readers of the new
-// state never miss it. The entry carries cs.Seq and cs.NewTip, as a disk
+// state find it (unless a tier declines the fill). The entry carries cs.Seq and cs.NewTip, as a disk
 // read of the published state would, and is stored only now that cs is
 // published. The first pages readers ask of the address are queued for the
 // warmer, which reads them from the disk.
@@ -372,8 +372,8 @@ func (s *Server) putBalance(a string, b *chain.Balance, cs *disk.ChangeSet) {
 
 // warmer recomputes, after a change, the first pages readers asked of hot
 // addresses since their last warming (and their balance when the change did
-// not carry it), so the next reader hits. Its reads start after the change is published, so their
-// entries carry a Seq at or above the new floors.
+// not carry it), so the next reader hits. Its reads start after the change
+// is published, so their entries carry a Seq at or above the new floors.
 func (s *Server) warmer() {
 	defer close(s.done)
 	ctx := context.Background()
