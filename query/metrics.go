@@ -13,6 +13,7 @@ type Metrics struct {
 	diskReads prometheus.Counter
 	guards    prometheus.Counter
 	warms     prometheus.Counter
+	fromCS    prometheus.Counter
 	tipHeight prometheus.Gauge
 }
 
@@ -35,12 +36,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "utxo_cache_hot_rewarms_total",
 			Help: "Hot addresses re-warmed after a change.",
 		}),
+		fromCS: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "utxo_cache_balances_from_changes_total",
+			Help: "Balance answers of hot addresses cached straight from a change set, with no disk read.",
+		}),
 		tipHeight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "utxo_cache_served_tip_height",
 			Help: "Height of the tip reads are answered from.",
 		}),
 	}
-	reg.MustRegister(m.lookups, m.diskReads, m.guards, m.warms, m.tipHeight)
+	reg.MustRegister(m.lookups, m.diskReads, m.guards, m.warms, m.fromCS, m.tipHeight)
 	return m
 }
 
@@ -79,6 +84,12 @@ func (m *Metrics) invalidated(n int) {
 func (m *Metrics) warmed() {
 	if m != nil {
 		m.warms.Inc()
+	}
+}
+
+func (m *Metrics) warmedFromChange() {
+	if m != nil {
+		m.fromCS.Inc()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,7 +55,8 @@ type Options struct {
 	// always. Entries read from Shared are copied to Tiers either way.
 	FillShared func() bool
 	// HotAddresses is how many frequently read addresses are re-warmed after
-	// a change touches them. Default 1024; negative disables warming.
+	// a change touches them (their balance from the change itself, their
+	// first pages from the disk). Default 1024; negative disables warming.
 	HotAddresses int
 	// Metrics receives the read path's figures. Default: none.
 	Metrics *Metrics
@@ -166,11 +168,20 @@ type Server struct {
 	// tierCounters[i] are the hit and miss counters of tiers[i], resolved
 	// once (a label lookup per read shows in profiles).
 	tierCounters []tierCounters
-	warmQ        chan string   // addresses to re-warm; never blocks the writer
-	stop         chan struct{} // closed by Close
-	done         chan struct{} // closed when the warmer has exited
-	m            *Metrics
-	log          *slog.Logger
+	warmQ        chan string // addresses to re-warm; never blocks the writer
+	// queued holds the addresses in warmQ, each with whether its balance
+	// needs a disk read: an address is queued once however many changes
+	// touch it before the warmer gets to it (the warmer reads the latest
+	// published state anyway), which bounds the warmer's work by the hot
+	// set, not by the block rate.
+	queued struct {
+		sync.Mutex
+		m map[string]bool
+	}
+	stop chan struct{} // closed by Close
+	done chan struct{} // closed when the warmer has exited
+	m    *Metrics
+	log  *slog.Logger
 }
 
 // New returns a server over store, publishing its current state.
@@ -199,6 +210,7 @@ func New(store Store, opts Options) *Server {
 	if opts.HotAddresses > 0 {
 		s.hot = newHotSet(opts.HotAddresses)
 		s.warmQ = make(chan string, 4096)
+		s.queued.m = make(map[string]bool)
 		go s.warmer()
 	} else {
 		close(s.done)
@@ -286,39 +298,100 @@ func (s *Server) Changed(cs *disk.ChangeSet) {
 }
 
 // AfterPublish is told that cs is published: it wakes WaitFor's waiters and
-// queues the hot addresses cs touched for re-warming (from the new state).
-// Writer goroutine, before the change is acknowledged.
+// re-warms the hot addresses cs touched. Writer goroutine, before the change
+// is acknowledged.
+//
+// The balance of a hot address is put into the owned tiers at once from the
+// change set (cs.Balances: the row the change wrote, so byte for byte what a
+// disk read at cs.Seq answers), with no disk read, so readers of the new
+// state find it (unless a tier declines the fill). The entry carries cs.Seq and cs.NewTip, as a disk
+// read of the published state would, and is stored only now that cs is
+// published. The first pages readers ask of the address are queued for the
+// warmer, which reads them from the disk.
 func (s *Server) AfterPublish(cs *disk.ChangeSet) {
 	s.m.tip(cs.NewTip)
 	next := make(chan struct{})
 	close(*s.published.Swap(&next))
-	if s.hot != nil {
-		for _, a := range cs.Addresses {
-			if s.hot.contains(a) {
-				select {
-				case s.warmQ <- a:
-				default: // the warmer is behind: readers will fill instead
-				}
-			}
+	if s.hot == nil {
+		return
+	}
+	for _, a := range cs.Addresses {
+		if !s.hot.contains(a) {
+			continue
 		}
+		b, known := cs.Balances[a]
+		if known {
+			s.putBalance(a, &b, cs)
+		}
+		s.queueWarm(a, !known)
 	}
 }
 
-// warmer recomputes the balance and first page of hot addresses after a
-// change, so the next reader hits. Its reads start after the invalidation, so
-// their entries carry a Seq at or above the new floors.
+// queueWarm queues a for the warmer unless it is queued already (see
+// Server.queued); balance asks for its balance too.
+func (s *Server) queueWarm(a string, balance bool) {
+	s.queued.Lock()
+	defer s.queued.Unlock()
+	if need, ok := s.queued.m[a]; ok {
+		s.queued.m[a] = need || balance
+		return
+	}
+	select {
+	case s.warmQ <- a:
+		s.queued.m[a] = balance
+	default: // the warmer is behind: readers will fill instead
+	}
+}
+
+// dequeued returns whether a, just taken from warmQ, needs its balance
+// warmed, and lets later changes queue it again.
+func (s *Server) dequeued(a string) (balance bool) {
+	s.queued.Lock()
+	defer s.queued.Unlock()
+	balance = s.queued.m[a]
+	delete(s.queued.m, a)
+	return balance
+}
+
+// putBalance stores the balance answer of a at cs in the owned tiers (see
+// AfterPublish). Shared tiers are not filled: their entries are another
+// node's to invalidate.
+func (s *Server) putBalance(a string, b *chain.Balance, cs *disk.ChangeSet) {
+	if s.owned == 0 {
+		return
+	}
+	body := appendBalanceBody(nil, a, b)
+	e := Entry{Seq: cs.Seq, Tip: cs.NewTip, Status: 200, Body: body, ETag: etagOf(body)}
+	ctx := context.Background()
+	key, guard := "b|"+a, addressGuard(a)
+	for _, t := range s.tiers[:s.owned] {
+		fill(ctx, t, key, guard, e)
+	}
+	s.m.warmedFromChange()
+}
+
+// warmer recomputes, after a change, the first pages readers asked of hot
+// addresses since their last warming (and their balance when the change did
+// not carry it), so the next reader hits. Its reads start after the change
+// is published, so their entries carry a Seq at or above the new floors.
 func (s *Server) warmer() {
 	defer close(s.done)
 	ctx := context.Background()
+	var shapes []pageShape
 	for {
 		select {
 		case <-s.stop:
 			return
 		case a := <-s.warmQ:
-			ans, _ := s.balance(ctx, a)
-			ans.Release()
-			ans, _ = s.addressUtxos(ctx, a, false, DefaultPageLimit, "")
-			ans.Release()
+			if s.dequeued(a) {
+				ans, _ := s.balance(ctx, a)
+				ans.Release()
+			}
+			shapes = s.hot.takePages(shapes[:0], a)
+			for _, p := range shapes {
+				ans, _ := s.addressUtxos(ctx, a, p.desc, int(p.limit), "")
+				ans.Release()
+			}
 			s.m.warmed()
 		}
 	}
@@ -350,7 +423,11 @@ func (s *Server) Tip() Answer {
 // cursor, limit or address is an error matching chain.ErrInvalidArgument.
 func (s *Server) AddressUtxos(ctx context.Context, address string, desc bool, limit int, cursor string) (Answer, error) {
 	if s.hot != nil && s.hot.sampled() && checkAddress(address) == nil {
-		s.hot.touch(address)
+		if cursor == "" && limit >= 1 && limit <= MaxPageLimit {
+			s.hot.touchPage(address, pageShape{desc: desc, limit: uint16(limit)})
+		} else {
+			s.hot.touch(address)
+		}
 	}
 	return s.addressUtxos(ctx, address, desc, limit, cursor)
 }

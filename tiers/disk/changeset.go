@@ -14,6 +14,13 @@ type ChangeSet struct {
 	OutPoints      []chain.OutPoint
 	Created, Spent int // live outputs added and removed
 	Skipped        int // unknown inputs skipped (apply only)
+	// Balances holds the balance of addresses of Addresses after the
+	// change: the balance row the change itself wrote, so exactly what
+	// View.Balance(DimAddress, address) answers at Seq (the zero Balance
+	// when no output is left). An address of Addresses missing from it has
+	// no balance known here. Read-only: its values share memory with the
+	// store's balance cache.
+	Balances map[string]chain.Balance
 }
 
 // changes accumulates a ChangeSet without duplicates.
@@ -43,4 +50,47 @@ func (c *changes) outPoint(op chain.OutPoint) {
 		c.ops[op] = struct{}{}
 		c.cs.OutPoints = append(c.cs.OutPoints, op)
 	}
+}
+
+// setBalances fills cs.Balances from the balance rows d wrote
+// (flushBalances): call it once the change's batch has committed.
+func (c *changes) setBalances(d *derived) {
+	rows := make(map[DimKey]*chain.Balance, len(d.written))
+	for i := range d.written {
+		rows[d.written[i].k] = &d.written[i].b
+	}
+	c.cs.Balances = make(map[string]chain.Balance, len(c.cs.Addresses))
+	for _, a := range c.cs.Addresses {
+		b := rows[MakeDimKey(DimAddress, []byte(a))]
+		switch {
+		case b == nil:
+		case b.Count == 0:
+			c.cs.Balances[a] = chain.Balance{} // the row was deleted
+		default:
+			c.cs.Balances[a] = *b
+		}
+	}
+}
+
+// merge adds the later change cs to c (a rollback of several blocks, one
+// batch each): its addresses and outpoints, and its balances, which replace
+// the earlier ones; an address cs changed without a balance loses the one
+// an earlier batch gave it.
+func (c *changes) merge(cs *ChangeSet) {
+	for _, a := range cs.Addresses {
+		c.address(a)
+		if c.cs.Balances == nil {
+			c.cs.Balances = make(map[string]chain.Balance)
+		}
+		if b, ok := cs.Balances[a]; ok {
+			c.cs.Balances[a] = b
+		} else {
+			delete(c.cs.Balances, a)
+		}
+	}
+	for _, op := range cs.OutPoints {
+		c.outPoint(op)
+	}
+	c.cs.Created += cs.Created
+	c.cs.Spent += cs.Spent
 }

@@ -114,14 +114,7 @@ func (s *Store) RollbackTo(target uint64) (*ChangeSet, error) {
 		if err != nil {
 			return nil, s.fail(err)
 		}
-		for _, a := range cs.Addresses {
-			merged.address(a)
-		}
-		for _, op := range cs.OutPoints {
-			merged.outPoint(op)
-		}
-		merged.cs.Created += cs.Created
-		merged.cs.Spent += cs.Spent
+		merged.merge(cs)
 		st = s.State()
 	}
 	merged.cs.NewTip, merged.cs.Seq = st.Tip, st.Seq
@@ -241,6 +234,7 @@ func (s *Store) rollbackBlock(target uint64) (*ChangeSet, error) {
 	s.recent.reset()
 	d.commitBalances(s.balances)
 	s.state.Store(&st)
+	ch.setBalances(d)
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
 	return &ch.cs, nil
 }

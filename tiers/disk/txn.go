@@ -292,6 +292,7 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 		return nil, fmt.Errorf("disk: commit block %d: %w", h, err)
 	}
 	t.committed(d, &st, pruned, logFloor)
+	ch.setBalances(d)
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
 	return &ch.cs, nil
 }

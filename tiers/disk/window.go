@@ -332,6 +332,7 @@ func (t *BlockTxn) commitWindow() (*ChangeSet, error) {
 		return nil, fmt.Errorf("disk: commit window to block %d: %w", last, err)
 	}
 	t.committed(d, &st, pruned, floor)
+	ch.setBalances(d)
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
 	ch.cs.Created, ch.cs.Spent = w.created, w.spent
 	return &ch.cs, nil

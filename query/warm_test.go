@@ -1,0 +1,357 @@
+package query
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/internal/model"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/writer"
+)
+
+// recordTier is an owned tier that keeps every entry it is given (with the
+// guard floors of the Tier contract), and records each entry stored with a
+// Seq the store has not published yet: an answer visible too early.
+type recordTier struct {
+	store Store
+	mu    sync.Mutex
+	m     map[string]Entry
+	floor map[string]uint64
+	early []string
+}
+
+func newRecordTier(store Store) *recordTier {
+	return &recordTier{store: store, m: make(map[string]Entry), floor: make(map[string]uint64)}
+}
+
+func (*recordTier) Name() string { return "memory" }
+
+func (r *recordTier) Get(_ context.Context, key, guard string) (Entry, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.m[key]
+	if !ok || e.Seq < r.floor[guard] {
+		return Entry{}, false
+	}
+	return e, true
+}
+
+func (r *recordTier) Set(_ context.Context, key, guard string, e Entry) {
+	published := r.store.Published().Seq
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e.Seq > published {
+		r.early = append(r.early, fmt.Sprintf("%s at seq %d, published %d", key, e.Seq, published))
+	}
+	if e.Seq < r.floor[guard] {
+		return
+	}
+	if cur, ok := r.m[key]; ok && cur.Seq > e.Seq {
+		return
+	}
+	r.m[key] = e
+}
+
+func (r *recordTier) Invalidate(_ context.Context, seq uint64, guards []string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, g := range guards {
+		r.floor[g] = max(r.floor[g], seq)
+	}
+	return nil
+}
+
+func (r *recordTier) tooEarly() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.early...)
+}
+
+// published is a writer listener subscribed after the server: it calls fn
+// with every change set once the server has handled its publication, on the
+// writer goroutine (so the published state is cs's while fn runs).
+type published struct {
+	fn func(cs *disk.ChangeSet)
+}
+
+func (*published) Changed(*disk.ChangeSet)           {}
+func (p *published) AfterPublish(cs *disk.ChangeSet) { p.fn(cs) }
+
+// feedRun drives a writer with random blocks (one by one, and in catch-up
+// windows) and rollbacks, keeping a model of the chain for the generator.
+type feedRun struct {
+	t     *testing.T
+	store *disk.Store
+	w     *writer.Writer
+	g     *model.Gen
+	m     *model.Model
+}
+
+func newFeedRun(t *testing.T, seed uint64) *feedRun {
+	t.Helper()
+	opts := disk.Options{PruneDepth: 4, RollbackWindow: 6}
+	store, err := disk.Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	w := writer.New(store, writer.Options{LiveMargin: 1})
+	t.Cleanup(func() { w.Close() })
+	o := opts.EnsureDefaults()
+	return &feedRun{
+		t: t, store: store, w: w,
+		g: model.NewGen(seed, model.GenOptions{Addresses: 12, MaxTxs: 6}),
+		m: model.New(o.PruneDepth, o.RollbackWindow),
+	}
+}
+
+// step makes one random change (a rollback, a block, or a run of blocks
+// that goes partly in a catch-up window).
+func (r *feedRun) step(ctx context.Context) {
+	r.t.Helper()
+	rng := r.g.Rand()
+	tip := r.m.Tip()
+	switch k := rng.IntN(10); {
+	case k == 0 && !tip.Empty && tip.Height > r.m.RollbackFloor()+1:
+		lo := max(r.m.RollbackFloor(), tip.Height-min(tip.Height, r.m.RollbackWindow()))
+		target := lo + rng.Uint64N(tip.Height-lo)
+		res, err := r.w.Rollback(ctx, target)
+		if err != nil {
+			r.t.Fatalf("rollback to %d: %v", target, err)
+		}
+		if err := r.m.Rollback(target); err != nil {
+			r.t.Fatal(err)
+		}
+		if res.Seq != r.store.Published().Seq {
+			r.t.Fatalf("rollback acknowledged at seq %d, published %d", res.Seq, r.store.Published().Seq)
+		}
+	case k <= 2:
+		n := 4 + rng.IntN(4)
+		blocks := make([]*chain.Block, n)
+		for i := range blocks {
+			blocks[i] = r.g.Block(r.m)
+			if _, err := r.m.Apply(blocks[i], false); err != nil {
+				r.t.Fatal(err)
+			}
+		}
+		res, err := r.w.ApplyBlocks(ctx, blocks, blocks[n-1].Height)
+		if err != nil || res.Done != n {
+			r.t.Fatalf("apply %d blocks: done %d, %v", n, res.Done, err)
+		}
+		if res.Windows == 0 {
+			r.t.Fatalf("%d blocks applied with no catch-up window", n)
+		}
+	default:
+		b := r.g.Block(r.m)
+		res, err := r.w.Apply(ctx, b)
+		if err != nil {
+			r.t.Fatalf("apply block %d: %v", b.Height, err)
+		}
+		if _, err := r.m.Apply(b, false); err != nil {
+			r.t.Fatal(err)
+		}
+		if !res.Applied {
+			r.t.Fatalf("block %d not applied", b.Height)
+		}
+	}
+}
+
+// TestBalancesFromChangesExact: after random blocks, catch-up windows and
+// rollbacks, the balance answer the server caches from each change set, with
+// no disk read, is byte for byte the answer a disk read at the change's seq
+// gives (body, ETag, tip and seq), it is cached for every hot address the
+// change touched, and no entry is stored before its change is published.
+func TestBalancesFromChangesExact(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			ctx := context.Background()
+			r := newFeedRun(t, seed)
+			tier := newRecordTier(r.store)
+			srv := New(r.store, Options{Tiers: []Tier{tier}, HotAddresses: 64})
+			defer srv.Close()
+			ref := New(r.store, Options{HotAddresses: -1}) // no tiers: every answer from the disk
+			defer ref.Close()
+			for _, a := range r.g.Addresses() {
+				for range hotThreshold {
+					srv.hot.touch(a)
+				}
+			}
+			var failures []string
+			windows, rollbacks := 0, 0
+			check := func(cs *disk.ChangeSet) {
+				if cs.Rollback {
+					rollbacks++
+				} else if cs.NewTip.Height > cs.OldTip.Height+1 {
+					windows++
+				}
+				for _, a := range cs.Addresses {
+					if _, ok := cs.Balances[a]; !ok {
+						failures = append(failures, fmt.Sprintf("seq %d: change set without the balance of %q", cs.Seq, a))
+						continue
+					}
+					got, ok := tier.Get(ctx, "b|"+a, addressGuard(a))
+					if !ok || got.Seq != cs.Seq {
+						failures = append(failures, fmt.Sprintf("seq %d: balance of %q not cached from the change (%v, seq %d)", cs.Seq, a, ok, got.Seq))
+						continue
+					}
+					want, err := ref.Balance(ctx, a)
+					if err != nil {
+						failures = append(failures, err.Error())
+						continue
+					}
+					if want.Seq != cs.Seq || want.Tip != got.Tip || want.Status != got.Status ||
+						want.ETag != got.ETag || !bytes.Equal(want.Body, got.Body) {
+						failures = append(failures, fmt.Sprintf("seq %d, %q: cached %d %s %s %q, disk %d %s %s %q", cs.Seq, a,
+							got.Seq, got.Tip, got.ETag, got.Body, want.Seq, want.Tip, want.ETag, want.Body))
+					}
+					want.Release()
+				}
+			}
+			r.w.Subscribe(srv)
+			r.w.Subscribe(&published{fn: check})
+			for range 150 {
+				r.step(ctx)
+				if len(failures) > 0 {
+					t.Fatal(failures[0])
+				}
+			}
+			if windows == 0 || rollbacks == 0 {
+				t.Fatalf("%d windows and %d rollbacks: the run missed a path", windows, rollbacks)
+			}
+			if early := tier.tooEarly(); len(early) > 0 {
+				t.Fatalf("entries stored before their change was published: %v", early)
+			}
+		})
+	}
+}
+
+// TestWarmedReadsUnderFeed: readers read the balances and first pages of hot
+// addresses (warmed from change sets and by the warmer) while a writer
+// applies random blocks, windows and rollbacks. Every answer is the disk's
+// answer at the state it names, and that state is no older than the one
+// acknowledged before the read began.
+func TestWarmedReadsUnderFeed(t *testing.T) {
+	ctx := context.Background()
+	r := newFeedRun(t, 7)
+	tier := newRecordTier(r.store)
+	srv := New(r.store, Options{Tiers: []Tier{tier}, HotAddresses: 64})
+	defer srv.Close()
+	ref := New(r.store, Options{HotAddresses: -1})
+	defer ref.Close()
+	addrs := r.g.Addresses()
+	for _, a := range addrs {
+		for range hotThreshold {
+			srv.hot.touchPage(a, pageShape{limit: 5})
+			srv.hot.touchPage(a, pageShape{desc: true, limit: 5})
+		}
+	}
+	// want[seq] holds every answer at seq, read from the disk right after
+	// the change is published (on the writer goroutine: nothing moves
+	// meanwhile).
+	type read struct {
+		kind, addr string
+	}
+	var mu sync.Mutex
+	want := map[uint64]map[read]string{}
+	var failed atomic.Pointer[string]
+	record := func(seq uint64) {
+		m := map[read]string{}
+		for _, a := range addrs {
+			for _, k := range []string{"balance", "asc", "desc"} {
+				ans, err := answer(ctx, ref, k, a)
+				if err == nil && ans.Seq != seq {
+					err = fmt.Errorf("reference read at seq %d, want %d", ans.Seq, seq)
+				}
+				if err != nil {
+					msg := err.Error()
+					failed.Store(&msg)
+					return
+				}
+				m[read{k, a}] = string(ans.AppendBody(nil)) + ans.ETag
+				ans.Release()
+			}
+		}
+		mu.Lock()
+		want[seq] = m
+		mu.Unlock()
+	}
+	r.w.Subscribe(srv)
+	r.w.Subscribe(&published{fn: func(cs *disk.ChangeSet) { record(cs.Seq) }})
+	r.step(ctx)
+	var acked atomic.Uint64
+	acked.Store(r.store.Published().Seq)
+
+	type got struct {
+		read
+		floor, seq uint64
+		body       string
+	}
+	results := make(chan []got, 4)
+	stop := make(chan struct{})
+	for i := range 4 {
+		go func() {
+			var out []got
+			defer func() { results <- out }()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rd := read{[]string{"balance", "asc", "desc"}[n%3], addrs[(n/3+i)%len(addrs)]}
+				floor := acked.Load()
+				ans, err := answer(ctx, srv, rd.kind, rd.addr)
+				if err != nil {
+					out = append(out, got{read: rd, body: "error: " + err.Error()})
+					return
+				}
+				out = append(out, got{rd, floor, ans.Seq, string(ans.AppendBody(nil)) + ans.ETag})
+				ans.Release()
+			}
+		}()
+	}
+	for range 120 {
+		r.step(ctx)
+		acked.Store(r.store.Published().Seq)
+	}
+	close(stop)
+	if msg := failed.Load(); msg != nil {
+		t.Fatal(*msg)
+	}
+	var all []got
+	for range 4 {
+		all = append(all, <-results...)
+	}
+	hits := 0
+	for _, g := range all {
+		if g.seq < g.floor {
+			t.Fatalf("%s of %q at seq %d, but %d was acknowledged before the read", g.kind, g.addr, g.seq, g.floor)
+		}
+		w, ok := want[g.seq][g.read]
+		if !ok || w != g.body {
+			t.Fatalf("%s of %q at seq %d:\n got %s\nwant %s", g.kind, g.addr, g.seq, g.body, w)
+		}
+		hits++
+	}
+	if hits == 0 {
+		t.Fatal("no reads checked")
+	}
+	if early := tier.tooEarly(); len(early) > 0 {
+		t.Fatalf("entries stored before their change was published: %v", early)
+	}
+}
+
+// answer reads kind ("balance", "asc", "desc": a first page of 5) of a.
+func answer(ctx context.Context, s *Server, kind, a string) (Answer, error) {
+	switch kind {
+	case "balance":
+		return s.Balance(ctx, a)
+	default:
+		return s.AddressUtxos(ctx, a, kind == "desc", 5, "")
+	}
+}
