@@ -35,7 +35,7 @@ func changeLogKey(seq uint64) []byte { return heightKey(prefixChangeLog, seq) }
 // logChange adds the record of the change st ends (kind, with the block or
 // the rollback target) to b, and prunes the log below the retention. It
 // returns the log floor (lowest seq kept) once b commits. Writer only.
-func (s *Store) logChange(b *pebble.Batch, st *State, c *chain.Change) (uint64, error) {
+func (s *Store) logChange(b *keyBatch, st *State, c *chain.Change) (uint64, error) {
 	floor := s.logFloor
 	if s.opts.LogRetention == 0 {
 		return floor, nil
@@ -52,7 +52,7 @@ func (s *Store) logChange(b *pebble.Batch, st *State, c *chain.Change) (uint64, 
 // logRecord adds the wire record rec of change seq to b and prunes the log
 // below the retention, given the floor before b; it returns the floor once b
 // commits. A catch-up window calls it once per block, in seq order.
-func (s *Store) logRecord(b *pebble.Batch, seq uint64, rec []byte, floor uint64) uint64 {
+func (s *Store) logRecord(b *keyBatch, seq uint64, rec []byte, floor uint64) uint64 {
 	_ = b.Set(changeLogKey(seq), rec, nil)
 	if floor == 0 {
 		floor = seq

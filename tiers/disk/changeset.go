@@ -23,11 +23,13 @@ type changes struct {
 	cs    ChangeSet
 }
 
-func newChanges(old chain.Tip) *changes {
+// newChanges starts the changes of a commit from tip old that changes about
+// n outpoint rows (a size hint: each row names an outpoint and an address).
+func newChanges(old chain.Tip, n int) *changes {
 	return &changes{
-		addrs: make(map[string]struct{}),
-		ops:   make(map[chain.OutPoint]struct{}),
-		cs:    ChangeSet{OldTip: old},
+		addrs: make(map[string]struct{}, n),
+		ops:   make(map[chain.OutPoint]struct{}, n),
+		cs:    ChangeSet{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n)},
 	}
 }
 

@@ -1,8 +1,10 @@
 package disk
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -16,7 +18,7 @@ import (
 // live UTXO disappeared", so they share it.
 type derived struct {
 	dims     []Dimension
-	b        *pebble.Batch
+	b        *keyBatch
 	balances map[DimKey]*balanceDelta
 	order    []DimKey
 	state    *State
@@ -27,10 +29,13 @@ type derived struct {
 	noFigures bool
 	keyBuf    []byte
 	valBuf    []byte
+	dimKeys   []DimKey
 }
 
-func newDerived(dims []Dimension, b *pebble.Batch, st *State, ch *changes) *derived {
-	return &derived{dims: dims, b: b, balances: make(map[DimKey]*balanceDelta), state: st, ch: ch}
+// newDerived starts the derived changes of a commit of about n outpoint rows
+// (a size hint) into b.
+func newDerived(dims []Dimension, b *keyBatch, st *State, ch *changes, n int) *derived {
+	return &derived{dims: dims, b: b, balances: make(map[DimKey]*balanceDelta, n), state: st, ch: ch}
 }
 
 func (d *derived) delta(k DimKey) *balanceDelta {
@@ -47,11 +52,12 @@ func (d *derived) delta(k DimKey) *balanceDelta {
 func (d *derived) add(u *chain.Utxo) {
 	pos := positionOf(u)
 	d.valBuf = appendIndexValue(d.valBuf[:0], u)
-	forEachDimKey(d.dims, u, func(k DimKey) {
+	d.dimKeys = appendDimKeys(d.dimKeys[:0], d.dims, u)
+	for _, k := range d.dimKeys {
 		d.keyBuf = appendIndexKey(d.keyBuf[:0], k, pos)
 		_ = d.b.Set(d.keyBuf, d.valBuf, nil)
 		d.delta(k).apply(u, +1)
-	})
+	}
 	if !d.noFigures {
 		d.state.UtxoCount++
 		d.state.Digest.Add(u)
@@ -63,11 +69,12 @@ func (d *derived) add(u *chain.Utxo) {
 // remove records that u stopped being live.
 func (d *derived) remove(u *chain.Utxo) {
 	pos := positionOf(u)
-	forEachDimKey(d.dims, u, func(k DimKey) {
+	d.dimKeys = appendDimKeys(d.dimKeys[:0], d.dims, u)
+	for _, k := range d.dimKeys {
 		d.keyBuf = appendIndexKey(d.keyBuf[:0], k, pos)
 		_ = d.b.Delete(d.keyBuf, nil)
 		d.delta(k).apply(u, -1)
-	})
+	}
 	if !d.noFigures {
 		d.state.UtxoCount--
 		d.state.Digest.Sub(u)
@@ -93,6 +100,7 @@ func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache, workers int)
 			misses = append(misses, i)
 		}
 	}
+	slices.SortFunc(misses, func(i, j int) int { return bytes.Compare(d.order[i][:], d.order[j][:]) }) // see Prefetch
 	if err := parallel(len(misses), workers, func(j int) error {
 		i := misses[j]
 		var kb [1 + dimKeySize]byte

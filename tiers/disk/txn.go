@@ -1,9 +1,12 @@
 package disk
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -39,6 +42,10 @@ type txnEntry struct {
 	// an output created and spent inside a window is hashed once.
 	term    [32]byte
 	hasTerm bool
+	// own holds the row read for the entry (before points at it): one
+	// allocation for both. It is never written after: Spend and Create
+	// point after at a new Record, so before stays the row before.
+	own Record
 }
 
 // PrepareWrites builds the writer's in-memory state (the tx-hash filter: a
@@ -94,8 +101,8 @@ func (t *BlockTxn) entry(op chain.OutPoint) (*txnEntry, error) {
 	e := &txnEntry{}
 	if u, ok := t.s.recent.get(op); ok {
 		t.s.metrics.recentHits.Add(1)
-		r := &Record{Utxo: u}
-		e.before, e.after = r, r
+		e.own = Record{Utxo: u}
+		e.before, e.after = &e.own, &e.own
 	} else if !t.s.txf.mayContain(&op.TxHash) {
 		t.s.metrics.filterSkips.Add(1) // no row of this tx on disk: absent
 	} else {
@@ -105,11 +112,20 @@ func (t *BlockTxn) entry(op chain.OutPoint) (*txnEntry, error) {
 			return nil, err
 		}
 		if found {
-			e.before, e.after = &r, &r
+			e.own = r
+			e.before, e.after = &e.own, &e.own
 		}
 	}
 	t.entries[op] = e
 	return e, nil
+}
+
+// compareOutPoints orders outpoints as their keys.
+func compareOutPoints(a, b chain.OutPoint) int {
+	if c := bytes.Compare(a.TxHash[:], b.TxHash[:]); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Index, b.Index)
 }
 
 // readRecord reads op's committed row. Safe from any goroutine.
@@ -147,6 +163,9 @@ func (t *BlockTxn) Prefetch(ops []chain.OutPoint) error {
 		t.entries[op] = nil // claims op: a duplicate is skipped
 		todo = append(todo, op)
 	}
+	// In key order, the reads' searches of the memtable and of the tables'
+	// indexes follow one another down the same paths (see keyBatch).
+	slices.SortFunc(todo, compareOutPoints)
 	recs := make([]Record, len(todo))
 	found := make([]bool, len(todo))
 	err := parallel(len(todo), s.opts.PrefetchWorkers, func(i int) (err error) {
@@ -189,8 +208,16 @@ func (t *BlockTxn) Spend(op chain.OutPoint, spender chain.Hash) error {
 		t.win.spend(op, e, t.block.Height)
 	}
 	t.markDirty(op, e)
-	e.after = &Record{Utxo: e.after.Utxo, Spent: &chain.Spent{TxHash: spender, Height: t.block.Height}}
+	sr := &spentRecord{spent: chain.Spent{TxHash: spender, Height: t.block.Height}}
+	sr.rec = Record{Utxo: e.after.Utxo, Spent: &sr.spent}
+	e.after = &sr.rec
 	return nil
+}
+
+// spentRecord is a spent Record and its Spent in one allocation.
+type spentRecord struct {
+	rec   Record
+	spent chain.Spent
 }
 
 // Create adds the live output u. The caller has checked through Lookup that
@@ -241,11 +268,10 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 	st.SkippedInputs += t.skipped
 	st.Seq++
 
-	b := s.db.NewBatch()
-	defer b.Close()
-	ch := newChanges(prev.Tip)
+	b := s.writeBatch()
+	ch := newChanges(prev.Tip, len(t.order))
 	ch.cs.Skipped = int(t.skipped)
-	d := newDerived(s.dims, b, &st, ch)
+	d := newDerived(s.dims, b, &st, ch, len(t.order))
 
 	undo := undoDelta{prev: prev.Tip, skipped: t.skipped, entries: make([]undoEntry, 0, len(t.order))}
 	var spentHere []byte // packed outpoints spent at h: the 0x05 row
@@ -288,7 +314,7 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 		return nil, err
 	}
 	_ = b.Set(keyState, appendState(nil, &st), nil)
-	if err := s.commit(b); err != nil {
+	if err := s.commitKeys(b); err != nil {
 		return nil, fmt.Errorf("disk: commit block %d: %w", h, err)
 	}
 	t.committed(d, &st, pruned, logFloor)
