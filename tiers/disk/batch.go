@@ -29,11 +29,17 @@ import (
 //
 // The method signatures are pebble.Batch's, so the code that fills a batch
 // reads as before; the write options are ignored (the commit is synced).
+//
+// A catch-up window's batch is not reordered (directBatch): it is larger than
+// half a memtable, which Pebble never inserts into the memtable but keeps
+// aside as a table of its own, sorting it itself.
 type keyBatch struct {
 	buf    []byte // keys and values, back to back
 	points []keyOp
-	ranges []keyOp // range deletions: key is the start, val the end
-	order  []int32 // scratch of pebbleBatch
+	ranges []keyOp   // range deletions: key is the start, val the end
+	order  []sortKey // scratch of pebbleBatch
+	// direct, when set, takes every write as it is made, unordered.
+	direct *pebble.Batch
 }
 
 // keyBatchKeep is the largest buffer a keyBatch keeps for the next commit: a
@@ -53,6 +59,17 @@ func (s *Store) writeBatch() *keyBatch {
 	return b
 }
 
+// directBatch returns a keyBatch that writes straight into a new Pebble
+// batch, in the order the writes are made; close it once done.
+func (s *Store) directBatch() *keyBatch { return &keyBatch{direct: s.db.NewBatch()} }
+
+// close releases a direct batch's Pebble batch (a no-op otherwise).
+func (b *keyBatch) close() {
+	if b.direct != nil {
+		b.direct.Close()
+	}
+}
+
 // keyOp is one write: its kind, its key and value as spans of buf, and the
 // key's first 8 bytes as a number (most comparisons stop there).
 type keyOp struct {
@@ -62,6 +79,13 @@ type keyOp struct {
 }
 
 type span struct{ off, n uint32 }
+
+// sortKey is a point write's place in the sort: its key's head, then its
+// index in points (the full key decides between equal heads).
+type sortKey struct {
+	head uint64
+	i    int32
+}
 
 const (
 	opSet uint8 = iota
@@ -90,18 +114,27 @@ func keyHead(k []byte) uint64 {
 
 // Set sets key to value.
 func (b *keyBatch) Set(key, value []byte, _ *pebble.WriteOptions) error {
+	if b.direct != nil {
+		return b.direct.Set(key, value, nil)
+	}
 	b.points = append(b.points, b.add(opSet, key, value))
 	return nil
 }
 
 // Delete deletes key.
 func (b *keyBatch) Delete(key []byte, _ *pebble.WriteOptions) error {
+	if b.direct != nil {
+		return b.direct.Delete(key, nil)
+	}
 	b.points = append(b.points, b.add(opDelete, key, nil))
 	return nil
 }
 
 // DeleteRange deletes the keys in [start, end).
 func (b *keyBatch) DeleteRange(start, end []byte, _ *pebble.WriteOptions) error {
+	if b.direct != nil {
+		return b.direct.DeleteRange(start, end, nil)
+	}
 	op := b.add(opDeleteRange, start, end)
 	op.head = uint64(len(b.points)) // its place among the point writes
 	b.ranges = append(b.ranges, op)
@@ -110,7 +143,7 @@ func (b *keyBatch) DeleteRange(start, end []byte, _ *pebble.WriteOptions) error 
 
 func (b *keyBatch) bytes(s span) []byte { return b.buf[s.off : s.off+s.n : s.off+s.n] }
 
-// Len is the number of writes collected.
+// Len is the number of writes collected (not counting a direct batch's).
 func (b *keyBatch) Len() int { return len(b.points) + len(b.ranges) }
 
 // pebbleBatch returns a Pebble batch holding the writes, in key order where
@@ -124,24 +157,23 @@ func (b *keyBatch) pebbleBatch(db *pebble.DB) *pebble.Batch {
 	}
 	order := b.order[:0]
 	for i := range b.points {
-		order = append(order, int32(i))
+		order = append(order, sortKey{b.points[i].head, int32(i)})
 	}
 	b.order = order
-	slices.SortFunc(order, func(i, j int32) int {
-		x, y := &b.points[i], &b.points[j]
+	slices.SortFunc(order, func(x, y sortKey) int {
 		if x.head != y.head {
 			if x.head < y.head {
 				return -1
 			}
 			return 1
 		}
-		if c := bytes.Compare(b.bytes(x.key), b.bytes(y.key)); c != 0 {
+		if c := bytes.Compare(b.bytes(b.points[x.i].key), b.bytes(b.points[y.i].key)); c != 0 {
 			return c
 		}
-		return int(i - j) // the same key: in the order written
+		return int(x.i - y.i) // the same key: in the order written
 	})
-	for _, i := range order {
-		b.writePoint(pb, &b.points[i])
+	for _, k := range order {
+		b.writePoint(pb, &b.points[k.i])
 	}
 	for i := range b.ranges {
 		r := &b.ranges[i]

@@ -42,10 +42,11 @@ func (s *Store) logChange(b *keyBatch, st *State, c *chain.Change) (uint64, erro
 	}
 	c.Seq = st.Seq
 	c.After = chain.Summary{Tip: st.Tip, UtxoCount: st.UtxoCount, Digest: st.Digest}
-	rec, err := chain.AppendChangeCBOR(nil, c)
+	rec, err := chain.AppendChangeCBOR(s.logBuf[:0], c)
 	if err != nil {
 		return floor, fmt.Errorf("disk: change record %d: %w", st.Seq, err)
 	}
+	s.logBuf = rec // reused by the next change: the batch copies rec
 	return s.logRecord(b, st.Seq, rec, floor), nil
 }
 

@@ -93,6 +93,7 @@ type writtenBalance struct {
 // or deletes it when it reaches zero outputs.
 func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache, workers int) error {
 	cur := make([]chain.Balance, len(d.order))
+	d.written = slices.Grow(d.written, len(d.order))
 	var misses []int // indexes into d.order of rows not in cache
 	for i, k := range d.order {
 		var cached bool

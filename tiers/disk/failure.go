@@ -52,6 +52,9 @@ func (s *Store) commit(b *pebble.Batch) (err error) {
 
 // commitKeys commits the writes of b (see keyBatch) as commit does.
 func (s *Store) commitKeys(b *keyBatch) error {
+	if b.direct != nil {
+		return s.commit(b.direct)
+	}
 	pb := b.pebbleBatch(s.db)
 	defer pb.Close()
 	return s.commit(pb)

@@ -81,7 +81,22 @@ func (s *Store) NewBlock(b *chain.Block) (*BlockTxn, error) {
 	if err := s.PrepareWrites(); err != nil {
 		return nil, err
 	}
-	return &BlockTxn{s: s, block: b, entries: make(map[chain.OutPoint]*txnEntry, 4*len(b.Txs))}, nil
+	n := blockRows(b)
+	return &BlockTxn{s: s, block: b, entries: make(map[chain.OutPoint]*txnEntry, n), order: make([]chain.OutPoint, 0, n)}, nil
+}
+
+// blockRows is the number of outpoint rows b can touch: its inputs and
+// outputs (a size hint).
+func blockRows(b *chain.Block) int {
+	n := 0
+	for i := range b.Txs {
+		tx := &b.Txs[i]
+		n += len(tx.Spends()) + len(tx.Outputs)
+		if tx.CollateralReturn != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Lookup returns the row of op as the block has left it so far: found is
@@ -269,7 +284,7 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 	st.Seq++
 
 	b := s.writeBatch()
-	ch := newChanges(prev.Tip, len(t.order))
+	ch := s.blockChanges(prev.Tip, len(t.order))
 	ch.cs.Skipped = int(t.skipped)
 	d := newDerived(s.dims, b, &st, ch, len(t.order))
 
@@ -299,7 +314,8 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 	if len(spentHere) > 0 {
 		_ = b.Set(heightKey(prefixSpentAt, h), spentHere, nil)
 	}
-	_ = b.Set(heightKey(prefixUndo, h), appendUndo(nil, &undo), nil)
+	s.undoBuf = appendUndo(s.undoBuf[:0], &undo) // the batch copies it
+	_ = b.Set(heightKey(prefixUndo, h), s.undoBuf, nil)
 	_ = b.Set(heightKey(prefixBlockHash, h), t.block.Hash[:], nil)
 	_ = b.Set(hashBlockKey(t.block.Hash), binary.BigEndian.AppendUint64(nil, h), nil)
 	if err := s.visibilityEdge(h, ch); err != nil {
@@ -319,7 +335,8 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 	}
 	t.committed(d, &st, pruned, logFloor)
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
-	return &ch.cs, nil
+	cs := ch.cs // ch is the store's, reused by the next block
+	return &cs, nil
 }
 
 // committed brings the store's in-memory companions up to a batch that is

@@ -258,7 +258,8 @@ func (t *BlockTxn) commitWindow() (*ChangeSet, error) {
 	st := w.st
 	last := st.Tip.Height
 
-	b := s.writeBatch()
+	b := s.directBatch()
+	defer b.close()
 	ch := newChanges(w.start.Tip, len(t.order))
 	ch.cs.Skipped = int(t.skipped)
 	scratch := st
