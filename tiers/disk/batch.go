@@ -155,24 +155,7 @@ func (b *keyBatch) pebbleBatch(db *pebble.DB) *pebble.Batch {
 		b.writeInOrder(pb)
 		return pb
 	}
-	order := b.order[:0]
-	for i := range b.points {
-		order = append(order, sortKey{b.points[i].head, int32(i)})
-	}
-	b.order = order
-	slices.SortFunc(order, func(x, y sortKey) int {
-		if x.head != y.head {
-			if x.head < y.head {
-				return -1
-			}
-			return 1
-		}
-		if c := bytes.Compare(b.bytes(b.points[x.i].key), b.bytes(b.points[y.i].key)); c != 0 {
-			return c
-		}
-		return int(x.i - y.i) // the same key: in the order written
-	})
-	for _, k := range order {
+	for _, k := range b.sortPoints() {
 		b.writePoint(pb, &b.points[k.i])
 	}
 	for i := range b.ranges {
@@ -180,6 +163,57 @@ func (b *keyBatch) pebbleBatch(db *pebble.DB) *pebble.Batch {
 		_ = pb.DeleteRange(b.bytes(r.key), b.bytes(r.val), nil)
 	}
 	return pb
+}
+
+// sortPoints returns the point writes in key order, writes of the same key
+// in the order they were made: a stable radix sort on the keys' heads, then
+// a stable sort by the whole key of each run of equal heads (the index rows
+// of one address, the outputs of one transaction).
+func (b *keyBatch) sortPoints() []sortKey {
+	n := len(b.points)
+	if n == 0 {
+		return nil
+	}
+	if cap(b.order) < 2*n {
+		b.order = make([]sortKey, 0, 2*n)
+	}
+	src, dst := b.order[:n], b.order[n:2*n]
+	for i := range b.points {
+		src[i] = sortKey{b.points[i].head, int32(i)}
+	}
+	for shift := 0; shift < 64; shift += 8 {
+		var count [256]int
+		for _, k := range src {
+			count[byte(k.head>>shift)]++
+		}
+		if count[byte(src[0].head>>shift)] == n {
+			continue // every head has this byte: the pass would not move anything
+		}
+		pos := 0
+		for d, c := range count {
+			count[d] = pos
+			pos += c
+		}
+		for _, k := range src {
+			d := byte(k.head >> shift)
+			dst[count[d]] = k
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	for lo := 0; lo < n; {
+		hi := lo + 1
+		for hi < n && src[hi].head == src[lo].head {
+			hi++
+		}
+		if hi-lo > 1 {
+			slices.SortStableFunc(src[lo:hi], func(x, y sortKey) int {
+				return bytes.Compare(b.bytes(b.points[x.i].key), b.bytes(b.points[y.i].key))
+			})
+		}
+		lo = hi
+	}
+	return src
 }
 
 // rangeCoversPoint reports whether a point write lies inside some range

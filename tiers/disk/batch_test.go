@@ -61,6 +61,19 @@ func TestKeyBatchSameEffect(t *testing.T) {
 		} else if len(kb.points) > 1 {
 			reordered++
 		}
+		// The order handed to Pebble: by key, a key's writes as made.
+		order := kb.sortPoints()
+		if len(order) != len(kb.points) {
+			t.Fatalf("round %d: %d writes sorted of %d", round, len(order), len(kb.points))
+		}
+		for i := 1; i < len(order); i++ {
+			x, y := order[i-1], order[i]
+			c := bytes.Compare(kb.bytes(kb.points[x.i].key), kb.bytes(kb.points[y.i].key))
+			if c > 0 || c == 0 && x.i > y.i {
+				t.Fatalf("round %d: write %d (%x) sorted before write %d (%x)", round,
+					x.i, kb.bytes(kb.points[x.i].key), y.i, kb.bytes(kb.points[y.i].key))
+			}
+		}
 		sb := kb.pebbleBatch(sorted)
 		if err := sb.Commit(pebble.NoSync); err != nil {
 			t.Fatal(err)
