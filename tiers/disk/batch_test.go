@@ -2,8 +2,11 @@ package disk
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -116,4 +119,61 @@ func (quietPebble) Infof(string, ...any)  {}
 func (quietPebble) Errorf(string, ...any) {}
 func (quietPebble) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
+}
+
+// TestReadSorted: every present key is handed to fn exactly once with its
+// value, absent keys never, whatever the split over workers, and an error of
+// fn is reported.
+func TestReadSorted(t *testing.T) {
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quietPebble{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	key := func(i int, dst []byte) []byte { return binary.BigEndian.AppendUint32(append(dst, 'k'), uint32(i)) }
+	b := db.NewBatch()
+	for i := 0; i < 1000; i += 2 { // even keys present, odd ones absent
+		_ = b.Set(key(i, nil), fmt.Appendf(nil, "v%d", i), nil)
+	}
+	_ = b.Set(key(500, nil), []byte("old"), nil) // flushed to a table, then shadowed in the memtable
+	if err := b.Commit(pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set(key(500, nil), []byte("v500"), pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ n, workers int }{{0, 4}, {10, 4}, {parallelMin * 2, 2}, {1000, 3}, {1000, 1}} {
+		calls := make([]int32, tc.n)
+		var mu sync.Mutex
+		err := readSorted(db, tc.n, tc.workers, key, func(i int, v []byte) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls[i]++
+			if want := fmt.Sprintf("v%d", i); string(v) != want {
+				return fmt.Errorf("key %d: value %q, want %q", i, v, want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range calls {
+			if want := int32(1 - i%2); c != want {
+				t.Fatalf("n=%d workers=%d: key %d read %d times, want %d", tc.n, tc.workers, i, c, want)
+			}
+		}
+	}
+	boom := errors.New("boom")
+	err = readSorted(db, 1000, 4, key, func(i int, _ []byte) error {
+		if i == 778 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err %v, want boom", err)
+	}
 }

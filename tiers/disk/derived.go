@@ -102,21 +102,13 @@ func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache, workers int)
 		}
 	}
 	slices.SortFunc(misses, func(i, j int) int { return bytes.Compare(d.order[i][:], d.order[j][:]) }) // see Prefetch
-	if err := parallel(len(misses), workers, func(j int) error {
-		i := misses[j]
-		var kb [1 + dimKeySize]byte
-		v, closer, err := db.Get(appendBalanceKey(kb[:0], d.order[i]))
-		switch {
-		case errors.Is(err, pebble.ErrNotFound):
-			return nil
-		case err != nil:
-			return fmt.Errorf("read balance: %w", err)
-		}
-		defer closer.Close()
-		cur[i], err = decodeBalance(v)
-		return err
-	}); err != nil {
-		return err
+	if err := readSorted(db, len(misses), workers,
+		func(j int, dst []byte) []byte { return appendBalanceKey(dst, d.order[misses[j]]) },
+		func(j int, v []byte) (err error) {
+			cur[misses[j]], err = decodeBalance(v)
+			return err
+		}); err != nil {
+		return fmt.Errorf("read balances: %w", err)
 	}
 	for i, k := range d.order {
 		d.keyBuf = appendBalanceKey(d.keyBuf[:0], k)
@@ -138,37 +130,51 @@ func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache, workers int)
 	return nil
 }
 
-// parallelMin is the fewest Pebble reads worth spreading over goroutines.
-const parallelMin = 32
-
-// parallel calls fn(0..n-1) on up to workers goroutines (one when n is
-// small) and returns the errors it reported, joined. Each goroutine takes
-// every workers-th index and stops at its first error.
-func parallel(n, workers int, fn func(i int) error) error {
-	workers = min(workers, n/parallelMin)
-	if workers <= 1 {
-		for i := range n {
-			if err := fn(i); err != nil {
-				return err
+// readSorted looks up n keys, in ascending key order (key(i, dst) appends
+// key i to dst), and calls fn(i, value) for each one present; value is
+// valid during the call only. Each of up to workers goroutines (one when n
+// is small) walks a contiguous share of the keys with one Pebble iterator:
+// in key order a seek continues from where the last one left the memtable
+// and table iterators, where each Get would start over. Nothing may write
+// to db meanwhile (the writer's reads before its commit). fn may run on
+// several goroutines at once, never twice for one i.
+func readSorted(db *pebble.DB, n, workers int, key func(i int, dst []byte) []byte, fn func(i int, v []byte) error) error {
+	workers = max(1, min(workers, n/parallelMin))
+	share := func(w int) error {
+		it, err := db.NewIter(nil)
+		if err != nil {
+			return err
+		}
+		var kb []byte
+		for i := w * n / workers; i < (w+1)*n/workers; i++ {
+			kb = key(i, kb[:0])
+			if !it.SeekPrefixGE(kb) || !bytes.Equal(it.Key(), kb) {
+				continue
+			}
+			v, err := it.ValueAndErr()
+			if err == nil {
+				err = fn(i, v)
+			}
+			if err != nil {
+				return errors.Join(err, it.Close())
 			}
 		}
-		return nil
+		return errors.Join(it.Error(), it.Close())
+	}
+	if workers == 1 {
+		return share(0)
 	}
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n; i += workers {
-				if err := fn(i); err != nil {
-					errs[w] = err
-					return
-				}
-			}
-		})
+		wg.Go(func() { errs[w] = share(w) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// parallelMin is the fewest Pebble reads worth spreading over goroutines.
+const parallelMin = 32
 
 // commitBalances records in cache the rows flushBalances wrote; call it only
 // after the batch has committed.

@@ -183,10 +183,16 @@ func (t *BlockTxn) Prefetch(ops []chain.OutPoint) error {
 	slices.SortFunc(todo, compareOutPoints)
 	recs := make([]Record, len(todo))
 	found := make([]bool, len(todo))
-	err := parallel(len(todo), s.opts.PrefetchWorkers, func(i int) (err error) {
-		recs[i], found[i], err = s.readRecord(todo[i])
-		return err
-	})
+	err := readSorted(s.db, len(todo), s.opts.PrefetchWorkers,
+		func(i int, dst []byte) []byte { return appendOutPointKey(dst, todo[i]) },
+		func(i int, v []byte) (err error) {
+			recs[i], err = decodeRecord(todo[i], v)
+			found[i] = err == nil
+			return err
+		})
+	if err != nil {
+		err = fmt.Errorf("disk: read inputs: %w", err)
+	}
 	for i, op := range todo {
 		if err != nil {
 			delete(t.entries, op) // a later Lookup reads it again and reports
