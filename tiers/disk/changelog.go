@@ -35,24 +35,25 @@ func changeLogKey(seq uint64) []byte { return heightKey(prefixChangeLog, seq) }
 // logChange adds the record of the change st ends (kind, with the block or
 // the rollback target) to b, and prunes the log below the retention. It
 // returns the log floor (lowest seq kept) once b commits. Writer only.
-func (s *Store) logChange(b *pebble.Batch, st *State, c *chain.Change) (uint64, error) {
+func (s *Store) logChange(b *keyBatch, st *State, c *chain.Change) (uint64, error) {
 	floor := s.logFloor
 	if s.opts.LogRetention == 0 {
 		return floor, nil
 	}
 	c.Seq = st.Seq
 	c.After = chain.Summary{Tip: st.Tip, UtxoCount: st.UtxoCount, Digest: st.Digest}
-	rec, err := chain.AppendChangeCBOR(nil, c)
+	rec, err := chain.AppendChangeCBOR(s.logBuf[:0], c)
 	if err != nil {
 		return floor, fmt.Errorf("disk: change record %d: %w", st.Seq, err)
 	}
+	s.logBuf = rec // reused by the next change: the batch copies rec
 	return s.logRecord(b, st.Seq, rec, floor), nil
 }
 
 // logRecord adds the wire record rec of change seq to b and prunes the log
 // below the retention, given the floor before b; it returns the floor once b
 // commits. A catch-up window calls it once per block, in seq order.
-func (s *Store) logRecord(b *pebble.Batch, seq uint64, rec []byte, floor uint64) uint64 {
+func (s *Store) logRecord(b *keyBatch, seq uint64, rec []byte, floor uint64) uint64 {
 	_ = b.Set(changeLogKey(seq), rec, nil)
 	if floor == 0 {
 		floor = seq

@@ -30,11 +30,30 @@ type changes struct {
 	cs    ChangeSet
 }
 
-func newChanges(old chain.Tip) *changes {
+// blockChanges is newChanges for a single block's commit, reusing the
+// store's dedup maps (emptied) from block to block; the ChangeSet's slices
+// are new. The caller returns a copy of ch.cs, never &ch.cs. Writer
+// goroutine only, one commit at a time.
+func (s *Store) blockChanges(old chain.Tip, n int) *changes {
+	c := &s.changes
+	if c.addrs == nil {
+		c.addrs = make(map[string]struct{}, n)
+		c.ops = make(map[chain.OutPoint]struct{}, n)
+	} else {
+		clear(c.addrs)
+		clear(c.ops)
+	}
+	c.cs = ChangeSet{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n)}
+	return c
+}
+
+// newChanges starts the changes of a commit from tip old that changes about
+// n outpoint rows (a size hint: each row names an outpoint and an address).
+func newChanges(old chain.Tip, n int) *changes {
 	return &changes{
-		addrs: make(map[string]struct{}),
-		ops:   make(map[chain.OutPoint]struct{}),
-		cs:    ChangeSet{OldTip: old},
+		addrs: make(map[string]struct{}, n),
+		ops:   make(map[chain.OutPoint]struct{}, n),
+		cs:    ChangeSet{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n)},
 	}
 }
 

@@ -1,8 +1,10 @@
 package disk
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -16,7 +18,7 @@ import (
 // live UTXO disappeared", so they share it.
 type derived struct {
 	dims     []Dimension
-	b        *pebble.Batch
+	b        *keyBatch
 	balances map[DimKey]*balanceDelta
 	order    []DimKey
 	state    *State
@@ -27,10 +29,13 @@ type derived struct {
 	noFigures bool
 	keyBuf    []byte
 	valBuf    []byte
+	dimKeys   []DimKey
 }
 
-func newDerived(dims []Dimension, b *pebble.Batch, st *State, ch *changes) *derived {
-	return &derived{dims: dims, b: b, balances: make(map[DimKey]*balanceDelta), state: st, ch: ch}
+// newDerived starts the derived changes of a commit of about n outpoint rows
+// (a size hint) into b.
+func newDerived(dims []Dimension, b *keyBatch, st *State, ch *changes, n int) *derived {
+	return &derived{dims: dims, b: b, balances: make(map[DimKey]*balanceDelta, n), state: st, ch: ch}
 }
 
 func (d *derived) delta(k DimKey) *balanceDelta {
@@ -47,11 +52,12 @@ func (d *derived) delta(k DimKey) *balanceDelta {
 func (d *derived) add(u *chain.Utxo) {
 	pos := positionOf(u)
 	d.valBuf = appendIndexValue(d.valBuf[:0], u)
-	forEachDimKey(d.dims, u, func(k DimKey) {
+	d.dimKeys = appendDimKeys(d.dimKeys[:0], d.dims, u)
+	for _, k := range d.dimKeys {
 		d.keyBuf = appendIndexKey(d.keyBuf[:0], k, pos)
 		_ = d.b.Set(d.keyBuf, d.valBuf, nil)
 		d.delta(k).apply(u, +1)
-	})
+	}
 	if !d.noFigures {
 		d.state.UtxoCount++
 		d.state.Digest.Add(u)
@@ -63,11 +69,12 @@ func (d *derived) add(u *chain.Utxo) {
 // remove records that u stopped being live.
 func (d *derived) remove(u *chain.Utxo) {
 	pos := positionOf(u)
-	forEachDimKey(d.dims, u, func(k DimKey) {
+	d.dimKeys = appendDimKeys(d.dimKeys[:0], d.dims, u)
+	for _, k := range d.dimKeys {
 		d.keyBuf = appendIndexKey(d.keyBuf[:0], k, pos)
 		_ = d.b.Delete(d.keyBuf, nil)
 		d.delta(k).apply(u, -1)
-	})
+	}
 	if !d.noFigures {
 		d.state.UtxoCount--
 		d.state.Digest.Sub(u)
@@ -86,6 +93,7 @@ type writtenBalance struct {
 // or deletes it when it reaches zero outputs.
 func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache, workers int) error {
 	cur := make([]chain.Balance, len(d.order))
+	d.written = slices.Grow(d.written, len(d.order))
 	var misses []int // indexes into d.order of rows not in cache
 	for i, k := range d.order {
 		var cached bool
@@ -93,21 +101,14 @@ func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache, workers int)
 			misses = append(misses, i)
 		}
 	}
-	if err := parallel(len(misses), workers, func(j int) error {
-		i := misses[j]
-		var kb [1 + dimKeySize]byte
-		v, closer, err := db.Get(appendBalanceKey(kb[:0], d.order[i]))
-		switch {
-		case errors.Is(err, pebble.ErrNotFound):
-			return nil
-		case err != nil:
-			return fmt.Errorf("read balance: %w", err)
-		}
-		defer closer.Close()
-		cur[i], err = decodeBalance(v)
-		return err
-	}); err != nil {
-		return err
+	slices.SortFunc(misses, func(i, j int) int { return bytes.Compare(d.order[i][:], d.order[j][:]) }) // see Prefetch
+	if err := readSorted(db, len(misses), workers,
+		func(j int, dst []byte) []byte { return appendBalanceKey(dst, d.order[misses[j]]) },
+		func(j int, v []byte) (err error) {
+			cur[misses[j]], err = decodeBalance(v)
+			return err
+		}); err != nil {
+		return fmt.Errorf("read balances: %w", err)
 	}
 	for i, k := range d.order {
 		d.keyBuf = appendBalanceKey(d.keyBuf[:0], k)
@@ -129,37 +130,51 @@ func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache, workers int)
 	return nil
 }
 
-// parallelMin is the fewest Pebble reads worth spreading over goroutines.
-const parallelMin = 32
-
-// parallel calls fn(0..n-1) on up to workers goroutines (one when n is
-// small) and returns the errors it reported, joined. Each goroutine takes
-// every workers-th index and stops at its first error.
-func parallel(n, workers int, fn func(i int) error) error {
-	workers = min(workers, n/parallelMin)
-	if workers <= 1 {
-		for i := range n {
-			if err := fn(i); err != nil {
-				return err
+// readSorted looks up n keys, in ascending key order (key(i, dst) appends
+// key i to dst), and calls fn(i, value) for each one present; value is
+// valid during the call only. Each of up to workers goroutines (one when n
+// is small) walks a contiguous share of the keys with one Pebble iterator:
+// in key order a seek continues from where the last one left the memtable
+// and table iterators, where each Get would start over. Nothing may write
+// to db meanwhile (the writer's reads before its commit). fn may run on
+// several goroutines at once, never twice for one i.
+func readSorted(db *pebble.DB, n, workers int, key func(i int, dst []byte) []byte, fn func(i int, v []byte) error) error {
+	workers = max(1, min(workers, n/parallelMin))
+	share := func(w int) error {
+		it, err := db.NewIter(nil)
+		if err != nil {
+			return err
+		}
+		var kb []byte
+		for i := w * n / workers; i < (w+1)*n/workers; i++ {
+			kb = key(i, kb[:0])
+			if !it.SeekPrefixGE(kb) || !bytes.Equal(it.Key(), kb) {
+				continue
+			}
+			v, err := it.ValueAndErr()
+			if err == nil {
+				err = fn(i, v)
+			}
+			if err != nil {
+				return errors.Join(err, it.Close())
 			}
 		}
-		return nil
+		return errors.Join(it.Error(), it.Close())
+	}
+	if workers == 1 {
+		return share(0)
 	}
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n; i += workers {
-				if err := fn(i); err != nil {
-					errs[w] = err
-					return
-				}
-			}
-		})
+		wg.Go(func() { errs[w] = share(w) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// parallelMin is the fewest Pebble reads worth spreading over goroutines.
+const parallelMin = 32
 
 // commitBalances records in cache the rows flushBalances wrote; call it only
 // after the batch has committed.

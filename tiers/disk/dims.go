@@ -46,10 +46,23 @@ func policySeen(assets []chain.Asset, policy []byte) bool {
 	return false
 }
 
-// forEachDimKey calls fn for every (dimension key) u is indexed under, given
-// the enabled dimensions.
-func forEachDimKey(dims []Dimension, u *chain.Utxo, fn func(DimKey)) {
+// appendDimKeys appends to dst the dimension keys u is indexed under, given
+// the enabled dimensions (DimAddress first): the address's key is computed
+// without an allocation, the block's hottest path.
+func appendDimKeys(dst []DimKey, dims []Dimension, u *chain.Utxo) []DimKey {
 	for _, d := range dims {
-		dimensions[d].values(u, func(v []byte) { fn(MakeDimKey(d, v)) })
+		if d == DimAddress {
+			dst = append(dst, dimKeyOf(DimAddress, u.Address))
+			continue
+		}
+		dst = appendOtherDimKeys(dst, d, u)
 	}
+	return dst
+}
+
+// appendOtherDimKeys appends the keys of u under dimension d through the
+// dimensions table.
+func appendOtherDimKeys(dst []DimKey, d Dimension, u *chain.Utxo) []DimKey {
+	dimensions[d].values(u, func(v []byte) { dst = append(dst, MakeDimKey(d, v)) })
+	return dst
 }

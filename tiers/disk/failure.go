@@ -50,6 +50,16 @@ func (s *Store) commit(b *pebble.Batch) (err error) {
 	return nil
 }
 
+// commitKeys commits the writes of b (see keyBatch) as commit does.
+func (s *Store) commitKeys(b *keyBatch) error {
+	if b.direct != nil {
+		return s.commit(b.direct)
+	}
+	pb := b.pebbleBatch(s.db)
+	defer pb.Close()
+	return s.commit(pb)
+}
+
 // fail records err as the store's first storage failure and returns it
 // wrapped with ErrFailed.
 func (s *Store) fail(err error) error {

@@ -44,7 +44,14 @@ var (
 type DimKey [dimKeySize]byte
 
 // MakeDimKey hashes a dimension value.
-func MakeDimKey(dim Dimension, value []byte) DimKey {
+func MakeDimKey(dim Dimension, value []byte) DimKey { return dimKeyOf(dim, value) }
+
+// AddressKey is MakeDimKey(DimAddress, address).
+func AddressKey(address string) DimKey { return dimKeyOf(DimAddress, address) }
+
+// dimKeyOf is MakeDimKey for a value held as bytes or as a string, with no
+// allocation either way.
+func dimKeyOf[V string | []byte](dim Dimension, value V) DimKey {
 	var k DimKey
 	// The contract bounds a value (an address) to maxAddressLen bytes: hash
 	// those from the stack, with no allocation on the read path.
@@ -58,14 +65,11 @@ func MakeDimKey(dim Dimension, value []byte) DimKey {
 	}
 	h := sha256.New()
 	h.Write([]byte{byte(dim)})
-	h.Write(value)
+	h.Write([]byte(value))
 	var sum [sha256.Size]byte
 	copy(k[:], h.Sum(sum[:0]))
 	return k
 }
-
-// AddressKey is MakeDimKey(DimAddress, address).
-func AddressKey(address string) DimKey { return MakeDimKey(DimAddress, []byte(address)) }
 
 func appendOutPointKey(dst []byte, op chain.OutPoint) []byte {
 	dst = append(dst, prefixUtxo)

@@ -31,7 +31,7 @@ type pruneWork struct{ records, undo uint64 }
 // blocks is how many blocks the batch applies (a catch-up window's count):
 // the spent records examined are bounded by blocks × PruneBudget, the work
 // those blocks would have done one by one.
-func (s *Store) prune(b *pebble.Batch, st *State, touched map[chain.OutPoint]*txnEntry, work *pruneWork, blocks int) error {
+func (s *Store) prune(b *keyBatch, st *State, touched map[chain.OutPoint]*txnEntry, work *pruneWork, blocks int) error {
 	tip := st.Tip.Height
 	if keep := s.opts.PruneDepth + s.opts.RollbackWindow; tip > keep {
 		if err := s.pruneSpent(b, st, tip-keep, touched, work, blocks*s.opts.PruneBudget); err != nil {
@@ -62,7 +62,7 @@ func (s *Store) prune(b *pebble.Batch, st *State, touched map[chain.OutPoint]*tx
 
 // pruneSpent deletes the records spent below height limit, at most
 // budget of them, resuming at (st.PruneHeight, st.PruneOffset).
-func (s *Store) pruneSpent(b *pebble.Batch, st *State, limit uint64, touched map[chain.OutPoint]*txnEntry, work *pruneWork, budget int) error {
+func (s *Store) pruneSpent(b *keyBatch, st *State, limit uint64, touched map[chain.OutPoint]*txnEntry, work *pruneWork, budget int) error {
 	if st.PruneHeight >= limit {
 		return nil
 	}

@@ -107,7 +107,7 @@ func (s *Store) RollbackTo(target uint64) (*ChangeSet, error) {
 		return nil, err
 	}
 	st := s.State()
-	merged := newChanges(st.Tip)
+	merged := newChanges(st.Tip, 0)
 	merged.cs.Rollback = true
 	for !st.Tip.Empty && st.Tip.Height > target {
 		cs, err := s.rollbackBlock(target)
@@ -161,11 +161,10 @@ func (s *Store) rollbackBlock(target uint64) (*ChangeSet, error) {
 	}
 	st.UndoFloor = min(st.UndoFloor, floor)
 
-	b := s.db.NewBatch()
-	defer b.Close()
-	ch := newChanges(prev.Tip)
+	b := s.writeBatch()
+	ch := newChanges(prev.Tip, len(undo.entries))
 	ch.cs.Rollback = true
-	d := newDerived(s.dims, b, &st, ch)
+	d := newDerived(s.dims, b, &st, ch, len(undo.entries))
 	var key, val []byte
 	for _, e := range undo.entries {
 		key = appendOutPointKey(key[:0], e.op)
@@ -225,7 +224,7 @@ func (s *Store) rollbackBlock(target uint64) (*ChangeSet, error) {
 		}
 	}
 	_ = b.Set(keyState, appendState(nil, &st), nil)
-	if err := s.commit(b); err != nil {
+	if err := s.commitKeys(b); err != nil {
 		return nil, fmt.Errorf("disk: commit rollback of %d: %w", h, err)
 	}
 	s.logFloor = logFloor

@@ -178,6 +178,10 @@ type Store struct {
 	// Writer-owned (see the type comment): no lock.
 	recent     *recentOutputs
 	balances   *balanceCache
+	batch      keyBatch         // the writes of the commit being built (batch.go)
+	undoBuf    []byte           // a block's undo delta, encoded (reused)
+	logBuf     []byte           // a change's log record, encoded (reused)
+	changes    changes          // a block's changes; see blockChanges
 	txf        *txFilter        // built by the first block; nil before
 	txfRebuild *txFilterRebuild // a background rebuild of txf, or nil
 	logFloor   uint64           // lowest seq the change log keeps; 0: none

@@ -186,32 +186,6 @@ func TestTxFilterRebuildInBackground(t *testing.T) {
 	}
 }
 
-// TestParallel: every index runs exactly once, whatever the split, and an
-// error is reported.
-func TestParallel(t *testing.T) {
-	for _, tc := range []struct{ n, workers int }{{0, 4}, {10, 4}, {parallelMin * 2, 2}, {1000, 3}, {1000, 1}} {
-		calls := make([]int32, tc.n)
-		if err := parallel(tc.n, tc.workers, func(i int) error { calls[i]++; return nil }); err != nil {
-			t.Fatal(err)
-		}
-		for i, c := range calls {
-			if c != 1 {
-				t.Fatalf("n=%d workers=%d: index %d ran %d times", tc.n, tc.workers, i, c)
-			}
-		}
-	}
-	boom := errors.New("boom")
-	err := parallel(1000, 4, func(i int) error {
-		if i == 777 {
-			return boom
-		}
-		return nil
-	})
-	if !errors.Is(err, boom) {
-		t.Fatalf("err %v, want boom", err)
-	}
-}
-
 // TestPrepareWritesUntilStops: a closing writer abandons the start-up scan,
 // and the store stays unprepared (the next block prepares it).
 func TestPrepareWritesUntilStops(t *testing.T) {

@@ -1,9 +1,12 @@
 package disk
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -39,6 +42,10 @@ type txnEntry struct {
 	// an output created and spent inside a window is hashed once.
 	term    [32]byte
 	hasTerm bool
+	// own holds the row read for the entry (before points at it): one
+	// allocation for both. It is never written after: Spend and Create
+	// point after at a new Record, so before stays the row before.
+	own Record
 }
 
 // PrepareWrites builds the writer's in-memory state (the tx-hash filter: a
@@ -74,7 +81,22 @@ func (s *Store) NewBlock(b *chain.Block) (*BlockTxn, error) {
 	if err := s.PrepareWrites(); err != nil {
 		return nil, err
 	}
-	return &BlockTxn{s: s, block: b, entries: make(map[chain.OutPoint]*txnEntry, 4*len(b.Txs))}, nil
+	n := blockRows(b)
+	return &BlockTxn{s: s, block: b, entries: make(map[chain.OutPoint]*txnEntry, n), order: make([]chain.OutPoint, 0, n)}, nil
+}
+
+// blockRows is the number of outpoint rows b can touch: its inputs and
+// outputs (a size hint).
+func blockRows(b *chain.Block) int {
+	n := 0
+	for i := range b.Txs {
+		tx := &b.Txs[i]
+		n += len(tx.Spends()) + len(tx.Outputs)
+		if tx.CollateralReturn != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // Lookup returns the row of op as the block has left it so far: found is
@@ -94,8 +116,8 @@ func (t *BlockTxn) entry(op chain.OutPoint) (*txnEntry, error) {
 	e := &txnEntry{}
 	if u, ok := t.s.recent.get(op); ok {
 		t.s.metrics.recentHits.Add(1)
-		r := &Record{Utxo: u}
-		e.before, e.after = r, r
+		e.own = Record{Utxo: u}
+		e.before, e.after = &e.own, &e.own
 	} else if !t.s.txf.mayContain(&op.TxHash) {
 		t.s.metrics.filterSkips.Add(1) // no row of this tx on disk: absent
 	} else {
@@ -105,11 +127,20 @@ func (t *BlockTxn) entry(op chain.OutPoint) (*txnEntry, error) {
 			return nil, err
 		}
 		if found {
-			e.before, e.after = &r, &r
+			e.own = r
+			e.before, e.after = &e.own, &e.own
 		}
 	}
 	t.entries[op] = e
 	return e, nil
+}
+
+// compareOutPoints orders outpoints as their keys.
+func compareOutPoints(a, b chain.OutPoint) int {
+	if c := bytes.Compare(a.TxHash[:], b.TxHash[:]); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Index, b.Index)
 }
 
 // readRecord reads op's committed row. Safe from any goroutine.
@@ -147,12 +178,21 @@ func (t *BlockTxn) Prefetch(ops []chain.OutPoint) error {
 		t.entries[op] = nil // claims op: a duplicate is skipped
 		todo = append(todo, op)
 	}
+	// In key order, the reads' searches of the memtable and of the tables'
+	// indexes follow one another down the same paths (see keyBatch).
+	slices.SortFunc(todo, compareOutPoints)
 	recs := make([]Record, len(todo))
 	found := make([]bool, len(todo))
-	err := parallel(len(todo), s.opts.PrefetchWorkers, func(i int) (err error) {
-		recs[i], found[i], err = s.readRecord(todo[i])
-		return err
-	})
+	err := readSorted(s.db, len(todo), s.opts.PrefetchWorkers,
+		func(i int, dst []byte) []byte { return appendOutPointKey(dst, todo[i]) },
+		func(i int, v []byte) (err error) {
+			recs[i], err = decodeRecord(todo[i], v)
+			found[i] = err == nil
+			return err
+		})
+	if err != nil {
+		err = fmt.Errorf("disk: read inputs: %w", err)
+	}
 	for i, op := range todo {
 		if err != nil {
 			delete(t.entries, op) // a later Lookup reads it again and reports
@@ -189,8 +229,16 @@ func (t *BlockTxn) Spend(op chain.OutPoint, spender chain.Hash) error {
 		t.win.spend(op, e, t.block.Height)
 	}
 	t.markDirty(op, e)
-	e.after = &Record{Utxo: e.after.Utxo, Spent: &chain.Spent{TxHash: spender, Height: t.block.Height}}
+	sr := &spentRecord{spent: chain.Spent{TxHash: spender, Height: t.block.Height}}
+	sr.rec = Record{Utxo: e.after.Utxo, Spent: &sr.spent}
+	e.after = &sr.rec
 	return nil
+}
+
+// spentRecord is a spent Record and its Spent in one allocation.
+type spentRecord struct {
+	rec   Record
+	spent chain.Spent
 }
 
 // Create adds the live output u. The caller has checked through Lookup that
@@ -241,11 +289,10 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 	st.SkippedInputs += t.skipped
 	st.Seq++
 
-	b := s.db.NewBatch()
-	defer b.Close()
-	ch := newChanges(prev.Tip)
+	b := s.writeBatch()
+	ch := s.blockChanges(prev.Tip, len(t.order))
 	ch.cs.Skipped = int(t.skipped)
-	d := newDerived(s.dims, b, &st, ch)
+	d := newDerived(s.dims, b, &st, ch, len(t.order))
 
 	undo := undoDelta{prev: prev.Tip, skipped: t.skipped, entries: make([]undoEntry, 0, len(t.order))}
 	var spentHere []byte // packed outpoints spent at h: the 0x05 row
@@ -273,7 +320,8 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 	if len(spentHere) > 0 {
 		_ = b.Set(heightKey(prefixSpentAt, h), spentHere, nil)
 	}
-	_ = b.Set(heightKey(prefixUndo, h), appendUndo(nil, &undo), nil)
+	s.undoBuf = appendUndo(s.undoBuf[:0], &undo) // the batch copies it
+	_ = b.Set(heightKey(prefixUndo, h), s.undoBuf, nil)
 	_ = b.Set(heightKey(prefixBlockHash, h), t.block.Hash[:], nil)
 	_ = b.Set(hashBlockKey(t.block.Hash), binary.BigEndian.AppendUint64(nil, h), nil)
 	if err := s.visibilityEdge(h, ch); err != nil {
@@ -288,13 +336,14 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 		return nil, err
 	}
 	_ = b.Set(keyState, appendState(nil, &st), nil)
-	if err := s.commit(b); err != nil {
+	if err := s.commitKeys(b); err != nil {
 		return nil, fmt.Errorf("disk: commit block %d: %w", h, err)
 	}
 	t.committed(d, &st, pruned, logFloor)
 	ch.setBalances(d)
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
-	return &ch.cs, nil
+	cs := ch.cs // ch is the store's, reused by the next block
+	return &cs, nil
 }
 
 // committed brings the store's in-memory companions up to a batch that is

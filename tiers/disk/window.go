@@ -258,12 +258,12 @@ func (t *BlockTxn) commitWindow() (*ChangeSet, error) {
 	st := w.st
 	last := st.Tip.Height
 
-	b := s.db.NewBatch()
-	defer b.Close()
-	ch := newChanges(w.start.Tip)
+	b := s.directBatch()
+	defer b.close()
+	ch := newChanges(w.start.Tip, len(t.order))
 	ch.cs.Skipped = int(t.skipped)
 	scratch := st
-	d := newDerived(s.dims, b, &scratch, ch)
+	d := newDerived(s.dims, b, &scratch, ch, len(t.order))
 	d.noFigures = true // st carries them, block by block
 
 	var key, val []byte
@@ -328,7 +328,7 @@ func (t *BlockTxn) commitWindow() (*ChangeSet, error) {
 		return nil, fmt.Errorf("disk: prune at block %d: %w", last, err)
 	}
 	_ = b.Set(keyState, appendState(nil, &st), nil)
-	if err := s.commit(b); err != nil {
+	if err := s.commitKeys(b); err != nil {
 		return nil, fmt.Errorf("disk: commit window to block %d: %w", last, err)
 	}
 	t.committed(d, &st, pruned, floor)

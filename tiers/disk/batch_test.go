@@ -1,0 +1,179 @@
+package disk
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// TestKeyBatchSameEffect checks keyBatch's invariant: the batch it hands to
+// Pebble leaves the store exactly as the writes made one by one, in the order
+// they were made, would. Random writes over a small keyspace (so keys repeat
+// within a batch), with and without range deletions, some of them covering
+// point writes made before or after them, others none.
+func TestKeyBatchSameEffect(t *testing.T) {
+	open := func() *pebble.DB {
+		db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quietPebble{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	sorted, direct := open(), open()
+	rng := rand.New(rand.NewPCG(7, 11))
+	key := func() []byte {
+		// Lengths 1..12 around the 8-byte head, few distinct values.
+		k := make([]byte, 1+rng.IntN(12))
+		for i := range k {
+			k[i] = byte(rng.IntN(3))
+		}
+		return k
+	}
+	reordered, inOrder := 0, 0
+	for round := range 200 {
+		var kb keyBatch
+		pb := direct.NewBatch()
+		for range rng.IntN(60) {
+			switch k := key(); {
+			case round%3 == 0 && rng.IntN(20) == 0:
+				end := key()
+				if bytes.Compare(k, end) > 0 {
+					k, end = end, k
+				}
+				_ = kb.DeleteRange(k, end, nil)
+				_ = pb.DeleteRange(k, end, nil)
+			case rng.IntN(3) == 0:
+				_ = kb.Delete(k, nil)
+				_ = pb.Delete(k, nil)
+			default:
+				v := fmt.Appendf(nil, "%d.%d", round, rng.IntN(1000))
+				_ = kb.Set(k, v, nil)
+				_ = pb.Set(k, v, nil)
+			}
+		}
+		if kb.rangeCoversPoint() {
+			inOrder++
+		} else if len(kb.points) > 1 {
+			reordered++
+		}
+		// The order handed to Pebble: by key, a key's writes as made.
+		order := kb.sortPoints()
+		if len(order) != len(kb.points) {
+			t.Fatalf("round %d: %d writes sorted of %d", round, len(order), len(kb.points))
+		}
+		for i := 1; i < len(order); i++ {
+			x, y := order[i-1], order[i]
+			c := bytes.Compare(kb.bytes(kb.points[x.i].key), kb.bytes(kb.points[y.i].key))
+			if c > 0 || c == 0 && x.i > y.i {
+				t.Fatalf("round %d: write %d (%x) sorted before write %d (%x)", round,
+					x.i, kb.bytes(kb.points[x.i].key), y.i, kb.bytes(kb.points[y.i].key))
+			}
+		}
+		sb := kb.pebbleBatch(sorted)
+		if err := sb.Commit(pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+		sb.Close()
+		if err := pb.Commit(pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+		pb.Close()
+		if got, want := dump(t, sorted), dump(t, direct); got != want {
+			t.Fatalf("round %d: key-ordered batch left\n%s\nwrites in order left\n%s", round, got, want)
+		}
+	}
+	t.Logf("%d batches reordered, %d kept in order", reordered, inOrder)
+	if reordered < 100 || inOrder < 5 {
+		t.Fatalf("the rounds exercised %d reordered batches and %d kept in order: too few", reordered, inOrder)
+	}
+}
+
+func dump(t *testing.T, db *pebble.DB) string {
+	t.Helper()
+	it, err := db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var out bytes.Buffer
+	for valid := it.First(); valid; valid = it.Next() {
+		fmt.Fprintf(&out, "%x=%s\n", it.Key(), it.Value())
+	}
+	if err := it.Error(); err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
+}
+
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)  {}
+func (quietPebble) Errorf(string, ...any) {}
+func (quietPebble) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}
+
+// TestReadSorted: every present key is handed to fn exactly once with its
+// value, absent keys never, whatever the split over workers, and an error of
+// fn is reported.
+func TestReadSorted(t *testing.T) {
+	db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quietPebble{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	key := func(i int, dst []byte) []byte { return binary.BigEndian.AppendUint32(append(dst, 'k'), uint32(i)) }
+	b := db.NewBatch()
+	for i := 0; i < 1000; i += 2 { // even keys present, odd ones absent
+		_ = b.Set(key(i, nil), fmt.Appendf(nil, "v%d", i), nil)
+	}
+	_ = b.Set(key(500, nil), []byte("old"), nil) // flushed to a table, then shadowed in the memtable
+	if err := b.Commit(pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set(key(500, nil), []byte("v500"), pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ n, workers int }{{0, 4}, {10, 4}, {parallelMin * 2, 2}, {1000, 3}, {1000, 1}} {
+		calls := make([]int32, tc.n)
+		var mu sync.Mutex
+		err := readSorted(db, tc.n, tc.workers, key, func(i int, v []byte) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls[i]++
+			if want := fmt.Sprintf("v%d", i); string(v) != want {
+				return fmt.Errorf("key %d: value %q, want %q", i, v, want)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range calls {
+			if want := int32(1 - i%2); c != want {
+				t.Fatalf("n=%d workers=%d: key %d read %d times, want %d", tc.n, tc.workers, i, c, want)
+			}
+		}
+	}
+	boom := errors.New("boom")
+	err = readSorted(db, 1000, 4, key, func(i int, _ []byte) error {
+		if i == 778 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err %v, want boom", err)
+	}
+}
