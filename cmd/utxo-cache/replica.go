@@ -185,7 +185,7 @@ type replicaNode struct {
 	w     *writer.Writer
 	f     *replication.Follower
 	gate  *replication.ApplyGate // holds new reads while f applies a change
-	reg   *prometheus.Registry // this node's figures (writer, store, reads, HTTP)
+	reg   *prometheus.Registry   // this node's figures (writer, store, reads, HTTP)
 	ref   *nodeRef
 }
 
