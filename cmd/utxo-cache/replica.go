@@ -450,6 +450,8 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 	n.w.Subscribe(n.reads)
 	// The apply priority: new reads wait while a change is pending, and
 	// go on once the writer has published it (or the bound has passed).
+	// Subscribed after the reads, so the reads waiting for the change's
+	// seq (min_seq) are woken before the held ones.
 	n.gate = replication.NewApplyGate(r.s.applyPriorityWait, r.fm)
 	n.w.Subscribe(n.gate)
 	fo := r.followerOptions()
