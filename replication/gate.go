@@ -10,11 +10,13 @@ import (
 )
 
 // DefaultApplyPriorityWait is the bound of a replica's apply priority
-// (ApplyGate) when none is configured: a little over twice what one change
-// costs a replica's CPU (about 11 ms for a block of a few hundred
-// transactions, plus its WAL sync), so that an ordinary change is published
-// before it runs out, while no read ever waits longer than this for it.
-const DefaultApplyPriorityWait = 30 * time.Millisecond
+// (ApplyGate) when none is configured. A change of a few hundred
+// transactions costs a replica about 11 ms of CPU, plus its WAL sync, after
+// the reads already running when it was announced (up to a few ms each);
+// a rollback costs the work of every block it undoes. 50 ms covers an
+// ordinary change and a rollback of a few blocks on a loaded replica, while
+// no read ever waits longer than this for a change.
+const DefaultApplyPriorityWait = 50 * time.Millisecond
 
 // ApplyGate gives a replica's apply priority over new reads, the way a
 // database standby trades query latency against replay lag (PostgreSQL's

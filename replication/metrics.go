@@ -33,7 +33,7 @@ func NewFollowerMetrics(reg prometheus.Registerer) *FollowerMetrics {
 		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "utxo_cache_replica_apply_seconds",
 			Help: "Time to apply and verify one change.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 		gateWaitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "utxo_cache_replica_apply_priority_wait_seconds",
-			Help:    "Time a read waited for the change being applied (--apply-priority-wait); the count is the reads held.",
+			Help:    "Time a read held for a change being applied (--apply-priority-wait) waited until it ran again; the count is the reads held.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12)}),
 		gateExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_apply_priority_expired_total",
 			Help: "Changes whose hold on new reads ended at --apply-priority-wait, before the change was published."}),

@@ -120,7 +120,7 @@ func TestHelp(t *testing.T) {
 		{flag: "replication-retention", def: "0"}, // 0: the rollback window, which the text says
 		{flag: "max-lag-blocks", def: "10"},
 		{flag: "max-wait", def: "2s"},
-		{flag: "apply-priority-wait", def: "30ms"},
+		{flag: "apply-priority-wait", def: "50ms"},
 	} {
 		e, ok := entries[want.flag]
 		switch {
