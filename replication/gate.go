@@ -49,7 +49,7 @@ const DefaultApplyPriorityWait = 50 * time.Millisecond
 //
 // With no hold raised, Wait costs one atomic load. A nil *ApplyGate, or one
 // with a bound of zero, never holds anything. An ApplyGate is safe for
-// concurrent use; Hold and Release are for the follower's goroutine.
+// concurrent use; Hold is for the follower's goroutine.
 type ApplyGate struct {
 	wait    time.Duration
 	m       *FollowerMetrics
@@ -114,8 +114,9 @@ func (g *ApplyGate) Hold() {
 	})
 }
 
-// Release opens the raised hold, if any: the follower is done with the
-// change it announced. Follower goroutine only.
+// Release opens the raised hold, if any: the change it was raised for is
+// published (AfterPublish), or the follower is done with it. Safe from any
+// goroutine; a hold opens once.
 func (g *ApplyGate) Release() {
 	if g == nil {
 		return
