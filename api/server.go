@@ -42,6 +42,12 @@ type Writer interface {
 	RollbackToHash(ctx context.Context, h chain.Hash) (writer.Result, error)
 }
 
+// ReadGate holds new reads back (replication.ApplyGate). Wait returns when
+// the read may go on; it must cost next to nothing when nothing is held.
+type ReadGate interface {
+	Wait(ctx context.Context)
+}
+
 // Options configure the HTTP API.
 type Options struct {
 	// AdminToken enables the write endpoints for bearers of it. Empty: writes
@@ -61,6 +67,11 @@ type Options struct {
 	MaxBlockBytes int64
 	// MaxRequestBytes bounds other request bodies. Default 1 MiB.
 	MaxRequestBytes int64
+	// ReadGate, on a replica, holds new reads while the replica applies a
+	// change (replication.ApplyGate): every read endpoint calls its Wait
+	// before anything else; other endpoints (writes, replication, health,
+	// readiness, metrics, the OpenAPI document) never do. Nil: no gate.
+	ReadGate ReadGate
 	// MaxWait bounds how long a read waits for its min_seq / min_height
 	// (a wait parameter may shorten it). Default 2s; negative: no waiting.
 	MaxWait time.Duration
@@ -139,11 +150,11 @@ func New(r Reader, w Writer, opts Options) *API {
 		a.writeError(c, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this endpoint")
 	})
 
-	a.route(http.MethodGet, "/v1/tip", a.getTip)
-	a.route(http.MethodGet, "/v1/addresses/:address/utxos", a.getAddressUtxos)
-	a.route(http.MethodGet, "/v1/addresses/:address/balance", a.getBalance)
-	a.route(http.MethodGet, "/v1/utxos/:tx_hash/:index", a.getUtxo)
-	a.route(http.MethodPost, "/v1/utxos/lookup", a.postLookup)
+	a.route(http.MethodGet, "/v1/tip", a.read(a.getTip))
+	a.route(http.MethodGet, "/v1/addresses/:address/utxos", a.read(a.getAddressUtxos))
+	a.route(http.MethodGet, "/v1/addresses/:address/balance", a.read(a.getBalance))
+	a.route(http.MethodGet, "/v1/utxos/:tx_hash/:index", a.read(a.getUtxo))
+	a.route(http.MethodPost, "/v1/utxos/lookup", a.read(a.postLookup))
 	a.route(http.MethodPost, "/v1/blocks", a.postBlock)
 	a.route(http.MethodPost, "/v1/rollback", a.postRollback)
 	a.route(http.MethodGet, "/v1/replication/changes", a.getChanges)
@@ -170,6 +181,20 @@ func (a *API) route(method, path string, h gin.HandlerFunc) {
 		h(c)
 		obs(c.Writer.Status(), time.Since(start))
 	})
+}
+
+// read is the middleware of the read endpoints: it passes the request
+// through the read gate (Options.ReadGate) first. The wait counts in the
+// route's latency.
+func (a *API) read(h gin.HandlerFunc) gin.HandlerFunc {
+	g := a.opts.ReadGate
+	if g == nil {
+		return h
+	}
+	return func(c *gin.Context) {
+		g.Wait(c.Request.Context())
+		h(c)
+	}
 }
 
 func (a *API) recovered(c *gin.Context, rec any) {

@@ -66,6 +66,11 @@ type FollowerOptions struct {
 	BlockLimits chain.Limits
 	// Metrics receives the replica's figures. Default: unexported ones.
 	Metrics *FollowerMetrics
+	// Gate, when set, holds the replica's new reads while a change is
+	// pending (ApplyGate); the follower raises and releases its holds, and
+	// the caller subscribes it to the replica's writer so that a hold opens
+	// at the publish. Default: none, reads are never held.
+	Gate *ApplyGate
 	// Logger. Default: discard.
 	Logger *slog.Logger
 }
@@ -263,6 +268,15 @@ func (f *Follower) poll(ctx context.Context) error {
 		return err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		if s, err := strconv.ParseUint(resp.Header.Get("X-Commit-Seq"), 10, 64); err == nil && s > f.store.Published().Seq {
+			// A change is on its way: from here to its publish, it goes
+			// before new reads (reading the body may block as well).
+			f.opts.Gate.Hold()
+		}
+	}
+	// Whatever happens to the answer, no hold outlives it.
+	defer f.opts.Gate.Release()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(f.opts.BlockLimits.MaxBlockBytes)*2+maxChangesResponse))
 	if err != nil {
 		return fmt.Errorf("read changes: %w", err)
@@ -351,6 +365,7 @@ func (f *Follower) apply(ctx context.Context, c *chain.Change) error {
 		return fmt.Errorf("change %d follows seq %d: %w", c.Seq, before.Seq, ErrDiverged)
 	}
 	start := time.Now()
+	f.opts.Gate.Hold() // opened by the publish (AfterPublish), or by poll
 	f.expect.Store(c)
 	defer f.expect.Store(nil)
 	var res writer.Result

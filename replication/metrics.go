@@ -12,6 +12,10 @@ type FollowerMetrics struct {
 	// Bootstraps counts verified stores installed from a checkpoint.
 	Bootstraps   prometheus.Counter
 	applySeconds prometheus.Histogram
+	// The apply priority (ApplyGate): how long held reads waited, and the
+	// holds that opened by their bound before the change was published.
+	gateWaitSeconds prometheus.Histogram
+	gateExpired     prometheus.Counter
 }
 
 // NewFollowerMetrics registers a replica's figures with reg (may be nil).
@@ -28,9 +32,15 @@ func NewFollowerMetrics(reg prometheus.Registerer) *FollowerMetrics {
 		bytes:         prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_log_bytes_total", Help: "Change-log bytes received from the writer."}),
 		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "utxo_cache_replica_apply_seconds",
 			Help: "Time to apply and verify one change.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		gateWaitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "utxo_cache_replica_apply_priority_wait_seconds",
+			Help:    "Time a read held for a change being applied (--apply-priority-wait) waited until it ran again; the count is the reads held.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12)}),
+		gateExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_apply_priority_expired_total",
+			Help: "Changes whose hold on new reads ended at --apply-priority-wait, before the change was published."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.applied, m.writerSeq, m.lagBlocks, m.lastContact, m.divergences, m.contactErrors, m.bytes, m.applySeconds, m.Bootstraps, m.lagSeconds)
+		reg.MustRegister(m.applied, m.writerSeq, m.lagBlocks, m.lastContact, m.divergences, m.contactErrors, m.bytes, m.applySeconds, m.Bootstraps, m.lagSeconds,
+			m.gateWaitSeconds, m.gateExpired)
 	}
 	return m
 }

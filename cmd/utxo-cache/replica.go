@@ -184,7 +184,8 @@ type replicaNode struct {
 	reads *query.Server
 	w     *writer.Writer
 	f     *replication.Follower
-	reg   *prometheus.Registry // this node's figures (writer, store, reads, HTTP)
+	gate  *replication.ApplyGate // holds new reads while f applies a change
+	reg   *prometheus.Registry   // this node's figures (writer, store, reads, HTTP)
 	ref   *nodeRef
 }
 
@@ -447,7 +448,15 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 		Verify:            func(st disk.State) error { return n.f.Verify(st) },
 	})
 	n.w.Subscribe(n.reads)
-	n.f, err = replication.NewFollower(store, n.w, r.followerOptions())
+	// The apply priority: new reads wait while a change is pending, and
+	// go on once the writer has published it (or the bound has passed).
+	// Subscribed after the reads, so the reads waiting for the change's
+	// seq (min_seq) are woken before the held ones.
+	n.gate = replication.NewApplyGate(r.s.applyPriorityWait, r.fm)
+	n.w.Subscribe(n.gate)
+	fo := r.followerOptions()
+	fo.Gate = n.gate
+	n.f, err = replication.NewFollower(store, n.w, fo)
 	if err != nil {
 		r.closeNode(n)
 		return nil, err
@@ -455,6 +464,7 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 	gather := prometheus.Gatherers{r.base, n.reg}
 	h := api.New(n.reads, nil, api.Options{
 		ReadOnly:      true,
+		ReadGate:      n.gate,
 		MaxWait:       r.s.maxWait,
 		Registry:      n.reg,
 		Gatherer:      gather,

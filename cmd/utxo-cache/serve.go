@@ -51,6 +51,7 @@ type serveSettings struct {
 	skipUnknown                                        bool
 	maxBlockBytes                                      int64
 	redisTTL, redisTimeout, shutdownTimeout, maxWait   time.Duration
+	applyPriorityWait                                  time.Duration
 	followURL, bitcoinNetwork                          string
 	replicaOf, replicationToken                        string
 	replicationRetention, maxLagBlocks                 uint64
@@ -91,6 +92,8 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.replicationTokenFile, "replication-token-file", "", "`FILE` holding the replication token (a trailing newline is ignored); not with --replication-token")
 	fs.Uint64Var(&s.replicationRetention, "replication-retention", 0, "changes the writer keeps in its change log for replicas, in `BLOCKS` (each applied block is one change); default: the rollback window")
 	fs.Uint64Var(&s.maxLagBlocks, "max-lag-blocks", 10, "a replica further behind its writer than this many `BLOCKS` is not ready (/readyz 503)")
+	fs.DurationVar(&s.applyPriorityWait, "apply-priority-wait", replication.DefaultApplyPriorityWait, "on a replica, longest a new read waits for a change being applied before it goes on (the change goes first on the CPU);\n"+
+		"0: reads never wait")
 	fs.StringVar(&s.memtable, "memtable-bytes", formatSize(storeDefaults.MemTableBytes), "Pebble's memtable size (`SIZE`): writes buffered in memory, and in the log, before a flush to an sstable;\n"+
 		"the default --disk-reserve-bytes is twice this plus 64MiB")
 	s.disk.registerReserve(fs)
@@ -115,6 +118,9 @@ func runServe(e *env, args []string) error {
 	}
 	if s.maxWait == 0 {
 		s.maxWait = -1 // api.Options: no waiting
+	}
+	if s.applyPriorityWait < 0 {
+		return usagef("--apply-priority-wait %s: must not be negative", s.applyPriorityWait)
 	}
 	token, err := resolveSecret("admin-token", s.adminToken, s.adminTokenFile)
 	if err != nil {

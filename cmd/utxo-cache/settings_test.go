@@ -57,7 +57,8 @@ func TestHelp(t *testing.T) {
 		"rollback": {"data-dir", "height", "hash", "rollback-window"},
 		"stats":    {"data-dir", "json"},
 		"serve": {"data-dir", "listen", "admin-token", "admin-token-file", "prune-depth", "rollback-window", "redis-url",
-			"memory-cache-bytes", "replica-of", "replication-token", "replication-retention", "max-lag-blocks", "max-wait"},
+			"memory-cache-bytes", "replica-of", "replication-token", "replication-retention", "max-lag-blocks", "max-wait",
+			"apply-priority-wait"},
 		"checkpoint": {"data-dir", "out"},
 		"restore":    {"data-dir"},
 	}
@@ -119,6 +120,7 @@ func TestHelp(t *testing.T) {
 		{flag: "replication-retention", def: "0"}, // 0: the rollback window, which the text says
 		{flag: "max-lag-blocks", def: "10"},
 		{flag: "max-wait", def: "2s"},
+		{flag: "apply-priority-wait", def: "50ms"},
 	} {
 		e, ok := entries[want.flag]
 		switch {
@@ -151,6 +153,7 @@ func TestHelp(t *testing.T) {
 	wantFail(t, cli(t, nil, nil), 2, "Commands:")
 	wantFail(t, cli(t, nil, nil, "frobnicate"), 2, `unknown command "frobnicate"`)
 	wantFail(t, cli(t, nil, nil, "help", "frobnicate"), 2, `unknown command "frobnicate"`)
+	wantFail(t, cli(t, nil, nil, "serve", "--apply-priority-wait", "-1ms"), 2, "--apply-priority-wait -1ms: must not be negative")
 }
 
 // helpEntry is what a --help output says of one flag.
