@@ -28,6 +28,10 @@ type changes struct {
 	addrs map[string]struct{}
 	ops   map[chain.OutPoint]struct{}
 	cs    ChangeSet
+	// addrKeys[i] is the DimAddress key of cs.Addresses[i] while every
+	// address came through addressKey (derived, which has the key at hand);
+	// merge leaves it short, and setBalances then hashes the addresses.
+	addrKeys []DimKey
 }
 
 // blockChanges is newChanges for a single block's commit, reusing the
@@ -43,6 +47,7 @@ func (s *Store) blockChanges(old chain.Tip, n int) *changes {
 		clear(c.addrs)
 		clear(c.ops)
 	}
+	c.addrKeys = c.addrKeys[:0]
 	c.cs = ChangeSet{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n)}
 	return c
 }
@@ -64,6 +69,16 @@ func (c *changes) address(a string) {
 	}
 }
 
+// addressKey is address for an address whose DimAddress key k the caller
+// has computed already.
+func (c *changes) addressKey(a string, k DimKey) {
+	if _, ok := c.addrs[a]; !ok {
+		c.addrs[a] = struct{}{}
+		c.cs.Addresses = append(c.cs.Addresses, a)
+		c.addrKeys = append(c.addrKeys, k)
+	}
+}
+
 func (c *changes) outPoint(op chain.OutPoint) {
 	if _, ok := c.ops[op]; !ok {
 		c.ops[op] = struct{}{}
@@ -79,8 +94,15 @@ func (c *changes) setBalances(d *derived) {
 		rows[d.written[i].k] = &d.written[i].b
 	}
 	c.cs.Balances = make(map[string]chain.Balance, len(c.cs.Addresses))
-	for _, a := range c.cs.Addresses {
-		b := rows[MakeDimKey(DimAddress, []byte(a))]
+	keyed := len(c.addrKeys) == len(c.cs.Addresses)
+	for i, a := range c.cs.Addresses {
+		var k DimKey
+		if keyed {
+			k = c.addrKeys[i]
+		} else {
+			k = MakeDimKey(DimAddress, []byte(a))
+		}
+		b := rows[k]
 		switch {
 		case b == nil:
 		case b.Count == 0:
