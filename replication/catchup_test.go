@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/utxo-cache/utxo-cache/chain"
@@ -29,7 +32,7 @@ var catchUpStoreOptions = disk.Options{PruneDepth: 3, RollbackWindow: 6, LogRete
 // X-Commit-Seq and X-Tip-Height of the state it was read at). tamper, when
 // set, may change a decoded change before it is served again.
 type catchUpWriter struct {
-	t     *testing.T
+	t     testing.TB
 	store *disk.Store
 	w     *writer.Writer
 	src   *Source
@@ -43,7 +46,7 @@ type catchUpWriter struct {
 	tamper   func(c *chain.Change) // under mu
 }
 
-func newCatchUpWriter(t *testing.T, seed uint64) *catchUpWriter {
+func newCatchUpWriter(t testing.TB, seed uint64, gen model.GenOptions) *catchUpWriter {
 	t.Helper()
 	dir := t.TempDir()
 	s, err := disk.Open(filepath.Join(dir, "store"), catchUpStoreOptions)
@@ -52,7 +55,7 @@ func newCatchUpWriter(t *testing.T, seed uint64) *catchUpWriter {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	cw := &catchUpWriter{t: t, store: s, w: writer.New(s, writer.Options{}),
-		m: model.New(catchUpStoreOptions.PruneDepth, catchUpStoreOptions.RollbackWindow), g: model.NewGen(seed, model.GenOptions{}),
+		m: model.New(catchUpStoreOptions.PruneDepth, catchUpStoreOptions.RollbackWindow), g: model.NewGen(seed, gen),
 		hist: map[uint64]disk.State{0: s.Published()}, maxBytes: 64 << 10}
 	t.Cleanup(func() { _ = cw.w.Close() })
 	cw.src = NewSource(s, cw.w, filepath.Join(dir, "staging"), 1)
@@ -143,7 +146,7 @@ func (cw *catchUpWriter) record() {
 // change must have been verified, and the state must be the writer's at
 // that seq.
 type catchUpReplica struct {
-	t     *testing.T
+	t     testing.TB
 	cw    *catchUpWriter
 	store *disk.Store
 	w     *writer.Writer
@@ -160,7 +163,8 @@ type catchUpReplica struct {
 	onPublish func(seq uint64)
 }
 
-func newCatchUpReplica(t *testing.T, cw *catchUpWriter, dir string) *catchUpReplica {
+// liveMargin is the follower's FollowerOptions.LiveMargin (0: the default).
+func newCatchUpReplica(t testing.TB, cw *catchUpWriter, dir string, liveMargin uint64) *catchUpReplica {
 	t.Helper()
 	s, err := disk.Open(dir, catchUpStoreOptions)
 	if err != nil {
@@ -180,7 +184,7 @@ func newCatchUpReplica(t *testing.T, cw *catchUpWriter, dir string) *catchUpRepl
 	}})
 	t.Cleanup(func() { _ = rp.w.Close() })
 	rp.w.Subscribe(rp)
-	if rp.f, err = NewFollower(s, rp.w, FollowerOptions{URL: cw.srv.URL, Token: "t", Metrics: rp.m}); err != nil {
+	if rp.f, err = NewFollower(s, rp.w, FollowerOptions{URL: cw.srv.URL, Token: "t", Metrics: rp.m, LiveMargin: liveMargin}); err != nil {
 		t.Fatal(err)
 	}
 	return rp
@@ -274,8 +278,8 @@ func (rp *catchUpReplica) check(seq uint64) {
 // published state is the writer's at its seq. Then it keeps up with a few
 // more blocks one at a time, as a live replica.
 func TestReplicaCatchUpWindows(t *testing.T) {
-	cw := newCatchUpWriter(t, 31)
-	rp := newCatchUpReplica(t, cw, filepath.Join(t.TempDir(), "replica"))
+	cw := newCatchUpWriter(t, 31, model.GenOptions{})
+	rp := newCatchUpReplica(t, cw, filepath.Join(t.TempDir(), "replica"), 0)
 	cw.steps(320)
 	rp.catchUp()
 	windows, blocks := rp.metric("utxo_cache_replica_catch_up_windows_total"), rp.metric("utxo_cache_replica_catch_up_blocks_total")
@@ -310,8 +314,8 @@ func TestReplicaCatchUpWindows(t *testing.T) {
 // published. A new store from a checkpoint of the writer (what a replica
 // does after a divergence) then catches up in windows.
 func TestReplicaCatchUpTampered(t *testing.T) {
-	cw := newCatchUpWriter(t, 47)
-	rp := newCatchUpReplica(t, cw, filepath.Join(t.TempDir(), "replica"))
+	cw := newCatchUpWriter(t, 47, model.GenOptions{})
+	rp := newCatchUpReplica(t, cw, filepath.Join(t.TempDir(), "replica"), 0)
 	cw.steps(200)
 	rp.catchUp() // the first 200 in windows
 
@@ -395,9 +399,55 @@ func TestReplicaCatchUpTampered(t *testing.T) {
 		t.Fatal(err)
 	}
 	cw.steps(120)
-	rp2 := newCatchUpReplica(t, cw, dir)
+	rp2 := newCatchUpReplica(t, cw, dir, 0)
 	rp2.catchUp()
 	if rp2.metric("utxo_cache_replica_catch_up_windows_total") == 0 {
 		t.Fatal("the recovered replica caught up without windows")
 	}
+}
+
+// BenchmarkReplicaCatchUp: an empty replica catches up with a writer
+// -catchup-blocks changes ahead (blocks of up to 100 transactions over 2,000
+// addresses, rollbacks now and then), in windows (the follower's default)
+// and one change at a time (a live margin above every block: the follower
+// before catch-up windows). Stores on the temporary directory's file system,
+// synced commits. Reports blocks/s and the process CPU time per block.
+func BenchmarkReplicaCatchUp(b *testing.B) {
+	cw := newCatchUpWriter(b, 7, model.GenOptions{Addresses: 2000, MaxTxs: 100})
+	cw.maxBytes = 4 << 20 // the writer API's bound
+	cw.steps(*catchUpBlocks)
+	for _, mode := range []struct {
+		name   string
+		margin uint64
+	}{{"windows", 0}, {"one-by-one", 1 << 62}} {
+		b.Run(mode.name, func(b *testing.B) {
+			var cpu time.Duration
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				rp := newCatchUpReplica(b, cw, filepath.Join(b.TempDir(), fmt.Sprint("replica", i)), mode.margin)
+				before := cpuTime(b)
+				b.StartTimer()
+				rp.catchUp()
+				b.StopTimer()
+				cpu += cpuTime(b) - before
+				_ = rp.w.Close()
+				_ = rp.store.Close()
+				b.StartTimer()
+			}
+			n := float64(b.N) * float64(cw.store.Published().Seq)
+			b.ReportMetric(n/b.Elapsed().Seconds(), "changes/s")
+			b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/change")
+		})
+	}
+}
+
+var catchUpBlocks = flag.Int("catchup-blocks", 1000, "changes the writer is ahead in BenchmarkReplicaCatchUp")
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(tb testing.TB) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

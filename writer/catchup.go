@@ -179,6 +179,10 @@ func (w *Writer) windowLen(blocks []*chain.Block, target uint64) int {
 // records missing that a store at this window's end must hold. So every
 // window end is a state the blocks applied one by one would have left.
 //
+// With Options.Verify set, each block is verified with the window's state
+// right after it (BlockTxn.WindowState), before the next block begins: a
+// failure returns errWindowVerify with nothing written.
+//
 // The free-space guard checks the window as a whole once its blocks are
 // known valid: a window that does not fit is refused, and applyBatch then
 // applies its blocks one by one, each through the guard again.
