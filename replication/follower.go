@@ -38,10 +38,13 @@ var ErrNeedBootstrap = errors.New("replication: replica must bootstrap again")
 var ErrNotWritersState = errors.New("replication: the replica's state is not its writer's")
 
 // Applier is the replica's writer: the same code that applies blocks and
-// rollbacks on the writer.
+// rollbacks on the writer (*writer.Writer). ApplyBlocks takes a replica far
+// behind its writer through catch-up windows; its Options.Verify must be
+// the Follower's Verify.
 type Applier interface {
 	Apply(ctx context.Context, b *chain.Block) (writer.Result, error)
 	Rollback(ctx context.Context, target uint64) (writer.Result, error)
+	ApplyBlocks(ctx context.Context, blocks []*chain.Block, target uint64) (writer.BatchResult, error)
 }
 
 // Published gives the replica store's published state.
@@ -73,6 +76,11 @@ type FollowerOptions struct {
 	Gate *ApplyGate
 	// Logger. Default: discard.
 	Logger *slog.Logger
+	// LiveMargin is the replica writer's writer.Options.LiveMargin: blocks
+	// within it of the writer's tip are applied one change at a time, as
+	// live changes; those below it go to ApplyBlocks (catch-up windows).
+	// Default writer.DefaultLiveMargin.
+	LiveMargin uint64
 }
 
 // EnsureDefaults returns o with its zero fields filled.
@@ -97,6 +105,9 @@ func (o FollowerOptions) EnsureDefaults() FollowerOptions {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.LiveMargin == 0 {
+		o.LiveMargin = writer.DefaultLiveMargin
+	}
 	return o
 }
 
@@ -114,16 +125,31 @@ func (o FollowerOptions) EnsureDefaults() FollowerOptions {
 // new checkpoint can fix it. Since each change is applied and published
 // before the next is read, the replica's published states are the writer's
 // states S, S+1, … in order: reads on the replica are monotonic.
+//
+// # Catching up
+//
+// A replica far behind (after a restart or downtime) hands each run of
+// consecutive block changes of one answer that lie more than LiveMargin
+// below the writer's tip (X-Tip-Height) to the writer's ApplyBlocks, which
+// applies them in catch-up windows. Each block of a window keeps its own
+// seq and is verified, in memory, against the writer's figures for it
+// (Verify looks the change up by seq among the run) before the window is
+// committed and published; a block that fails drops the window unwritten,
+// and its blocks are then applied one by one until the one that diverges.
+// So every change is still verified before it is published, and the
+// published states are still writer's states in order (a window publishes
+// the state after its last block; readers skip the ones inside it). Blocks
+// within LiveMargin of the writer's tip, and rollbacks, go one at a time.
 type Follower struct {
 	opts  FollowerOptions
 	base  *url.URL
 	store Published
 	w     Applier
 	m     *FollowerMetrics
-	// expect is the change being applied, for Verify (set by the follower
-	// before it hands the change to the writer, read on the writer
-	// goroutine).
-	expect atomic.Pointer[chain.Change]
+	// expect is the changes being applied, consecutive in seq, for Verify
+	// (set by the follower before it hands them to the writer, read on the
+	// writer goroutine).
+	expect atomic.Pointer[[]*chain.Change]
 	// checked is whether the store's own state was compared with the
 	// writer's record of it since Run started.
 	checked bool
@@ -306,15 +332,33 @@ func (f *Follower) poll(ctx context.Context) error {
 	f.mu.writerSeq, f.mu.writerHeight, f.mu.contact = writerSeq, writerHeight, time.Now()
 	f.mu.Unlock()
 	f.m.writerSeq.Set(float64(writerSeq))
+	var changes []*chain.Change
+	var decodeErr error
 	for rest := body; len(rest) > 0; {
 		c, r, err := chain.DecodeChangeCBOR(rest, f.opts.BlockLimits)
 		if err != nil {
-			return fmt.Errorf("change after %d: %v: %w", f.store.Published().Seq, err, ErrDiverged)
+			decodeErr = err // after the changes before it
+			break
 		}
 		rest = r
-		if err := f.apply(ctx, c); err != nil {
+		changes = append(changes, c)
+	}
+	for len(changes) > 0 {
+		n := f.catchUpLen(changes, writerHeight)
+		if n == 0 {
+			if err := f.apply(ctx, changes[0]); err != nil {
+				return err
+			}
+			changes = changes[1:]
+			continue
+		}
+		if err := f.applyRun(ctx, changes[:n], writerHeight); err != nil {
 			return err
 		}
+		changes = changes[n:]
+	}
+	if decodeErr != nil {
+		return fmt.Errorf("change after %d: %v: %w", f.store.Published().Seq, decodeErr, ErrDiverged)
 	}
 	f.mu.Lock()
 	if f.store.Published().Seq >= f.mu.writerSeq {
@@ -332,12 +376,15 @@ const maxChangesResponse = 8 << 20
 // Verify is the replica writer's writer.Options.Verify: it checks a
 // committed change against the writer's figures for it before the change is
 // published, so a replica never publishes a state its writer did not have.
+//
+// The follower hands the writer consecutive changes (one, or a run for
+// ApplyBlocks); Verify checks st against the one of them at st.Seq.
 func (f *Follower) Verify(st disk.State) error {
-	c := f.expect.Load()
-	if c == nil {
+	p := f.expect.Load()
+	if p == nil || len(*p) == 0 || st.Seq < (*p)[0].Seq || st.Seq-(*p)[0].Seq >= uint64(len(*p)) {
 		return fmt.Errorf("a change nobody asked for (seq %d): %w", st.Seq, ErrDiverged)
 	}
-	return matchAfter(c, st)
+	return matchAfter((*p)[st.Seq-(*p)[0].Seq], st)
 }
 
 func matchAfter(c *chain.Change, st disk.State) error {
@@ -366,7 +413,7 @@ func (f *Follower) apply(ctx context.Context, c *chain.Change) error {
 	}
 	start := time.Now()
 	f.opts.Gate.Hold() // opened by the publish (AfterPublish), or by poll
-	f.expect.Store(c)
+	f.expect.Store(&[]*chain.Change{c})
 	defer f.expect.Store(nil)
 	var res writer.Result
 	var err error
@@ -392,6 +439,77 @@ func (f *Follower) apply(ctx context.Context, c *chain.Change) error {
 	f.verified.Store(true)
 	f.m.applied.Set(float64(st.Seq))
 	f.m.applySeconds.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// catchUpLen returns how many of changes, from the first, go to ApplyBlocks
+// as one run (0: the first goes alone, through apply): block changes whose
+// seqs follow the published state's, more than LiveMargin below the
+// writer's tip height; a run of fewer than two goes alone.
+func (f *Follower) catchUpLen(changes []*chain.Change, writerHeight uint64) int {
+	if !f.checked {
+		return 0 // the record of the replica's own state comes first
+	}
+	next := f.store.Published().Seq + 1
+	n := 0
+	for _, c := range changes {
+		if c.Kind != chain.ChangeApply || c.Seq != next+uint64(n) || c.Block == nil ||
+			c.Block.Height+f.opts.LiveMargin > writerHeight {
+			break
+		}
+		n++
+	}
+	if n < 2 {
+		return 0
+	}
+	return n
+}
+
+// applyRun applies run, consecutive block changes from catchUpLen, through
+// the writer's ApplyBlocks (catch-up windows) towards the writer's tip
+// height target, and checks the figures after them: each was verified
+// before it was published (Verify), the last is checked again here, as
+// apply does. The apply priority holds new reads from the call to the first
+// publish.
+func (f *Follower) applyRun(ctx context.Context, run []*chain.Change, target uint64) error {
+	start := time.Now()
+	blocks := make([]*chain.Block, len(run))
+	for i, c := range run {
+		blocks[i] = c.Block
+	}
+	f.opts.Gate.Hold() // opened by the first publish (AfterPublish), or by poll
+	f.expect.Store(&run)
+	res, err := f.w.ApplyBlocks(ctx, blocks, target)
+	f.expect.Store(nil)
+	st := f.store.Published()
+	if res.Done > 0 && st.Seq >= run[0].Seq {
+		// Changes up to st.Seq were verified and published.
+		f.verified.Store(true)
+		f.m.applied.Set(float64(st.Seq))
+	}
+	if err != nil {
+		if errors.Is(err, writer.ErrClosed) || ctx.Err() != nil {
+			return err
+		}
+		c := run[min(res.Done, len(run)-1)]
+		return fmt.Errorf("change %d (%s): %v: %w", c.Seq, c.Kind, err, ErrDiverged)
+	}
+	if res.Done != len(run) || res.Skipped > 0 {
+		return fmt.Errorf("changes %d..%d: the replica applied %d of %d blocks: %w", run[0].Seq, run[len(run)-1].Seq, res.Applied, len(run), ErrDiverged)
+	}
+	if err := matchAfter(run[len(run)-1], st); err != nil {
+		return err
+	}
+	// One observation per change: the count is the changes applied, the
+	// sum the time they took.
+	per := time.Since(start).Seconds() / float64(len(run))
+	for range run {
+		f.m.applySeconds.Observe(per)
+	}
+	if res.Windows > 0 {
+		f.m.catchUpWindows.Add(float64(res.Windows))
+		f.m.catchUpBlocks.Add(float64(res.WindowBlocks))
+	}
 	return nil
 }
 

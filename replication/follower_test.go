@@ -29,6 +29,9 @@ func (noApplier) Apply(context.Context, *chain.Block) (writer.Result, error) {
 func (noApplier) Rollback(context.Context, uint64) (writer.Result, error) {
 	panic("no change expected")
 }
+func (noApplier) ApplyBlocks(context.Context, []*chain.Block, uint64) (writer.BatchResult, error) {
+	panic("no change expected")
+}
 
 // TestFirstPollDoesNotWait: a follower's first request does not long-poll,
 // so a replica of an idle writer has contact (is ready, knows its lag) as

@@ -16,6 +16,9 @@ type FollowerMetrics struct {
 	// holds that opened by their bound before the change was published.
 	gateWaitSeconds prometheus.Histogram
 	gateExpired     prometheus.Counter
+	// Catch-up (Follower's ApplyBlocks runs): windows committed and the
+	// block changes they applied.
+	catchUpWindows, catchUpBlocks prometheus.Counter
 }
 
 // NewFollowerMetrics registers a replica's figures with reg (may be nil).
@@ -37,10 +40,14 @@ func NewFollowerMetrics(reg prometheus.Registerer) *FollowerMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12)}),
 		gateExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_apply_priority_expired_total",
 			Help: "Changes whose hold on new reads ended at --apply-priority-wait, before the change was published."}),
+		catchUpWindows: prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_catch_up_windows_total",
+			Help: "Catch-up windows the replica committed: runs of block changes far below the writer's tip, each verified block by block before one synced commit."}),
+		catchUpBlocks: prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_catch_up_blocks_total",
+			Help: "Block changes the replica applied in catch-up windows."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.applied, m.writerSeq, m.lagBlocks, m.lastContact, m.divergences, m.contactErrors, m.bytes, m.applySeconds, m.Bootstraps, m.lagSeconds,
-			m.gateWaitSeconds, m.gateExpired)
+			m.gateWaitSeconds, m.gateExpired, m.catchUpWindows, m.catchUpBlocks)
 	}
 	return m
 }

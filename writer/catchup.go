@@ -21,6 +21,11 @@ const (
 	DefaultLiveMargin uint64 = 6
 )
 
+// errWindowVerify marks a window one of whose blocks failed Options.Verify:
+// it is dropped unwritten, and its blocks go alone (the diverging one then
+// fails the writer).
+var errWindowVerify = errors.New("failed verification")
+
 // windowChangeBytes estimates the memory one input or output costs a
 // window: its overlay entry and record, its share of the undo delta, the
 // change-log record and the batch.
@@ -54,8 +59,13 @@ type BatchResult struct {
 // applied one by one, so the blocks before the refused one are applied and
 // the error is the one Apply gives.
 //
-// With Options.Verify set (a replica) every block goes alone: each is
-// verified before it is published.
+// With Options.Verify set (a replica), each block of a window is verified
+// with the window's state right after it (seq, tip, count, digest, exactly
+// those of a one-by-one commit) before the window is committed: a failure
+// drops the window with nothing written, and its blocks then go alone, each
+// verified after its commit, so the writer fails at the block that diverges
+// (and the blocks before it are applied and published) as with Apply.
+// Nothing unverified is ever published.
 func (w *Writer) ApplyBlocks(ctx context.Context, blocks []*chain.Block, target uint64) (BatchResult, error) {
 	if len(blocks) == 0 {
 		st := w.store.Published()
@@ -93,7 +103,11 @@ func (w *Writer) applyBatch(blocks []*chain.Block, target uint64) (res BatchResu
 			if errors.Is(err, ErrFailed) {
 				return res, err
 			}
-			w.opts.Logger.Debug("catch-up window refused; applying its blocks one by one", "err", err)
+			if errors.Is(err, errWindowVerify) {
+				w.opts.Logger.Warn("catch-up window failed verification; applying its blocks one by one", "err", err)
+			} else {
+				w.opts.Logger.Debug("catch-up window refused; applying its blocks one by one", "err", err)
+			}
 			for range n {
 				if err := w.batchOne(&res, blocks[res.Done]); err != nil {
 					return res, err
@@ -129,7 +143,7 @@ func (w *Writer) batchOne(res *BatchResult, b *chain.Block) error {
 // may take: consecutive heights from the one above the tip, more than
 // LiveMargin below target, within WindowBlocks and WindowBytes.
 func (w *Writer) windowLen(blocks []*chain.Block, target uint64) int {
-	if w.opts.WindowBytes < 0 || w.opts.Verify != nil {
+	if w.opts.WindowBytes < 0 {
 		return 0
 	}
 	tip := w.store.State().Tip
@@ -165,6 +179,10 @@ func (w *Writer) windowLen(blocks []*chain.Block, target uint64) int {
 // records missing that a store at this window's end must hold. So every
 // window end is a state the blocks applied one by one would have left.
 //
+// With Options.Verify set, each block is verified with the window's state
+// right after it (BlockTxn.WindowState), before the next block begins: a
+// failure returns errWindowVerify with nothing written.
+//
 // The free-space guard checks the window as a whole once its blocks are
 // known valid: a window that does not fit is refused, and applyBatch then
 // applies its blocks one by one, each through the guard again.
@@ -187,6 +205,11 @@ func (w *Writer) applyWindow(blocks []*chain.Block) (*disk.ChangeSet, error) {
 		}
 		if err := txn.End(); err != nil {
 			return nil, err
+		}
+		if w.opts.Verify != nil {
+			if err := w.opts.Verify(txn.WindowState()); err != nil {
+				return nil, fmt.Errorf("catch-up window: block %d: %w: %w", b.Height, errWindowVerify, err)
+			}
 		}
 		estimates[i] = estimateBlock(b)
 		estimate += estimates[i]

@@ -129,6 +129,19 @@ func (t *BlockTxn) Tip() chain.Tip {
 	return t.s.State().Tip
 }
 
+// WindowState returns the state the window has reached after its last ended
+// block (the state before the window while none has ended): Seq, Tip,
+// UtxoCount and Digest are exactly those the store would be at had the
+// window's blocks been committed one by one, so a replica can verify each
+// block against its writer's figures before the window is committed. Only
+// for a txn from NewWindow.
+func (t *BlockTxn) WindowState() State {
+	if t.win == nil {
+		return t.s.State()
+	}
+	return t.win.st
+}
+
 // Blocks returns how many blocks the window has ended.
 func (t *BlockTxn) Blocks() int {
 	if t.win == nil {
