@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
 // TestKeyBatchSameEffect checks keyBatch's invariant: the batch it hands to
@@ -175,5 +178,55 @@ func TestReadSorted(t *testing.T) {
 	})
 	if !errors.Is(err, boom) {
 		t.Fatalf("err %v, want boom", err)
+	}
+}
+
+// sstReadFault fails every read of an sstable while on.
+type sstReadFault struct{ on atomic.Bool }
+
+func (f *sstReadFault) String() string { return "sstReadFault" }
+
+func (f *sstReadFault) MaybeError(op errorfs.Op) error {
+	if f.on.Load() && op.Kind == errorfs.OpFileReadAt && strings.HasSuffix(op.Path, ".sst") {
+		return errorfs.ErrInjected
+	}
+	return nil
+}
+
+// TestReadSortedReadError: a key whose read fails is an error, never an
+// absent key. (Regression: SeekPrefixGE reports a read error as "not found",
+// and the next seek clears the iterator's error, so readSorted went on and
+// a failed balance read was taken as a zero balance.) Every key of a share
+// after the failed one is read too, so the error must survive later seeks.
+func TestReadSortedReadError(t *testing.T) {
+	fault := &sstReadFault{}
+	fs := errorfs.Wrap(vfs.NewMem(), fault)
+	opts := func() *pebble.Options {
+		return &pebble.Options{FS: fs, Logger: quietPebble{}, Cache: pebble.NewCache(0)}
+	}
+	db, err := pebble.Open("", opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(i int, dst []byte) []byte { return binary.BigEndian.AppendUint32(append(dst, 'k'), uint32(i)) }
+	for i := 0; i < 200; i += 2 {
+		if err := db.Set(key(i, nil), []byte("v"), pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil { // the keys go to a table, and no block stays cached
+		t.Fatal(err)
+	}
+	if db, err = pebble.Open("", opts()); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	fault.on.Store(true)
+	defer fault.on.Store(false)
+	for _, workers := range []int{1, 2} {
+		err := readSorted(db, 200, workers, key, func(int, []byte) error { return nil })
+		if !errors.Is(err, errorfs.ErrInjected) {
+			t.Errorf("workers=%d: readSorted with every table read failing: %v, want the injected error", workers, err)
+		}
 	}
 }

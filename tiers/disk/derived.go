@@ -148,7 +148,15 @@ func readSorted(db *pebble.DB, n, workers int, key func(i int, dst []byte) []byt
 		var kb []byte
 		for i := w * n / workers; i < (w+1)*n/workers; i++ {
 			kb = key(i, kb[:0])
-			if !it.SeekPrefixGE(kb) || !bytes.Equal(it.Key(), kb) {
+			if !it.SeekPrefixGE(kb) {
+				// Absent, or a read error: the next seek clears the
+				// iterator's error, so check it before going on.
+				if err := it.Error(); err != nil {
+					return errors.Join(fmt.Errorf("read %x: %w", kb, err), it.Close())
+				}
+				continue
+			}
+			if !bytes.Equal(it.Key(), kb) {
 				continue
 			}
 			v, err := it.ValueAndErr()
