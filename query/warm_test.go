@@ -14,32 +14,21 @@ import (
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
-// recordTier is an owned tier that keeps every entry it is given (with the
-// guard floors of the Tier contract), and records each entry stored with a
-// Seq the store has not published yet: an answer visible too early.
+// recordTier is an owned tier that keeps every entry it is given (mapTier,
+// with the guard floors of the Tier contract, never replacing an entry by an
+// older one), and records each entry stored with a Seq the store has not
+// published yet: an answer visible too early.
 type recordTier struct {
+	*mapTier
 	store Store
-	mu    sync.Mutex
-	m     map[string]Entry
-	floor map[string]uint64
-	early []string
+	early []string // guarded by mapTier.mu
 }
 
 func newRecordTier(store Store) *recordTier {
-	return &recordTier{store: store, m: make(map[string]Entry), floor: make(map[string]uint64)}
+	return &recordTier{mapTier: newMapTier(), store: store}
 }
 
 func (*recordTier) Name() string { return "memory" }
-
-func (r *recordTier) Get(_ context.Context, key, guard string) (Entry, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e, ok := r.m[key]
-	if !ok || e.Seq < r.floor[guard] {
-		return Entry{}, false
-	}
-	return e, true
-}
 
 func (r *recordTier) Set(_ context.Context, key, guard string, e Entry) {
 	published := r.store.Published().Seq
@@ -48,22 +37,10 @@ func (r *recordTier) Set(_ context.Context, key, guard string, e Entry) {
 	if e.Seq > published {
 		r.early = append(r.early, fmt.Sprintf("%s at seq %d, published %d", key, e.Seq, published))
 	}
-	if e.Seq < r.floor[guard] {
+	if cur, ok := r.entries[key]; (ok && cur.Seq > e.Seq) || e.Seq < r.floors[guard] {
 		return
 	}
-	if cur, ok := r.m[key]; ok && cur.Seq > e.Seq {
-		return
-	}
-	r.m[key] = e
-}
-
-func (r *recordTier) Invalidate(_ context.Context, seq uint64, guards []string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, g := range guards {
-		r.floor[g] = max(r.floor[g], seq)
-	}
-	return nil
+	r.entries[key] = e
 }
 
 func (r *recordTier) tooEarly() []string {
