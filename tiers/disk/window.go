@@ -258,6 +258,22 @@ func (t *BlockTxn) End() error {
 	return nil
 }
 
+// windowRowBytes is about what one outpoint row of a window costs its batch
+// at most: the outpoint row (key, record with a spent record), the index row
+// (key, tx hash and record) and a balance row, with the batch's headers.
+const windowRowBytes = 360
+
+// batchSize estimates the bytes of the window's batch, rows outpoint rows
+// touched: the per-block rows it holds already, plus rows at windowRowBytes.
+func (w *window) batchSize(rows int) int {
+	n := rows*windowRowBytes + 4096
+	for i := range w.blocks {
+		wb := &w.blocks[i]
+		n += len(wb.record) + len(wb.undo) + len(wb.spentAt) + 256
+	}
+	return n
+}
+
 // commitWindow writes the window's ended blocks in one synced batch (see
 // Commit).
 func (t *BlockTxn) commitWindow() (*ChangeSet, error) {
@@ -271,7 +287,7 @@ func (t *BlockTxn) commitWindow() (*ChangeSet, error) {
 	st := w.st
 	last := st.Tip.Height
 
-	b := s.directBatch()
+	b := s.directBatch(w.batchSize(len(t.order)))
 	defer b.close()
 	ch := newChanges(w.start.Tip, len(t.order))
 	ch.cs.Skipped = int(t.skipped)
