@@ -14,6 +14,7 @@ type Metrics struct {
 	guards    prometheus.Counter
 	warms     prometheus.Counter
 	fromCS    prometheus.Counter
+	kept      prometheus.Counter
 	tipHeight prometheus.Gauge
 }
 
@@ -38,14 +39,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		fromCS: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "utxo_cache_balances_from_changes_total",
-			Help: "Balance answers of hot addresses cached straight from a change set, with no disk read.",
+			Help: "Balance answers cached straight from a change set (hot addresses, and addresses whose balance was cached), with no disk read.",
+		}),
+		kept: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "utxo_cache_pages_kept_total",
+			Help: "Cached first pages a change left as they were, stored again at its state with no disk read.",
 		}),
 		tipHeight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "utxo_cache_served_tip_height",
 			Help: "Height of the tip reads are answered from.",
 		}),
 	}
-	reg.MustRegister(m.lookups, m.diskReads, m.guards, m.warms, m.fromCS, m.tipHeight)
+	reg.MustRegister(m.lookups, m.diskReads, m.guards, m.warms, m.fromCS, m.kept, m.tipHeight)
 	return m
 }
 
@@ -90,6 +95,12 @@ func (m *Metrics) warmed() {
 func (m *Metrics) warmedFromChange() {
 	if m != nil {
 		m.fromCS.Inc()
+	}
+}
+
+func (m *Metrics) keptPages(n int) {
+	if m != nil {
+		m.kept.Add(float64(n))
 	}
 }
 

@@ -178,10 +178,17 @@ type Server struct {
 		sync.Mutex
 		m map[string]bool
 	}
-	stop chan struct{} // closed by Close
-	done chan struct{} // closed when the warmer has exited
-	m    *Metrics
-	log  *slog.Logger
+	// peek is the first owned tier that is a Peeker (peekTier, the same
+	// tier as a Tier), nil when none is: see keep.go.
+	peek     Peeker
+	peekTier Tier
+	kept     kept // writer goroutine only
+	shapes   shapeStats
+	shapeBuf []pageShape   // writer goroutine only
+	stop     chan struct{} // closed by Close
+	done     chan struct{} // closed when the warmer has exited
+	m        *Metrics
+	log      *slog.Logger
 }
 
 // New returns a server over store, publishing its current state.
@@ -203,6 +210,12 @@ func New(store Store, opts Options) *Server {
 	}
 	for _, t := range s.tiers {
 		s.tierCounters = append(s.tierCounters, s.m.forTier(t.Name()))
+	}
+	for _, t := range s.tiers[:s.owned] {
+		if p, ok := t.(Peeker); ok {
+			s.peek, s.peekTier = p, t
+			break
+		}
 	}
 	s.stop, s.done = make(chan struct{}), make(chan struct{})
 	ch := make(chan struct{})
@@ -279,6 +292,7 @@ func Satisfies(p Published, minSeq, minHeight uint64) bool {
 // listener: it runs on the writer goroutine after the commit and before the
 // change is published.
 func (s *Server) Changed(cs *disk.ChangeSet) {
+	s.collectKept(cs) // before the invalidation: see keep.go
 	guards := make([]string, 0, len(cs.Addresses)+len(cs.OutPoints))
 	for _, a := range cs.Addresses {
 		guards = append(guards, addressGuard(a))
@@ -312,6 +326,7 @@ func (s *Server) AfterPublish(cs *disk.ChangeSet) {
 	s.m.tip(cs.NewTip)
 	next := make(chan struct{})
 	close(*s.published.Swap(&next))
+	s.restoreKept(cs)
 	if s.hot == nil {
 		return
 	}
@@ -422,6 +437,9 @@ func (s *Server) Tip() Answer {
 // AddressUtxos answers a page of an address's live outputs. An invalid
 // cursor, limit or address is an error matching chain.ErrInvalidArgument.
 func (s *Server) AddressUtxos(ctx context.Context, address string, desc bool, limit int, cursor string) (Answer, error) {
+	if cursor == "" && limit >= 1 && limit <= MaxPageLimit && s.peek != nil {
+		s.shapes.touch(pageShape{desc: desc, limit: uint16(limit)})
+	}
 	if s.hot != nil && s.hot.sampled() && checkAddress(address) == nil {
 		if cursor == "" && limit >= 1 && limit <= MaxPageLimit {
 			s.hot.touchPage(address, pageShape{desc: desc, limit: uint16(limit)})
@@ -447,12 +465,7 @@ func (s *Server) addressUtxos(ctx context.Context, address string, desc bool, li
 		}
 		after = &p
 	}
-	order := "a"
-	if desc {
-		order = "d"
-	}
-	key := "p|" + order + "|" + strconv.Itoa(limit) + "|" + cursor + "|" + address
-	return s.read(ctx, key, addressGuard(address), func(v *disk.View, body []byte) ([]byte, error) {
+	return s.read(ctx, pageKey(address, desc, limit, cursor), addressGuard(address), func(v *disk.View, body []byte) ([]byte, error) {
 		body = append(body, `"address":`...)
 		body = appendString(body, address)
 		body = append(body, `,"utxos":[`...)

@@ -1,6 +1,10 @@
 package disk
 
-import "github.com/utxo-cache/utxo-cache/chain"
+import (
+	"cmp"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+)
 
 // ChangeSet says what a commit or rollback changed, for the cache tiers to
 // invalidate: every address whose listing or balance changed and every
@@ -21,13 +25,38 @@ type ChangeSet struct {
 	// no balance known here. Read-only: its values share memory with the
 	// store's balance cache.
 	Balances map[string]chain.Balance
+	// Spans[i] holds the lowest and highest index positions among the
+	// outputs the change added to or removed from Addresses[i] (their live
+	// rows: an output created and spent inside the change is in neither).
+	// Nil when not known (a rollback of several blocks, merged): a reader
+	// must then take every position of those addresses as changed.
+	Spans []PositionSpan
+}
+
+// PositionSpan is the closed range [Lo, Hi] of index positions a change
+// touched in one address's chain order.
+type PositionSpan struct{ Lo, Hi Position }
+
+// ComparePositions orders index positions as the address index does (chain
+// order): by height, then position in the block, then output index.
+func ComparePositions(a, b Position) int {
+	if c := cmp.Compare(a.Height, b.Height); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.TxPos, b.TxPos); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Index, b.Index)
 }
 
 // changes accumulates a ChangeSet without duplicates.
 type changes struct {
-	addrs map[string]struct{}
+	addrs map[string]int // address -> its index in cs.Addresses
 	ops   map[chain.OutPoint]struct{}
 	cs    ChangeSet
+	// merged is set once an address came without a position (merge): Spans
+	// is then nil for good.
+	merged bool
 	// addrKeys[i] is the DimAddress key of cs.Addresses[i] while every
 	// address came through addressKey (derived, which has the key at hand);
 	// merge leaves it short, and setBalances then hashes the addresses.
@@ -41,14 +70,16 @@ type changes struct {
 func (s *Store) blockChanges(old chain.Tip, n int) *changes {
 	c := &s.changes
 	if c.addrs == nil {
-		c.addrs = make(map[string]struct{}, n)
+		c.addrs = make(map[string]int, n)
 		c.ops = make(map[chain.OutPoint]struct{}, n)
 	} else {
 		clear(c.addrs)
 		clear(c.ops)
 	}
 	c.addrKeys = c.addrKeys[:0]
-	c.cs = ChangeSet{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n)}
+	c.merged = false
+	c.cs = ChangeSet{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n),
+		Spans: make([]PositionSpan, 0, n)}
 	return c
 }
 
@@ -56,26 +87,45 @@ func (s *Store) blockChanges(old chain.Tip, n int) *changes {
 // n outpoint rows (a size hint: each row names an outpoint and an address).
 func newChanges(old chain.Tip, n int) *changes {
 	return &changes{
-		addrs: make(map[string]struct{}, n),
+		addrs: make(map[string]int, n),
 		ops:   make(map[chain.OutPoint]struct{}, n),
-		cs:    ChangeSet{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n)},
+		cs: ChangeSet{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n),
+			Spans: make([]PositionSpan, 0, n)},
 	}
 }
 
+// address adds a, changed at positions not known here (merge): the change
+// set then has no Spans.
 func (c *changes) address(a string) {
+	c.merged, c.cs.Spans = true, nil
 	if _, ok := c.addrs[a]; !ok {
-		c.addrs[a] = struct{}{}
+		c.addrs[a] = len(c.cs.Addresses)
 		c.cs.Addresses = append(c.cs.Addresses, a)
 	}
 }
 
-// addressKey is address for an address whose DimAddress key k the caller
-// has computed already.
-func (c *changes) addressKey(a string, k DimKey) {
-	if _, ok := c.addrs[a]; !ok {
-		c.addrs[a] = struct{}{}
+// addressKey adds address a, whose DimAddress key k the caller has computed
+// already, as changed at position p.
+func (c *changes) addressKey(a string, k DimKey, p Position) {
+	i, ok := c.addrs[a]
+	if !ok {
+		c.addrs[a] = len(c.cs.Addresses)
 		c.cs.Addresses = append(c.cs.Addresses, a)
 		c.addrKeys = append(c.addrKeys, k)
+		if !c.merged {
+			c.cs.Spans = append(c.cs.Spans, PositionSpan{Lo: p, Hi: p})
+		}
+		return
+	}
+	if c.merged {
+		return
+	}
+	sp := &c.cs.Spans[i]
+	if ComparePositions(p, sp.Lo) < 0 {
+		sp.Lo = p
+	}
+	if ComparePositions(p, sp.Hi) > 0 {
+		sp.Hi = p
 	}
 }
 

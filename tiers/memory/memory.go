@@ -80,7 +80,10 @@ type Tier struct {
 	closing  atomic.Bool // set by Close, so its clearing is not counted as evictions
 }
 
-var _ query.Tier = (*Tier)(nil)
+var (
+	_ query.Tier   = (*Tier)(nil)
+	_ query.Peeker = (*Tier)(nil)
+)
 
 // stored is a cached value. It is immutable once handed to Ristretto.
 type stored struct {
@@ -155,6 +158,17 @@ func (t *Tier) Get(_ context.Context, key, guard string) (query.Entry, bool) {
 		return query.Entry{}, false
 	}
 	t.counters.hits.inc()
+	return s.entry, true
+}
+
+// Peek returns what Get would, without counting a hit or miss and without
+// deleting a stale entry (query.Peeker): the query server looks, on the
+// writer goroutine, for answers a change leaves as they are.
+func (t *Tier) Peek(key, guard string) (query.Entry, bool) {
+	s, ok := t.cache.Get(key)
+	if !ok || s.guard != guard || s.entry.Seq < max(t.floors.slot(t.floors.hash(guard)).Load(), t.global.Load()) {
+		return query.Entry{}, false
+	}
 	return s.entry, true
 }
 

@@ -1,0 +1,211 @@
+package query
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+)
+
+// # Entries a block leaves as they are
+//
+// A block invalidates every cached answer of each address it touches (the
+// address guard), but most of those answers have not changed: a block adds
+// outputs at the end of an address's chain order and spends a few of its
+// outputs, so the first page in ascending order of an address with many
+// outputs is the same before and after, and its balance is known exactly
+// from the change set. Re-reading them from the disk after every block
+// would cost the read path what the cache is for (under a feed of blocks the
+// hot addresses are the ones every block touches).
+//
+// So before a change's invalidation (Changed, on the writer goroutine) the
+// server peeks into its in-process tiers (Peeker) for the first pages and
+// the balance of each address the change touched, and keeps:
+//
+//   - a first page whose every item and next_cursor the change leaves as
+//     they are: it ends with a next_cursor at position L, every position the
+//     change touched for the address (ChangeSet.Spans) lies strictly after L
+//     in the page's order, and the address still has more outputs than the
+//     page holds (its balance count after the change): the page's items are
+//     the same and another item still follows;
+//   - a balance answer, rebuilt from the change set's balance row (exact).
+//
+// Once the change is published (AfterPublish) those entries are stored again
+// with the change's Seq and tip, so readers of the new state hit. Rollbacks
+// and merged change sets (no Spans) keep nothing. Cursor pages are not kept.
+//
+// Why it is exact: an entry that Peek returns before the change's
+// invalidation is the answer at every state from its Seq to the one before
+// the change (no change in between touched its guard). If the change leaves
+// its answer as it is, it is also the answer at the change's Seq, which is
+// what the restored entry claims; if a later change touches the guard
+// before the store lands, the tier refuses it (the floor is above its Seq).
+
+// Peeker is an owned Tier that can return an entry without counting a read
+// and without I/O (the in-process memory tier): the server peeks on the
+// writer goroutine, between a commit and its invalidation.
+type Peeker interface {
+	// Peek returns what Get would, with no effect on the tier.
+	Peek(key, guard string) (Entry, bool)
+}
+
+// keptEntry is an answer a change leaves as it is, to store again once the
+// change is published.
+type keptEntry struct {
+	key, guard string
+	e          Entry
+}
+
+// kept is what Changed found for one change, for AfterPublish. Writer
+// goroutine only.
+type kept struct {
+	seq      uint64
+	entries  []keptEntry
+	balances []string // addresses whose balance entry was cached
+}
+
+// maxKeptShapes bounds the first-page shapes peeked per touched address.
+const maxKeptShapes = 4
+
+// shapeStats counts the shapes (order, limit) of sampled first-page reads,
+// so the writer peeks the pages readers ask for. Safe for concurrent use.
+type shapeStats struct {
+	mu     sync.Mutex
+	counts map[pageShape]uint32
+	total  uint32
+}
+
+// shapeAging is the sampled reads after which every count is halved
+// (recent use wins) and shapes that reach zero are dropped.
+const shapeAging = 1 << 12
+
+func (st *shapeStats) touch(p pageShape) {
+	if rand.Uint32()&hotSampleMask != 0 {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.counts == nil {
+		st.counts = make(map[pageShape]uint32)
+	}
+	st.counts[p]++
+	if st.total++; st.total >= shapeAging {
+		st.total = 0
+		for k, c := range st.counts {
+			if c /= 2; c == 0 {
+				delete(st.counts, k)
+			} else {
+				st.counts[k] = c
+			}
+		}
+	}
+}
+
+// top appends the at most maxKeptShapes most read shapes to dst.
+func (st *shapeStats) top(dst []pageShape) []pageShape {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	start := len(dst)
+	for p := range st.counts {
+		dst = append(dst, p)
+	}
+	out := dst[start:]
+	slices.SortFunc(out, func(a, b pageShape) int {
+		return int(st.counts[b]) - int(st.counts[a])
+	})
+	return dst[:start+min(len(out), maxKeptShapes)]
+}
+
+// pageKey is the cache key of a page (see addressUtxos).
+func pageKey(address string, desc bool, limit int, cursor string) string {
+	order := "a"
+	if desc {
+		order = "d"
+	}
+	return "p|" + order + "|" + strconv.Itoa(limit) + "|" + cursor + "|" + address
+}
+
+// collectKept finds, before cs's invalidation, the entries cs leaves as they
+// are (see the section comment). Writer goroutine only.
+func (s *Server) collectKept(cs *disk.ChangeSet) {
+	s.kept = kept{seq: cs.Seq, entries: s.kept.entries[:0], balances: s.kept.balances[:0]}
+	if s.peek == nil || cs.Rollback || len(cs.Spans) != len(cs.Addresses) {
+		return
+	}
+	s.shapeBuf = s.shapes.top(s.shapeBuf[:0])
+	for i, a := range cs.Addresses {
+		bal, known := cs.Balances[a]
+		if !known {
+			continue
+		}
+		guard := addressGuard(a)
+		if _, ok := s.peek.Peek("b|"+a, guard); ok {
+			s.kept.balances = append(s.kept.balances, a)
+		}
+		for _, p := range s.shapeBuf {
+			if bal.Count <= uint64(p.limit) {
+				continue // the change may have ended the listing at this page
+			}
+			key := pageKey(a, p.desc, int(p.limit), "")
+			e, ok := s.peek.Peek(key, guard)
+			if ok && s.pageUnchanged(a, p.desc, &e, cs.Spans[i]) {
+				s.kept.entries = append(s.kept.entries, keptEntry{key: key, guard: guard, e: e})
+			}
+		}
+	}
+}
+
+// pageUnchanged reports whether the page answer e of address a, in order
+// desc, is left as it is by a change that touched a's positions in span
+// only, given that a still has more outputs than the page holds.
+func (s *Server) pageUnchanged(a string, desc bool, e *Entry, span disk.PositionSpan) bool {
+	if e.Status != 200 {
+		return false
+	}
+	const tail = `],"next_cursor":"`
+	body := e.Body
+	if len(body) < len(tail)+2 || !bytes.HasSuffix(body, []byte(`"}`)) {
+		return false // the last page (next_cursor null): it holds the touched end
+	}
+	i := bytes.LastIndex(body, []byte(tail))
+	if i < 0 {
+		return false
+	}
+	last, err := s.cursors.decode(string(body[i+len(tail):len(body)-2]), a, desc)
+	if err != nil {
+		return false
+	}
+	if desc {
+		return disk.ComparePositions(span.Hi, last) < 0
+	}
+	return disk.ComparePositions(span.Lo, last) > 0
+}
+
+// restoreKept stores again, at cs, the entries collectKept kept for it: cs
+// is published now. Writer goroutine only.
+func (s *Server) restoreKept(cs *disk.ChangeSet) {
+	k := &s.kept
+	if k.seq != cs.Seq || s.peek == nil {
+		return
+	}
+	ctx := context.Background()
+	for i := range k.entries {
+		ke := &k.entries[i]
+		ke.e.Seq, ke.e.Tip = cs.Seq, cs.NewTip
+		fill(ctx, s.peekTier, ke.key, ke.guard, ke.e)
+	}
+	for _, a := range k.balances {
+		if s.hot != nil && s.hot.contains(a) {
+			continue // AfterPublish puts it already
+		}
+		b := cs.Balances[a]
+		s.putBalance(a, &b, cs)
+	}
+	s.m.keptPages(len(k.entries))
+	clear(k.entries) // drop the bodies until the next change
+	k.entries, k.balances, k.seq = k.entries[:0], k.balances[:0], 0
+}
