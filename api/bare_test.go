@@ -23,7 +23,7 @@ func TestBareHandler(t *testing.T) {
 		{"GET", "/v1/addresses/bc1qxyz/utxos?limit=100&cursor=abc", "", "", 200, page},
 		{"GET", "/v1/addresses/a%2Fb/utxos", "", "", 200, page},
 		{"GET", "/v1/addresses/a/utxos", bareETag, "", 304, nil},
-		{"GET", "/v1/addresses/a/utxos", `"other", `+bareETag, "", 304, nil},
+		{"GET", "/v1/addresses/a/utxos", `"other", ` + bareETag, "", 304, nil},
 		{"GET", "/v1/addresses/a/utxos", `W/"other"`, "", 200, page},
 		{"POST", "/v1/utxos/lookup", bareETag, `{"outpoints":[]}`, 200, lookup}, // no ETag on POST
 		{"GET", "/v1/tip", "", "", 404, nil},
