@@ -443,3 +443,99 @@ func sameAnswer(got Entry, want Answer) bool {
 	return got.Seq == want.Seq && got.Tip == want.Tip && got.Status == want.Status &&
 		got.ETag == want.ETag && bytes.Equal(got.Body, want.Body)
 }
+
+// TestChangeSetSpans: for every change of a random feed (blocks, catch-up
+// windows, single-block rollbacks), ChangeSet.Spans[i] is exactly the lowest
+// and highest index position whose presence in Addresses[i]'s listing the
+// change flipped (the symmetric difference of the listings before and
+// after), Spans is nil only for a merged rollback, and every address whose
+// listing changed is in Addresses.
+func TestChangeSetSpans(t *testing.T) {
+	ctx := context.Background()
+	r := newFeedRun(t, 11)
+	listing := func() map[string]map[disk.Position]bool {
+		v, err := r.store.PublishedView()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		out := map[string]map[disk.Position]bool{}
+		for _, a := range r.g.Addresses() {
+			m := map[disk.Position]bool{}
+			if _, _, err := v.ListFunc(disk.ListQuery{Dim: disk.DimAddress, Value: []byte(a), Limit: 1 << 20},
+				func(u *disk.UtxoRef) error {
+					m[disk.Position{Height: u.Height, TxPos: u.TxPos, Index: u.OutPoint.Index}] = true
+					return nil
+				}); err != nil {
+				t.Fatal(err)
+			}
+			out[a] = m
+		}
+		return out
+	}
+	before := listing()
+	checked, nilSpans := 0, 0
+	var failures []string
+	r.w.Subscribe(&published{fn: func(cs *disk.ChangeSet) {
+		after := listing()
+		defer func() { before = after }()
+		if cs.Spans == nil {
+			nilSpans++
+			if !cs.Rollback {
+				failures = append(failures, fmt.Sprintf("seq %d: no spans on an apply", cs.Seq))
+			}
+			return
+		}
+		if len(cs.Spans) != len(cs.Addresses) {
+			failures = append(failures, fmt.Sprintf("seq %d: %d spans for %d addresses", cs.Seq, len(cs.Spans), len(cs.Addresses)))
+			return
+		}
+		index := map[string]int{}
+		for i, a := range cs.Addresses {
+			index[a] = i
+		}
+		for a := range after {
+			var flipped []disk.Position
+			for p := range before[a] {
+				if !after[a][p] {
+					flipped = append(flipped, p)
+				}
+			}
+			for p := range after[a] {
+				if !before[a][p] {
+					flipped = append(flipped, p)
+				}
+			}
+			i, listed := index[a]
+			if len(flipped) == 0 {
+				continue // an address listed with no flip (e.g. an output replaced in place) is allowed
+			}
+			if !listed {
+				failures = append(failures, fmt.Sprintf("seq %d: %q changed but is not in Addresses", cs.Seq, a))
+				continue
+			}
+			lo, hi := flipped[0], flipped[0]
+			for _, p := range flipped[1:] {
+				if disk.ComparePositions(p, lo) < 0 {
+					lo = p
+				}
+				if disk.ComparePositions(p, hi) > 0 {
+					hi = p
+				}
+			}
+			if cs.Spans[i] != (disk.PositionSpan{Lo: lo, Hi: hi}) {
+				failures = append(failures, fmt.Sprintf("seq %d (rollback %v): %q span %+v, flipped %+v..%+v", cs.Seq, cs.Rollback, a, cs.Spans[i], lo, hi))
+			}
+			checked++
+		}
+	}})
+	for range 200 {
+		r.step(ctx)
+		if len(failures) > 0 {
+			t.Fatal(failures[0])
+		}
+	}
+	if checked == 0 || nilSpans == 0 {
+		t.Fatalf("%d spans checked, %d merged rollbacks: the run missed a path", checked, nilSpans)
+	}
+}
