@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -66,6 +67,7 @@ type kept struct {
 	seq      uint64
 	entries  []keptEntry
 	balances []string // addresses whose balance entry was cached
+	patched  int      // entries rebuilt by patchedPage
 }
 
 // maxKeptShapes bounds the first-page shapes peeked per touched address.
@@ -137,6 +139,7 @@ func (s *Server) collectKept(cs *disk.ChangeSet) {
 		return
 	}
 	s.shapeBuf = s.shapes.top(s.shapeBuf[:0])
+	var byAddr map[int32][]disk.AddressOutput // built on the first complete page
 	for i, a := range cs.Addresses {
 		bal, known := cs.Balances[a]
 		if !known {
@@ -147,16 +150,199 @@ func (s *Server) collectKept(cs *disk.ChangeSet) {
 			s.kept.balances = append(s.kept.balances, a)
 		}
 		for _, p := range s.shapeBuf {
-			if bal.Count <= uint64(p.limit) {
-				continue // the change may have ended the listing at this page
-			}
 			key := pageKey(a, p.desc, int(p.limit), "")
 			e, ok := s.peek.Peek(key, guard)
-			if ok && s.pageUnchanged(a, p.desc, &e, cs.Spans[i]) {
+			if !ok {
+				continue
+			}
+			if bal.Count > uint64(p.limit) && s.pageUnchanged(a, p.desc, &e, cs.Spans[i]) {
 				s.kept.entries = append(s.kept.entries, keptEntry{key: key, guard: guard, e: e})
+				continue
+			}
+			if bal.Count <= uint64(p.limit) {
+				if byAddr == nil {
+					byAddr = outputsByAddress(cs.Outputs)
+				}
+				if pe, ok := s.patchedPage(a, p.desc, &e, byAddr[int32(i)], bal.Count, cs.OldTip); ok {
+					s.kept.entries = append(s.kept.entries, keptEntry{key: key, guard: guard, e: pe})
+					s.kept.patched++
+				}
 			}
 		}
 	}
+}
+
+// outputsByAddress groups a change set's Outputs by address index.
+func outputsByAddress(outs []disk.AddressOutput) map[int32][]disk.AddressOutput {
+	m := make(map[int32][]disk.AddressOutput)
+	for _, o := range outs {
+		m[o.Address] = append(m[o.Address], o)
+	}
+	return m
+}
+
+// nullTail ends a page answer that holds the last output of its listing.
+const nullTail = `],"next_cursor":null}`
+
+// patchedPage rebuilds the first page answer e of address a, in order
+// desc, for the state after a change that added and removed outs (a's
+// outputs in ChangeSet.Outputs), with no disk read. It applies only when e
+// holds every output of a (next_cursor null) and so will the new page
+// (count, a's outputs after the change, is within the page's limit, which
+// the caller checked): the new items are e's items less the removed
+// outputs, with the added ones, all created by the change above oldTip, at
+// the end of the chain order. ok is false when e is not such a page or
+// does not hold what the change removed: the invalidation then stands.
+func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []disk.AddressOutput, count uint64, oldTip chain.Tip) (Entry, bool) {
+	if e.Status != 200 {
+		return Entry{}, false
+	}
+	prefix := appendString([]byte(`"address":`), a)
+	prefix = append(prefix, `,"utxos":[`...)
+	body := e.Body
+	if !bytes.HasPrefix(body, prefix) || !bytes.HasSuffix(body, []byte(nullTail)) {
+		return Entry{}, false
+	}
+	items, ok := splitItems(body[len(prefix) : len(body)-len(nullTail)])
+	if !ok {
+		return Entry{}, false
+	}
+	removed := make(map[chain.OutPoint]bool)
+	var added []*chain.Utxo
+	for _, o := range outs {
+		if !o.Added {
+			removed[o.Utxo.OutPoint] = true
+			continue
+		}
+		if !oldTip.Empty && o.Utxo.Height <= oldTip.Height {
+			return Entry{}, false // not at the end of the chain order
+		}
+		added = append(added, o.Utxo)
+	}
+	slices.SortFunc(added, func(x, y *chain.Utxo) int {
+		return disk.ComparePositions(disk.Position{Height: x.Height, TxPos: x.TxPos, Index: x.Index},
+			disk.Position{Height: y.Height, TxPos: y.TxPos, Index: y.Index})
+	})
+	if desc {
+		slices.Reverse(added)
+	}
+	kept := items[:0]
+	for _, it := range items {
+		op, ok := itemOutPoint(it)
+		if !ok {
+			return Entry{}, false
+		}
+		if removed[op] {
+			delete(removed, op)
+			continue
+		}
+		kept = append(kept, it)
+	}
+	if len(removed) > 0 || uint64(len(kept)+len(added)) != count {
+		return Entry{}, false // the page did not hold what the change removed
+	}
+	out := slices.Clip(prefix) // its own array: prefix's may be shared below
+	n := 0
+	sep := func() {
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+	}
+	var buf []byte
+	var r disk.UtxoRef
+	appendAdded := func() bool {
+		for _, u := range added {
+			var err error
+			if buf, err = disk.IndexRef(buf, u, &r); err != nil {
+				return false
+			}
+			sep()
+			out = appendUtxo(out, &r)
+		}
+		return true
+	}
+	if desc && !appendAdded() {
+		return Entry{}, false
+	}
+	for _, it := range kept {
+		sep()
+		out = append(out, it...)
+	}
+	if !desc && !appendAdded() {
+		return Entry{}, false
+	}
+	out = append(out, nullTail...)
+	return Entry{Status: 200, Body: out, ETag: etagOf(out)}, true
+}
+
+// splitItems splits the items of a JSON array's contents (objects separated
+// by commas, as appendUtxo writes them) without decoding them; ok is false
+// on anything else.
+func splitItems(b []byte) (items [][]byte, ok bool) {
+	for len(b) > 0 {
+		if b[0] != '{' {
+			return nil, false
+		}
+		depth, inString, end := 0, false, -1
+		for i := 0; i < len(b) && end < 0; i++ {
+			c := b[i]
+			switch {
+			case inString && c == '\\':
+				i++ // the escaped byte
+			case c == '"':
+				inString = !inString
+			case inString:
+			case c == '{' || c == '[':
+				depth++
+			case c == '}' || c == ']':
+				if depth--; depth == 0 {
+					end = i + 1
+				}
+			}
+		}
+		if end < 0 {
+			return nil, false
+		}
+		items = append(items, b[:end])
+		b = b[end:]
+		if len(b) > 0 {
+			if b[0] != ',' || len(b) == 1 {
+				return nil, false
+			}
+			b = b[1:]
+		}
+	}
+	return items, true
+}
+
+// itemOutPoint reads the outpoint an item of a page starts with
+// ({"tx_hash":"…","index":N,…}, as appendUtxo writes it).
+func itemOutPoint(it []byte) (chain.OutPoint, bool) {
+	const head, mid = `{"tx_hash":"`, `","index":`
+	var op chain.OutPoint
+	if len(it) < len(head)+2*chain.HashSize+len(mid) || !bytes.HasPrefix(it, []byte(head)) {
+		return op, false
+	}
+	h, err := chain.ParseHash(string(it[len(head) : len(head)+2*chain.HashSize]))
+	if err != nil {
+		return op, false
+	}
+	rest := it[len(head)+2*chain.HashSize:]
+	if !bytes.HasPrefix(rest, []byte(mid)) {
+		return op, false
+	}
+	rest = rest[len(mid):]
+	end := bytes.IndexByte(rest, ',')
+	if end < 0 {
+		return op, false
+	}
+	idx, err := strconv.ParseUint(string(rest[:end]), 10, 32)
+	if err != nil {
+		return op, false
+	}
+	op.TxHash, op.Index = h, uint32(idx)
+	return op, true
 }
 
 // pageUnchanged reports whether the page answer e of address a, in order
@@ -205,7 +391,7 @@ func (s *Server) restoreKept(cs *disk.ChangeSet) {
 		b := cs.Balances[a]
 		s.putBalance(a, &b, cs)
 	}
-	s.m.keptPages(len(k.entries))
+	s.m.keptPages(len(k.entries)-k.patched, k.patched)
 	clear(k.entries) // drop the bodies until the next change
-	k.entries, k.balances, k.seq = k.entries[:0], k.balances[:0], 0
+	k.entries, k.balances, k.seq, k.patched = k.entries[:0], k.balances[:0], 0, 0
 }

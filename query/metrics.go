@@ -15,6 +15,7 @@ type Metrics struct {
 	warms     prometheus.Counter
 	fromCS    prometheus.Counter
 	kept      prometheus.Counter
+	patched   prometheus.Counter
 	tipHeight prometheus.Gauge
 }
 
@@ -45,12 +46,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "utxo_cache_pages_kept_total",
 			Help: "Cached first pages a change left as they were, stored again at its state with no disk read.",
 		}),
+		patched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "utxo_cache_pages_patched_total",
+			Help: "Cached complete first pages (all of an address's outputs) rebuilt after a change from its added and removed outputs, with no disk read.",
+		}),
 		tipHeight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "utxo_cache_served_tip_height",
 			Help: "Height of the tip reads are answered from.",
 		}),
 	}
-	reg.MustRegister(m.lookups, m.diskReads, m.guards, m.warms, m.fromCS, m.kept, m.tipHeight)
+	reg.MustRegister(m.lookups, m.diskReads, m.guards, m.warms, m.fromCS, m.kept, m.patched, m.tipHeight)
 	return m
 }
 
@@ -98,9 +103,10 @@ func (m *Metrics) warmedFromChange() {
 	}
 }
 
-func (m *Metrics) keptPages(n int) {
+func (m *Metrics) keptPages(kept, patched int) {
 	if m != nil {
-		m.kept.Add(float64(n))
+		m.kept.Add(float64(kept))
+		m.patched.Add(float64(patched))
 	}
 }
 

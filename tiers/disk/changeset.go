@@ -31,6 +31,19 @@ type ChangeSet struct {
 	// Nil when not known (a rollback of several blocks, merged): a reader
 	// must then take every position of those addresses as changed.
 	Spans []PositionSpan
+	// Outputs lists, when Spans is set, every output the change added to or
+	// removed from the listing of an address of Addresses (Outputs[j].Address
+	// indexes Addresses), in no particular order. Read-only: the Utxos are
+	// the writer's.
+	Outputs []AddressOutput
+}
+
+// AddressOutput is one output a change added to an address's listing, or
+// removed from it.
+type AddressOutput struct {
+	Address int32 // index in ChangeSet.Addresses
+	Added   bool
+	Utxo    *chain.Utxo
 }
 
 // PositionSpan is the closed range [Lo, Hi] of index positions a change
@@ -79,7 +92,7 @@ func (s *Store) blockChanges(old chain.Tip, n int) *changes {
 	c.addrKeys = c.addrKeys[:0]
 	c.merged = false
 	c.cs = ChangeSet{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n),
-		Spans: make([]PositionSpan, 0, n)}
+		Spans: make([]PositionSpan, 0, n), Outputs: make([]AddressOutput, 0, n)}
 	return c
 }
 
@@ -90,34 +103,38 @@ func newChanges(old chain.Tip, n int) *changes {
 		addrs: make(map[string]int, n),
 		ops:   make(map[chain.OutPoint]struct{}, n),
 		cs: ChangeSet{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n),
-			Spans: make([]PositionSpan, 0, n)},
+			Spans: make([]PositionSpan, 0, n), Outputs: make([]AddressOutput, 0, n)},
 	}
 }
 
 // address adds a, changed at positions not known here (merge): the change
-// set then has no Spans.
+// set then has no Spans and no Outputs.
 func (c *changes) address(a string) {
-	c.merged, c.cs.Spans = true, nil
+	c.merged, c.cs.Spans, c.cs.Outputs = true, nil, nil
 	if _, ok := c.addrs[a]; !ok {
 		c.addrs[a] = len(c.cs.Addresses)
 		c.cs.Addresses = append(c.cs.Addresses, a)
 	}
 }
 
-// addressKey adds address a, whose DimAddress key k the caller has computed
-// already, as changed at position p.
-func (c *changes) addressKey(a string, k DimKey, p Position) {
+// output adds the address of u, whose DimAddress key k and position p the
+// caller has computed already, as changed by adding u to its listing
+// (added) or removing u from it.
+func (c *changes) output(u *chain.Utxo, k DimKey, p Position, added bool) {
+	a := u.Address
 	i, ok := c.addrs[a]
 	if !ok {
-		c.addrs[a] = len(c.cs.Addresses)
+		i = len(c.cs.Addresses)
+		c.addrs[a] = i
 		c.cs.Addresses = append(c.cs.Addresses, a)
 		c.addrKeys = append(c.addrKeys, k)
-		if !c.merged {
-			c.cs.Spans = append(c.cs.Spans, PositionSpan{Lo: p, Hi: p})
-		}
-		return
 	}
 	if c.merged {
+		return
+	}
+	c.cs.Outputs = append(c.cs.Outputs, AddressOutput{Address: int32(i), Added: added, Utxo: u})
+	if !ok {
+		c.cs.Spans = append(c.cs.Spans, PositionSpan{Lo: p, Hi: p})
 		return
 	}
 	sp := &c.cs.Spans[i]

@@ -62,7 +62,7 @@ func (d *derived) add(u *chain.Utxo) {
 		d.state.UtxoCount++
 		d.state.Digest.Add(u)
 	}
-	d.ch.addressKey(u.Address, d.dimKeys[0], pos) // DimAddress comes first (appendDimKeys)
+	d.ch.output(u, d.dimKeys[0], pos, true) // DimAddress comes first (appendDimKeys)
 	d.ch.cs.Created++
 }
 
@@ -79,7 +79,7 @@ func (d *derived) remove(u *chain.Utxo) {
 		d.state.UtxoCount--
 		d.state.Digest.Sub(u)
 	}
-	d.ch.addressKey(u.Address, d.dimKeys[0], pos) // DimAddress comes first (appendDimKeys)
+	d.ch.output(u, d.dimKeys[0], pos, false) // DimAddress comes first (appendDimKeys)
 	d.ch.cs.Spent++
 }
 

@@ -142,6 +142,14 @@ func parseRecord(d *decbuf, r *UtxoRef) {
 // reads get UtxoRefs from a View.
 func ParseRecord(op chain.OutPoint, b []byte, r *UtxoRef) error { return parseRecordValue(op, b, r) }
 
+// IndexRef fills r with u exactly as a View's listing parses u's index row
+// (what a page answer encodes), encoding the row into buf[:0]; it returns
+// the buffer, which r aliases until the next call with it.
+func IndexRef(buf []byte, u *chain.Utxo, r *UtxoRef) ([]byte, error) {
+	buf = appendIndexValue(buf[:0], u)
+	return buf, parseIndexValue(u.OutPoint.Index, buf, r)
+}
+
 // parseRecordValue parses a whole 0x02 value for op into r.
 func parseRecordValue(op chain.OutPoint, b []byte, r *UtxoRef) error {
 	r.OutPoint = op
