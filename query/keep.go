@@ -50,7 +50,10 @@ import (
 // and without I/O (the in-process memory tier): the server peeks on the
 // writer goroutine, between a commit and its invalidation.
 type Peeker interface {
-	// Peek returns what Get would, with no effect on the tier.
+	// Peek returns what Get would, without counting a hit or a miss and
+	// without deleting anything. It may still count as a use of key in the
+	// tier's eviction policy (Ristretto's admission counters see every
+	// lookup).
 	Peek(key, guard string) (Entry, bool)
 }
 
@@ -132,41 +135,49 @@ func pageKey(address string, desc bool, limit int, cursor string) string {
 }
 
 // collectKept finds, before cs's invalidation, the entries cs leaves as they
-// are (see the section comment). Writer goroutine only.
-func (s *Server) collectKept(cs *disk.ChangeSet) {
+// are (see the section comment); guards[i] is the guard of
+// cs.Addresses[i]. A catch-up window (several blocks in one change) keeps
+// nothing: its addresses' entries are mostly long gone, and its change set
+// is large. Writer goroutine only.
+func (s *Server) collectKept(cs *disk.ChangeSet, guards []string) {
 	s.kept = kept{seq: cs.Seq, entries: s.kept.entries[:0], balances: s.kept.balances[:0]}
-	if s.peek == nil || cs.Rollback || len(cs.Spans) != len(cs.Addresses) {
+	if s.peek == nil || cs.Rollback || len(cs.Spans) != len(cs.Addresses) ||
+		(!cs.OldTip.Empty && cs.NewTip.Height != cs.OldTip.Height+1) {
 		return
 	}
 	s.shapeBuf = s.shapes.top(s.shapeBuf[:0])
+	s.shapeKeys = s.shapeKeys[:0]
+	for _, p := range s.shapeBuf {
+		s.shapeKeys = append(s.shapeKeys, pageKey("", p.desc, int(p.limit), ""))
+	}
 	var byAddr map[int32][]disk.AddressOutput // built on the first complete page
 	for i, a := range cs.Addresses {
 		bal, known := cs.Balances[a]
 		if !known {
 			continue
 		}
-		guard := addressGuard(a)
+		guard := guards[i]
 		if _, ok := s.peek.Peek("b|"+a, guard); ok {
 			s.kept.balances = append(s.kept.balances, a)
 		}
-		for _, p := range s.shapeBuf {
-			key := pageKey(a, p.desc, int(p.limit), "")
+		for j, p := range s.shapeBuf {
+			key := s.shapeKeys[j] + a
 			e, ok := s.peek.Peek(key, guard)
 			if !ok {
 				continue
 			}
-			if bal.Count > uint64(p.limit) && s.pageUnchanged(a, p.desc, &e, cs.Spans[i]) {
-				s.kept.entries = append(s.kept.entries, keptEntry{key: key, guard: guard, e: e})
+			if bal.Count > uint64(p.limit) {
+				if s.pageUnchanged(a, p.desc, &e, cs.Spans[i]) {
+					s.kept.entries = append(s.kept.entries, keptEntry{key: key, guard: guard, e: e})
+				}
 				continue
 			}
-			if bal.Count <= uint64(p.limit) {
-				if byAddr == nil {
-					byAddr = outputsByAddress(cs.Outputs)
-				}
-				if pe, ok := s.patchedPage(a, p.desc, &e, byAddr[int32(i)], bal.Count, cs.OldTip); ok {
-					s.kept.entries = append(s.kept.entries, keptEntry{key: key, guard: guard, e: pe})
-					s.kept.patched++
-				}
+			if byAddr == nil {
+				byAddr = outputsByAddress(cs.Outputs)
+			}
+			if pe, ok := s.patchedPage(a, p.desc, &e, byAddr[int32(i)], bal.Count, cs.OldTip); ok {
+				s.kept.entries = append(s.kept.entries, keptEntry{key: key, guard: guard, e: pe})
+				s.kept.patched++
 			}
 		}
 	}
@@ -358,8 +369,8 @@ func (s *Server) pageUnchanged(a string, desc bool, e *Entry, span disk.Position
 		return false // the last page (next_cursor null): it holds the touched end
 	}
 	i := bytes.LastIndex(body, []byte(tail))
-	if i < 0 {
-		return false
+	if i < 0 || i+len(tail) > len(body)-2 {
+		return false // not a page this server wrote (a Redis entry from elsewhere)
 	}
 	last, err := s.cursors.decode(string(body[i+len(tail):len(body)-2]), a, desc)
 	if err != nil {

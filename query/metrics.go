@@ -44,11 +44,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		kept: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "utxo_cache_pages_kept_total",
-			Help: "Cached first pages a change left as they were, stored again at its state with no disk read.",
+			Help: "Cached first pages a change left as they were, offered to the memory tier again at its state with no disk read.",
 		}),
 		patched: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "utxo_cache_pages_patched_total",
-			Help: "Cached complete first pages (all of an address's outputs) rebuilt after a change from its added and removed outputs, with no disk read.",
+			Help: "Cached complete first pages (all of an address's outputs) rebuilt from a change's added and removed outputs and offered to the memory tier at its state, with no disk read.",
 		}),
 		tipHeight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "utxo_cache_served_tip_height",

@@ -180,15 +180,16 @@ type Server struct {
 	}
 	// peek is the first owned tier that is a Peeker (peekTier, the same
 	// tier as a Tier), nil when none is: see keep.go.
-	peek     Peeker
-	peekTier Tier
-	kept     kept // writer goroutine only
-	shapes   shapeStats
-	shapeBuf []pageShape   // writer goroutine only
-	stop     chan struct{} // closed by Close
-	done     chan struct{} // closed when the warmer has exited
-	m        *Metrics
-	log      *slog.Logger
+	peek      Peeker
+	peekTier  Tier
+	kept      kept // writer goroutine only
+	shapes    shapeStats
+	shapeBuf  []pageShape   // writer goroutine only
+	shapeKeys []string      // writer goroutine only: shapeBuf's page keys less the address
+	stop      chan struct{} // closed by Close
+	done      chan struct{} // closed when the warmer has exited
+	m         *Metrics
+	log       *slog.Logger
 }
 
 // New returns a server over store, publishing its current state.
@@ -292,11 +293,11 @@ func Satisfies(p Published, minSeq, minHeight uint64) bool {
 // listener: it runs on the writer goroutine after the commit and before the
 // change is published.
 func (s *Server) Changed(cs *disk.ChangeSet) {
-	s.collectKept(cs) // before the invalidation: see keep.go
 	guards := make([]string, 0, len(cs.Addresses)+len(cs.OutPoints))
 	for _, a := range cs.Addresses {
 		guards = append(guards, addressGuard(a))
 	}
+	s.collectKept(cs, guards) // before the invalidation: see keep.go
 	for _, op := range cs.OutPoints {
 		guards = append(guards, outPointGuard(op))
 	}

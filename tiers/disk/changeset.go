@@ -28,8 +28,8 @@ type ChangeSet struct {
 	// Spans[i] holds the lowest and highest index positions among the
 	// outputs the change added to or removed from Addresses[i] (their live
 	// rows: an output created and spent inside the change is in neither).
-	// Nil when not known (a rollback of several blocks, merged): a reader
-	// must then take every position of those addresses as changed.
+	// Nil when not known (a rollback: its batches are merged): a reader must
+	// then take every position of those addresses as changed.
 	Spans []PositionSpan
 	// Outputs lists, when Spans is set, every output the change added to or
 	// removed from the listing of an address of Addresses (Outputs[j].Address
