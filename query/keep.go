@@ -3,6 +3,7 @@ package query
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -33,11 +34,16 @@ import (
 //     in the page's order, and the address still has more outputs than the
 //     page holds (its balance count after the change): the page's items are
 //     the same and another item still follows;
+//   - for a hot address (read often: hotSet), a first page that holds all
+//     of its outputs (next_cursor null) and still will: rebuilt from its own
+//     items and the change's outputs (patchedPage). Not for every address:
+//     a rebuilt page costs a SHA-256 of its body, worth it only for a page
+//     read again before the next block;
 //   - a balance answer, rebuilt from the change set's balance row (exact).
 //
 // Once the change is published (AfterPublish) those entries are stored again
 // with the change's Seq and tip, so readers of the new state hit. Rollbacks
-// and merged change sets (no Spans) keep nothing. Cursor pages are not kept.
+// and catch-up windows keep nothing. Cursor pages are not kept.
 //
 // Why it is exact: an entry that Peek returns before the change's
 // invalidation is the answer at every state from its Seq to the one before
@@ -157,6 +163,7 @@ func (s *Server) collectKept(cs *disk.ChangeSet, guards []string) {
 			continue
 		}
 		guard := guards[i]
+		hot := s.hot != nil && s.hot.contains(a)
 		if _, ok := s.peek.Peek("b|"+a, guard); ok {
 			s.kept.balances = append(s.kept.balances, a)
 		}
@@ -171,6 +178,9 @@ func (s *Server) collectKept(cs *disk.ChangeSet, guards []string) {
 					s.kept.entries = append(s.kept.entries, keptEntry{key: key, guard: guard, e: e})
 				}
 				continue
+			}
+			if !hot {
+				continue // a rebuilt page costs its whole body's SHA-256: only for pages read often
 			}
 			if byAddr == nil {
 				byAddr = outputsByAddress(cs.Outputs)
@@ -204,6 +214,12 @@ const nullTail = `],"next_cursor":null}`
 // outputs, with the added ones, all created by the change above oldTip, at
 // the end of the chain order. ok is false when e is not such a page or
 // does not hold what the change removed: the invalidation then stands.
+//
+// The page is not decoded: an item starts with {"tx_hash":"…","index":N,
+// (appendUtxo), a sequence no JSON string inside an item can hold (its
+// quotes would be escaped), so a removed output's item is found by that
+// prefix and cut out whole (itemEnd), and the added items are spliced in
+// at the page's end (or start, descending).
 func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []disk.AddressOutput, count uint64, oldTip chain.Tip) (Entry, bool) {
 	if e.Status != 200 {
 		return Entry{}, false
@@ -211,25 +227,32 @@ func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []disk.AddressO
 	prefix := appendString([]byte(`"address":`), a)
 	prefix = append(prefix, `,"utxos":[`...)
 	body := e.Body
-	if !bytes.HasPrefix(body, prefix) || !bytes.HasSuffix(body, []byte(nullTail)) {
+	if !bytes.HasPrefix(body, prefix) || !bytes.HasSuffix(body, []byte(nullTail)) ||
+		len(body) < len(prefix)+len(nullTail) {
 		return Entry{}, false
 	}
-	items, ok := splitItems(body[len(prefix) : len(body)-len(nullTail)])
-	if !ok {
-		return Entry{}, false
-	}
-	removed := make(map[chain.OutPoint]bool)
+	items := body[len(prefix) : len(body)-len(nullTail)]
+	n := bytes.Count(items, []byte(itemHead))
 	var added []*chain.Utxo
+	var cuts [][2]int // removed items' spans in items, with one separating comma
 	for _, o := range outs {
-		if !o.Added {
-			removed[o.Utxo.OutPoint] = true
+		if o.Added {
+			if !oldTip.Empty && o.Utxo.Height <= oldTip.Height {
+				return Entry{}, false // not at the end of the chain order
+			}
+			added = append(added, o.Utxo)
 			continue
 		}
-		if !oldTip.Empty && o.Utxo.Height <= oldTip.Height {
-			return Entry{}, false // not at the end of the chain order
+		from, to, ok := findItem(items, o.Utxo.OutPoint)
+		if !ok {
+			return Entry{}, false // the page does not hold what the change removed
 		}
-		added = append(added, o.Utxo)
+		cuts = append(cuts, [2]int{from, to})
 	}
+	if uint64(n-len(cuts)+len(added)) != count {
+		return Entry{}, false
+	}
+	slices.SortFunc(cuts, func(x, y [2]int) int { return x[0] - y[0] })
 	slices.SortFunc(added, func(x, y *chain.Utxo) int {
 		return disk.ComparePositions(disk.Position{Height: x.Height, TxPos: x.TxPos, Index: x.Index},
 			disk.Position{Height: y.Height, TxPos: y.TxPos, Index: y.Index})
@@ -237,82 +260,109 @@ func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []disk.AddressO
 	if desc {
 		slices.Reverse(added)
 	}
-	kept := items[:0]
-	for _, it := range items {
-		op, ok := itemOutPoint(it)
-		if !ok {
-			return Entry{}, false
-		}
-		if removed[op] {
-			delete(removed, op)
-			continue
-		}
-		kept = append(kept, it)
-	}
-	if len(removed) > 0 || uint64(len(kept)+len(added)) != count {
-		return Entry{}, false // the page did not hold what the change removed
-	}
-	out := slices.Clip(prefix) // its own array: prefix's may be shared below
-	n := 0
-	sep := func() {
-		if n > 0 {
-			out = append(out, ',')
-		}
-		n++
-	}
+	out := make([]byte, 0, len(body)+len(added)*256)
+	out = append(out, prefix...)
 	var buf []byte
 	var r disk.UtxoRef
-	appendAdded := func() bool {
-		for _, u := range added {
+	appendAdded := func(first bool) bool {
+		for i, u := range added {
 			var err error
 			if buf, err = disk.IndexRef(buf, u, &r); err != nil {
 				return false
 			}
-			sep()
+			if i > 0 || !first {
+				out = append(out, ',')
+			}
 			out = appendUtxo(out, &r)
 		}
 		return true
 	}
-	if desc && !appendAdded() {
+	if desc && !appendAdded(true) {
 		return Entry{}, false
 	}
-	for _, it := range kept {
-		sep()
-		out = append(out, it...)
+	// The items left are the runs between the cut ones, each run whole
+	// items with the commas between them, plus the comma that separated it
+	// from a cut item: trimmed, and joined with one comma.
+	wrote := desc && len(added) > 0
+	last := 0
+	for i := 0; i <= len(cuts); i++ {
+		end := len(items)
+		if i < len(cuts) {
+			end = cuts[i][0]
+		}
+		run := bytes.TrimSuffix(bytes.TrimPrefix(items[last:end], []byte{','}), []byte{','})
+		if i < len(cuts) {
+			last = cuts[i][1]
+		}
+		if len(run) == 0 {
+			continue
+		}
+		if wrote {
+			out = append(out, ',')
+		}
+		out = append(out, run...)
+		wrote = true
 	}
-	if !desc && !appendAdded() {
+	if !desc && !appendAdded(!wrote) {
 		return Entry{}, false
 	}
 	out = append(out, nullTail...)
 	return Entry{Status: 200, Body: out, ETag: etagOf(out)}, true
 }
 
+// itemHead starts every item of a page (appendUtxo).
+const itemHead = `{"tx_hash":"`
+
+// findItem returns the span [from, to) of op's item in a page's items, or
+// false when the page has none.
+func findItem(items []byte, op chain.OutPoint) (from, to int, ok bool) {
+	var key [len(itemHead) + 2*chain.HashSize + len(`","index":`) + 10 + 1]byte
+	k := append(key[:0], itemHead...)
+	k = hex.AppendEncode(k, op.TxHash[:])
+	k = append(k, `","index":`...)
+	k = strconv.AppendUint(k, uint64(op.Index), 10)
+	k = append(k, ',')
+	from = bytes.Index(items, k)
+	if from < 0 {
+		return 0, 0, false
+	}
+	to, ok = itemEnd(items, from)
+	return from, to, ok
+}
+
+// itemEnd returns the end of the JSON object that starts at items[from],
+// skipping what its strings hold.
+func itemEnd(items []byte, from int) (int, bool) {
+	depth, inString := 0, false
+	for i := from; i < len(items); i++ {
+		c := items[i]
+		switch {
+		case inString && c == '\\':
+			i++ // the escaped byte
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth--; depth == 0 {
+				return i + 1, true
+			}
+		}
+	}
+	return 0, false
+}
+
 // splitItems splits the items of a JSON array's contents (objects separated
 // by commas, as appendUtxo writes them) without decoding them; ok is false
-// on anything else.
+// on anything else. Tests use it to check pages.
 func splitItems(b []byte) (items [][]byte, ok bool) {
 	for len(b) > 0 {
 		if b[0] != '{' {
 			return nil, false
 		}
-		depth, inString, end := 0, false, -1
-		for i := 0; i < len(b) && end < 0; i++ {
-			c := b[i]
-			switch {
-			case inString && c == '\\':
-				i++ // the escaped byte
-			case c == '"':
-				inString = !inString
-			case inString:
-			case c == '{' || c == '[':
-				depth++
-			case c == '}' || c == ']':
-				if depth--; depth == 0 {
-					end = i + 1
-				}
-			}
-		}
-		if end < 0 {
+		end, ok := itemEnd(b, 0)
+		if !ok {
 			return nil, false
 		}
 		items = append(items, b[:end])
