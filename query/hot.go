@@ -2,6 +2,7 @@ package query
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 )
 
@@ -53,8 +54,9 @@ const hotThreshold = 4
 // a lock taken by every read would serialise the hot path.
 const hotSampleMask = 15
 
-// sampled reports whether this read should be counted.
-func (h *hotSet) sampled() bool { return rand.Uint32()&hotSampleMask == 0 }
+// sampled reports whether this read should be counted (by the hot set and
+// the page shapes).
+func sampled() bool { return rand.Uint32()&hotSampleMask == 0 }
 
 func newHotSet(n int) *hotSet {
 	h := &hotSet{n: n}
@@ -143,4 +145,54 @@ func (h *hotSet) takePages(dst []pageShape, a string) []pageShape {
 		}
 	}
 	return dst
+}
+
+// maxKeptShapes bounds the first-page shapes peeked per touched address.
+const maxKeptShapes = 4
+
+// shapeStats counts the shapes (order, limit) of sampled first-page reads,
+// so the writer peeks the pages readers ask for. Safe for concurrent use.
+type shapeStats struct {
+	mu     sync.Mutex
+	counts map[pageShape]uint32
+	total  uint32
+}
+
+// shapeAging is the sampled reads after which every count is halved
+// (recent use wins) and shapes that reach zero are dropped.
+const shapeAging = 1 << 12
+
+// add counts a sampled read of shape p.
+func (st *shapeStats) add(p pageShape) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.counts == nil {
+		st.counts = make(map[pageShape]uint32)
+	}
+	st.counts[p]++
+	if st.total++; st.total >= shapeAging {
+		st.total = 0
+		for k, c := range st.counts {
+			if c /= 2; c == 0 {
+				delete(st.counts, k)
+			} else {
+				st.counts[k] = c
+			}
+		}
+	}
+}
+
+// top appends the at most maxKeptShapes most read shapes to dst.
+func (st *shapeStats) top(dst []pageShape) []pageShape {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	start := len(dst)
+	for p := range st.counts {
+		dst = append(dst, p)
+	}
+	out := dst[start:]
+	slices.SortFunc(out, func(a, b pageShape) int {
+		return int(st.counts[b]) - int(st.counts[a])
+	})
+	return dst[:start+min(len(out), maxKeptShapes)]
 }

@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"math/rand/v2"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -63,6 +61,12 @@ type Peeker interface {
 	Peek(key, guard string) (Entry, bool)
 }
 
+// peekTier is an owned tier that is also a Peeker.
+type peekTier interface {
+	Tier
+	Peeker
+}
+
 // keptEntry is an answer a change leaves as it is, to store again once the
 // change is published.
 type keptEntry struct {
@@ -77,67 +81,6 @@ type kept struct {
 	entries  []keptEntry
 	balances []string // addresses whose balance entry was cached
 	patched  int      // entries rebuilt by patchedPage
-}
-
-// maxKeptShapes bounds the first-page shapes peeked per touched address.
-const maxKeptShapes = 4
-
-// shapeStats counts the shapes (order, limit) of sampled first-page reads,
-// so the writer peeks the pages readers ask for. Safe for concurrent use.
-type shapeStats struct {
-	mu     sync.Mutex
-	counts map[pageShape]uint32
-	total  uint32
-}
-
-// shapeAging is the sampled reads after which every count is halved
-// (recent use wins) and shapes that reach zero are dropped.
-const shapeAging = 1 << 12
-
-func (st *shapeStats) touch(p pageShape) {
-	if rand.Uint32()&hotSampleMask != 0 {
-		return
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.counts == nil {
-		st.counts = make(map[pageShape]uint32)
-	}
-	st.counts[p]++
-	if st.total++; st.total >= shapeAging {
-		st.total = 0
-		for k, c := range st.counts {
-			if c /= 2; c == 0 {
-				delete(st.counts, k)
-			} else {
-				st.counts[k] = c
-			}
-		}
-	}
-}
-
-// top appends the at most maxKeptShapes most read shapes to dst.
-func (st *shapeStats) top(dst []pageShape) []pageShape {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	start := len(dst)
-	for p := range st.counts {
-		dst = append(dst, p)
-	}
-	out := dst[start:]
-	slices.SortFunc(out, func(a, b pageShape) int {
-		return int(st.counts[b]) - int(st.counts[a])
-	})
-	return dst[:start+min(len(out), maxKeptShapes)]
-}
-
-// pageKey is the cache key of a page (see addressUtxos).
-func pageKey(address string, desc bool, limit int, cursor string) string {
-	order := "a"
-	if desc {
-		order = "d"
-	}
-	return "p|" + order + "|" + strconv.Itoa(limit) + "|" + cursor + "|" + address
 }
 
 // collectKept finds, before cs's invalidation, the entries cs leaves as they
@@ -443,7 +386,7 @@ func (s *Server) restoreKept(cs *disk.ChangeSet) {
 	for i := range k.entries {
 		ke := &k.entries[i]
 		ke.e.Seq, ke.e.Tip = cs.Seq, cs.NewTip
-		fill(ctx, s.peekTier, ke.key, ke.guard, ke.e)
+		fill(ctx, s.peek, ke.key, ke.guard, ke.e)
 	}
 	for _, a := range k.balances {
 		if s.hot != nil && s.hot.contains(a) {

@@ -178,10 +178,9 @@ type Server struct {
 		sync.Mutex
 		m map[string]bool
 	}
-	// peek is the first owned tier that is a Peeker (peekTier, the same
-	// tier as a Tier), nil when none is: see keep.go.
-	peek      Peeker
-	peekTier  Tier
+	// peek is the first owned tier that is a Peeker, nil when none is: see
+	// keep.go.
+	peek      peekTier
 	kept      kept // writer goroutine only
 	shapes    shapeStats
 	shapeBuf  []pageShape   // writer goroutine only
@@ -213,8 +212,8 @@ func New(store Store, opts Options) *Server {
 		s.tierCounters = append(s.tierCounters, s.m.forTier(t.Name()))
 	}
 	for _, t := range s.tiers[:s.owned] {
-		if p, ok := t.(Peeker); ok {
-			s.peek, s.peekTier = p, t
+		if p, ok := t.(peekTier); ok {
+			s.peek = p
 			break
 		}
 	}
@@ -438,13 +437,17 @@ func (s *Server) Tip() Answer {
 // AddressUtxos answers a page of an address's live outputs. An invalid
 // cursor, limit or address is an error matching chain.ErrInvalidArgument.
 func (s *Server) AddressUtxos(ctx context.Context, address string, desc bool, limit int, cursor string) (Answer, error) {
-	if cursor == "" && limit >= 1 && limit <= MaxPageLimit && s.peek != nil {
-		s.shapes.touch(pageShape{desc: desc, limit: uint16(limit)})
-	}
-	if s.hot != nil && s.hot.sampled() && checkAddress(address) == nil {
-		if cursor == "" && limit >= 1 && limit <= MaxPageLimit {
-			s.hot.touchPage(address, pageShape{desc: desc, limit: uint16(limit)})
-		} else {
+	if (s.hot != nil || s.peek != nil) && sampled() && checkAddress(address) == nil {
+		first := cursor == "" && limit >= 1 && limit <= MaxPageLimit
+		shape := pageShape{desc: desc, limit: uint16(limit)}
+		if first && s.peek != nil {
+			s.shapes.add(shape)
+		}
+		switch {
+		case s.hot == nil:
+		case first:
+			s.hot.touchPage(address, shape)
+		default:
 			s.hot.touch(address)
 		}
 	}
@@ -495,9 +498,18 @@ func (s *Server) addressUtxos(ctx context.Context, address string, desc bool, li
 	})
 }
 
+// pageKey is the cache key of a page (see addressUtxos).
+func pageKey(address string, desc bool, limit int, cursor string) string {
+	order := "a"
+	if desc {
+		order = "d"
+	}
+	return "p|" + order + "|" + strconv.Itoa(limit) + "|" + cursor + "|" + address
+}
+
 // Balance answers an address's balance.
 func (s *Server) Balance(ctx context.Context, address string) (Answer, error) {
-	if s.hot != nil && s.hot.sampled() && checkAddress(address) == nil {
+	if s.hot != nil && sampled() && checkAddress(address) == nil {
 		s.hot.touch(address)
 	}
 	return s.balance(ctx, address)
