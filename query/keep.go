@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"hash/maphash"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -67,6 +69,38 @@ type peekTier interface {
 	Peeker
 }
 
+// addressMarks is a lossy set of addresses (first-page readers mark them),
+// so the writer peeks for the first pages only of addresses that may have
+// some cached: a fixed table of address hashes, one per slot, where a later
+// address evicts an earlier one. A false "marked" costs some peeks; a lost
+// mark, a page not kept. Safe for concurrent use.
+type addressMarks struct {
+	seed  maphash.Seed
+	slots []atomic.Uint64
+}
+
+// pagedMarks is the number of slots of Server.paged (512 KiB).
+const pagedMarks = 1 << 16
+
+func newAddressMarks(n int) addressMarks {
+	return addressMarks{seed: maphash.MakeSeed(), slots: make([]atomic.Uint64, n)}
+}
+
+func (m *addressMarks) mark(a string) {
+	h := maphash.String(m.seed, a) | 1 // never 0, the empty slot
+	if s := &m.slots[h%uint64(len(m.slots))]; s.Load() != h {
+		s.Store(h)
+	}
+}
+
+func (m *addressMarks) marked(a string) bool {
+	if len(m.slots) == 0 {
+		return false
+	}
+	h := maphash.String(m.seed, a) | 1
+	return m.slots[h%uint64(len(m.slots))].Load() == h
+}
+
 // keptEntry is an answer a change leaves as it is, to store again once the
 // change is published.
 type keptEntry struct {
@@ -109,6 +143,9 @@ func (s *Server) collectKept(cs *disk.ChangeSet, guards []string) {
 		hot := s.hot != nil && s.hot.contains(a)
 		if _, ok := s.peek.Peek("b|"+a, guard); ok {
 			s.kept.balances = append(s.kept.balances, a)
+		}
+		if !s.paged.marked(a) {
+			continue // no first page of a read lately: nothing to peek
 		}
 		for j, p := range s.shapeBuf {
 			key := s.shapeKeys[j] + a

@@ -183,6 +183,7 @@ type Server struct {
 	peek      peekTier
 	kept      kept // writer goroutine only
 	shapes    shapeStats
+	paged     addressMarks  // addresses whose first pages were read lately
 	shapeBuf  []pageShape   // writer goroutine only
 	shapeKeys []string      // writer goroutine only: shapeBuf's page keys less the address
 	stop      chan struct{} // closed by Close
@@ -214,6 +215,7 @@ func New(store Store, opts Options) *Server {
 	for _, t := range s.tiers[:s.owned] {
 		if p, ok := t.(peekTier); ok {
 			s.peek = p
+			s.paged = newAddressMarks(pagedMarks)
 			break
 		}
 	}
@@ -450,6 +452,9 @@ func (s *Server) AddressUtxos(ctx context.Context, address string, desc bool, li
 		default:
 			s.hot.touch(address)
 		}
+	}
+	if cursor == "" && s.peek != nil {
+		s.paged.mark(address)
 	}
 	return s.addressUtxos(ctx, address, desc, limit, cursor)
 }
