@@ -94,9 +94,6 @@ func (m *addressMarks) mark(a string) {
 }
 
 func (m *addressMarks) marked(a string) bool {
-	if len(m.slots) == 0 {
-		return false
-	}
 	h := maphash.String(m.seed, a) | 1
 	return m.slots[h%uint64(len(m.slots))].Load() == h
 }
@@ -113,7 +110,7 @@ type keptEntry struct {
 type kept struct {
 	seq      uint64
 	entries  []keptEntry
-	balances []string // addresses whose balance entry was cached
+	balances []string // addresses, not hot, whose balance entry was cached
 	patched  int      // entries rebuilt by patchedPage
 }
 
@@ -128,10 +125,10 @@ func (s *Server) collectKept(cs *disk.ChangeSet, guards []string) {
 		(!cs.OldTip.Empty && cs.NewTip.Height != cs.OldTip.Height+1) {
 		return
 	}
-	s.shapeBuf = s.shapes.top(s.shapeBuf[:0])
-	s.shapeKeys = s.shapeKeys[:0]
-	for _, p := range s.shapeBuf {
-		s.shapeKeys = append(s.shapeKeys, pageKey("", p.desc, int(p.limit), ""))
+	shapes := s.shapes.top(nil)
+	prefixes := make([]string, len(shapes)) // each shape's page key less the address
+	for j, p := range shapes {
+		prefixes[j] = pageKey("", p.desc, int(p.limit), "")
 	}
 	var byAddr map[int32][]disk.AddressOutput // built on the first complete page
 	for i, a := range cs.Addresses {
@@ -141,14 +138,14 @@ func (s *Server) collectKept(cs *disk.ChangeSet, guards []string) {
 		}
 		guard := guards[i]
 		hot := s.hot != nil && s.hot.contains(a)
-		if _, ok := s.peek.Peek("b|"+a, guard); ok {
-			s.kept.balances = append(s.kept.balances, a)
+		if _, ok := s.peek.Peek("b|"+a, guard); ok && !hot {
+			s.kept.balances = append(s.kept.balances, a) // a hot one AfterPublish puts anyway
 		}
 		if !s.paged.marked(a) {
 			continue // no first page of a read lately: nothing to peek
 		}
-		for j, p := range s.shapeBuf {
-			key := s.shapeKeys[j] + a
+		for j, p := range shapes {
+			key := prefixes[j] + a
 			e, ok := s.peek.Peek(key, guard)
 			if !ok {
 				continue
@@ -214,7 +211,7 @@ func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []disk.AddressO
 	items := body[len(prefix) : len(body)-len(nullTail)]
 	n := bytes.Count(items, []byte(itemHead))
 	var added []*chain.Utxo
-	var cuts [][2]int // removed items' spans in items, with one separating comma
+	var cuts [][2]int // removed items' spans in items
 	for _, o := range outs {
 		if o.Added {
 			if !oldTip.Empty && o.Utxo.Height <= oldTip.Height {
@@ -234,8 +231,7 @@ func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []disk.AddressO
 	}
 	slices.SortFunc(cuts, func(x, y [2]int) int { return x[0] - y[0] })
 	slices.SortFunc(added, func(x, y *chain.Utxo) int {
-		return disk.ComparePositions(disk.Position{Height: x.Height, TxPos: x.TxPos, Index: x.Index},
-			disk.Position{Height: y.Height, TxPos: y.TxPos, Index: y.Index})
+		return disk.ComparePositions(disk.PositionOf(x), disk.PositionOf(y))
 	})
 	if desc {
 		slices.Reverse(added)
@@ -333,59 +329,6 @@ func itemEnd(items []byte, from int) (int, bool) {
 	return 0, false
 }
 
-// splitItems splits the items of a JSON array's contents (objects separated
-// by commas, as appendUtxo writes them) without decoding them; ok is false
-// on anything else. Tests use it to check pages.
-func splitItems(b []byte) (items [][]byte, ok bool) {
-	for len(b) > 0 {
-		if b[0] != '{' {
-			return nil, false
-		}
-		end, ok := itemEnd(b, 0)
-		if !ok {
-			return nil, false
-		}
-		items = append(items, b[:end])
-		b = b[end:]
-		if len(b) > 0 {
-			if b[0] != ',' || len(b) == 1 {
-				return nil, false
-			}
-			b = b[1:]
-		}
-	}
-	return items, true
-}
-
-// itemOutPoint reads the outpoint an item of a page starts with
-// ({"tx_hash":"…","index":N,…}, as appendUtxo writes it).
-func itemOutPoint(it []byte) (chain.OutPoint, bool) {
-	const head, mid = `{"tx_hash":"`, `","index":`
-	var op chain.OutPoint
-	if len(it) < len(head)+2*chain.HashSize+len(mid) || !bytes.HasPrefix(it, []byte(head)) {
-		return op, false
-	}
-	h, err := chain.ParseHash(string(it[len(head) : len(head)+2*chain.HashSize]))
-	if err != nil {
-		return op, false
-	}
-	rest := it[len(head)+2*chain.HashSize:]
-	if !bytes.HasPrefix(rest, []byte(mid)) {
-		return op, false
-	}
-	rest = rest[len(mid):]
-	end := bytes.IndexByte(rest, ',')
-	if end < 0 {
-		return op, false
-	}
-	idx, err := strconv.ParseUint(string(rest[:end]), 10, 32)
-	if err != nil {
-		return op, false
-	}
-	op.TxHash, op.Index = h, uint32(idx)
-	return op, true
-}
-
 // pageUnchanged reports whether the page answer e of address a, in order
 // desc, is left as it is by a change that touched a's positions in span
 // only, given that a still has more outputs than the page holds.
@@ -426,9 +369,6 @@ func (s *Server) restoreKept(cs *disk.ChangeSet) {
 		fill(ctx, s.peek, ke.key, ke.guard, ke.e)
 	}
 	for _, a := range k.balances {
-		if s.hot != nil && s.hot.contains(a) {
-			continue // AfterPublish puts it already
-		}
 		b := cs.Balances[a]
 		s.putBalance(a, &b, cs)
 	}

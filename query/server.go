@@ -180,16 +180,14 @@ type Server struct {
 	}
 	// peek is the first owned tier that is a Peeker, nil when none is: see
 	// keep.go.
-	peek      peekTier
-	kept      kept // writer goroutine only
-	shapes    shapeStats
-	paged     addressMarks  // addresses whose first pages were read lately
-	shapeBuf  []pageShape   // writer goroutine only
-	shapeKeys []string      // writer goroutine only: shapeBuf's page keys less the address
-	stop      chan struct{} // closed by Close
-	done      chan struct{} // closed when the warmer has exited
-	m         *Metrics
-	log       *slog.Logger
+	peek   peekTier
+	kept   kept // writer goroutine only
+	shapes shapeStats
+	paged  addressMarks  // addresses whose first pages were read lately
+	stop   chan struct{} // closed by Close
+	done   chan struct{} // closed when the warmer has exited
+	m      *Metrics
+	log    *slog.Logger
 }
 
 // New returns a server over store, publishing its current state.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -191,8 +190,7 @@ func TestBalancesFromChangesExact(t *testing.T) {
 						failures = append(failures, err.Error())
 						continue
 					}
-					if want.Seq != cs.Seq || want.Tip != got.Tip || want.Status != got.Status ||
-						want.ETag != got.ETag || !bytes.Equal(want.Body, got.Body) {
+					if !sameAnswer(got, want) {
 						failures = append(failures, fmt.Sprintf("seq %d, %q: cached %d %s %s %q, disk %d %s %s %q", cs.Seq, a,
 							got.Seq, got.Tip, got.ETag, got.Body, want.Seq, want.Tip, want.ETag, want.Body))
 					}
@@ -558,35 +556,6 @@ func TestChangeSetSpans(t *testing.T) {
 	}
 	if checked == 0 || nilSpans == 0 {
 		t.Fatalf("%d spans checked, %d merged rollbacks: the run missed a path", checked, nilSpans)
-	}
-}
-
-// TestSplitItems: page items are split at their top-level commas whatever
-// their strings hold (escaped quotes, braces, brackets, commas), and
-// anything that is not a list of objects is refused.
-func TestSplitItems(t *testing.T) {
-	a := `{"tx_hash":"` + strings.Repeat("ab", 32) + `","index":7,"address":"x\"},{[\\","assets":[{"policy":"00"}],"height":3}`
-	b := `{"tx_hash":"` + strings.Repeat("01", 32) + `","index":0,"address":"y","assets":[],"height":4}`
-	items, ok := splitItems([]byte(a + "," + b))
-	if !ok || len(items) != 2 || string(items[0]) != a || string(items[1]) != b {
-		t.Fatalf("split %q: %v %q", a+","+b, ok, items)
-	}
-	op, ok := itemOutPoint(items[0])
-	if !ok || op.Index != 7 || op.TxHash[0] != 0xab {
-		t.Fatalf("outpoint of %q: %v %v", items[0], ok, op)
-	}
-	if items, ok := splitItems(nil); !ok || len(items) != 0 {
-		t.Fatalf("empty: %v %q", ok, items)
-	}
-	for _, bad := range []string{a + ",", "," + a, a + b, "[" + a + "]", `{"a":"}`, a[:len(a)-1], "x"} {
-		if items, ok := splitItems([]byte(bad)); ok {
-			t.Errorf("split %q: accepted as %q", bad, items)
-		}
-	}
-	for _, bad := range []string{b[:20], `{"tx_hash":"zz` + b[14:], strings.Replace(b, `"index":0`, `"index":x`, 1)} {
-		if _, ok := itemOutPoint([]byte(bad)); ok {
-			t.Errorf("outpoint of %q accepted", bad)
-		}
 	}
 }
 

@@ -95,7 +95,8 @@ type Position struct {
 	Index  uint32
 }
 
-func positionOf(u *chain.Utxo) Position {
+// PositionOf is u's place in the chain order of every index it is listed in.
+func PositionOf(u *chain.Utxo) Position {
 	return Position{Height: u.Height, TxPos: u.TxPos, Index: u.OutPoint.Index}
 }
 
