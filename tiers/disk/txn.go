@@ -24,12 +24,22 @@ type BlockTxn struct {
 	s       *Store
 	block   *chain.Block
 	entries map[chain.OutPoint]*txnEntry
-	order   []chain.OutPoint // dirty entries in first-change order
+	// order holds the dirty entries in first-change order, each with its
+	// outpoint: the commit walks it without a map lookup per entry (a
+	// window's map holds hundreds of thousands, each lookup a cache miss).
+	// An entry in order stays the one entries holds for its outpoint.
+	order []dirtyEntry
 	skipped uint64
 	done    bool
 	// win is the catch-up window this txn applies (window.go); nil: one
 	// block, committed as today.
 	win *window
+}
+
+// dirtyEntry is an entry of BlockTxn.order.
+type dirtyEntry struct {
+	op chain.OutPoint
+	e  *txnEntry
 }
 
 // txnEntry is one outpoint row as the block sees it: before the block and now.
@@ -82,7 +92,7 @@ func (s *Store) NewBlock(b *chain.Block) (*BlockTxn, error) {
 		return nil, err
 	}
 	n := blockRows(b)
-	return &BlockTxn{s: s, block: b, entries: make(map[chain.OutPoint]*txnEntry, n), order: make([]chain.OutPoint, 0, n)}, nil
+	return &BlockTxn{s: s, block: b, entries: make(map[chain.OutPoint]*txnEntry, n), order: make([]dirtyEntry, 0, n)}, nil
 }
 
 // blockRows is the number of outpoint rows b can touch: its inputs and
@@ -211,7 +221,7 @@ func (t *BlockTxn) Prefetch(ops []chain.OutPoint) error {
 func (t *BlockTxn) markDirty(op chain.OutPoint, e *txnEntry) {
 	if !e.dirty {
 		e.dirty = true
-		t.order = append(t.order, op)
+		t.order = append(t.order, dirtyEntry{op, e})
 	}
 }
 
@@ -297,8 +307,8 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 	undo := undoDelta{prev: prev.Tip, skipped: t.skipped, entries: make([]undoEntry, 0, len(t.order))}
 	var spentHere []byte // packed outpoints spent at h: the 0x05 row
 	var key, val []byte
-	for _, op := range t.order {
-		e := t.entries[op]
+	for _, de := range t.order {
+		op, e := de.op, de.e
 		if e.before != nil && e.before.Spent == nil {
 			d.remove(&e.before.Utxo)
 		}
@@ -354,8 +364,8 @@ func (t *BlockTxn) committed(d *derived, st *State, pruned pruneWork, logFloor u
 	s := t.s
 	s.logFloor = logFloor
 	var lastTx chain.Hash // a tx's outputs are consecutive in t.order: add its hash once
-	for i, op := range t.order {
-		e := t.entries[op]
+	for i, de := range t.order {
+		op, e := de.op, de.e
 		if e.after.Spent == nil {
 			s.recent.add(&e.after.Utxo)
 		} else {

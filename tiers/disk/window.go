@@ -274,6 +274,11 @@ func (w *window) batchSize(rows int) int {
 	return n
 }
 
+// batchOps estimates the writes of the window's batch, rows outpoint rows
+// touched: each with an index row and a balance row at most, and the rows
+// of each block.
+func (w *window) batchOps(rows int) int { return 3*rows + 8*len(w.blocks) + 16 }
+
 // commitWindow writes the window's ended blocks in one synced batch (see
 // Commit).
 func (t *BlockTxn) commitWindow() (*ChangeSet, error) {
@@ -287,7 +292,7 @@ func (t *BlockTxn) commitWindow() (*ChangeSet, error) {
 	st := w.st
 	last := st.Tip.Height
 
-	b := s.directBatch(w.batchSize(len(t.order)))
+	b := s.sizedBatch(w.batchSize(len(t.order)), w.batchOps(len(t.order)))
 	defer b.close()
 	ch := newChanges(w.start.Tip, len(t.order))
 	ch.cs.Skipped = int(t.skipped)
@@ -296,8 +301,8 @@ func (t *BlockTxn) commitWindow() (*ChangeSet, error) {
 	d.noFigures = true // st carries them, block by block
 
 	var key, val []byte
-	for _, op := range t.order {
-		e := t.entries[op]
+	for _, de := range t.order {
+		op, e := de.op, de.e
 		if e.before != nil && e.before.Spent == nil {
 			d.remove(&e.before.Utxo)
 		}
