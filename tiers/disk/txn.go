@@ -28,7 +28,7 @@ type BlockTxn struct {
 	// outpoint: the commit walks it without a map lookup per entry (a
 	// window's map holds hundreds of thousands, each lookup a cache miss).
 	// An entry in order stays the one entries holds for its outpoint.
-	order []dirtyEntry
+	order   []dirtyEntry
 	skipped uint64
 	done    bool
 	// win is the catch-up window this txn applies (window.go); nil: one
