@@ -13,7 +13,8 @@ import (
 // Catch-up defaults (Options).
 const (
 	// DefaultWindowBytes bounds a catch-up window's memory: 256 MiB, about
-	// 650,000 inputs and outputs at windowChangeBytes each.
+	// 190,000 inputs and outputs at disk.WindowChangeBytes each (some 115
+	// blocks of 300 transactions).
 	DefaultWindowBytes int64 = 256 << 20
 	// DefaultWindowBlocks bounds a window's blocks.
 	DefaultWindowBlocks = 10_000
@@ -25,11 +26,6 @@ const (
 // it is dropped unwritten, and its blocks go alone (the diverging one then
 // fails the writer).
 var errWindowVerify = errors.New("failed verification")
-
-// windowChangeBytes estimates the memory one input or output costs a
-// window: its overlay entry and record, its share of the undo delta, the
-// change-log record and the batch.
-const windowChangeBytes = 400
 
 // BatchResult answers an ApplyBlocks.
 type BatchResult struct {
@@ -160,7 +156,7 @@ func (w *Writer) windowLen(blocks []*chain.Block, target uint64) int {
 		for j := range b.Txs {
 			changes += len(b.Txs[j].Spends()) + len(b.Txs[j].Outputs) + 1
 		}
-		bytes += int64(changes) * windowChangeBytes
+		bytes += int64(changes) * disk.WindowChangeBytes
 		if n > 0 && bytes > w.opts.WindowBytes {
 			break
 		}

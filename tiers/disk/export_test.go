@@ -13,3 +13,7 @@ func WithFS(o Options, fs vfs.FS) Options {
 // Flush flushes the store's memtable to an sstable and waits for it (Pebble
 // retries a flush that fails).
 func Flush(s *Store) error { return s.db.Flush() }
+
+// OnBatchBuilt makes every commit of s call f once its Pebble batch is
+// built, before Pebble commits it (nil: none). Set it before the writes.
+func OnBatchBuilt(s *Store, f func()) { s.batchBuilt = f }

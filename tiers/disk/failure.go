@@ -53,10 +53,16 @@ func (s *Store) commit(b *pebble.Batch) (err error) {
 // commitKeys commits the writes of b (see keyBatch) as commit does.
 func (s *Store) commitKeys(b *keyBatch) error {
 	if b.direct != nil {
+		if s.batchBuilt != nil {
+			s.batchBuilt()
+		}
 		return s.commit(b.direct)
 	}
 	pb := b.pebbleBatch(s.db)
 	defer pb.Close()
+	if s.batchBuilt != nil {
+		s.batchBuilt()
+	}
 	return s.commit(pb)
 }
 

@@ -179,6 +179,10 @@ type Store struct {
 	recent     *recentOutputs
 	balances   *balanceCache
 	batch      keyBatch         // the writes of the commit being built (batch.go)
+	// batchBuilt, when set (tests only, export_test.go), is called by each
+	// commit once its Pebble batch is built, before Pebble commits it: the
+	// moment a catch-up window holds the most memory.
+	batchBuilt func()
 	undoBuf    []byte           // a block's undo delta, encoded (reused)
 	logBuf     []byte           // a change's log record, encoded (reused)
 	changes    changes          // a block's changes; see blockChanges
