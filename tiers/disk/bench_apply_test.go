@@ -361,10 +361,13 @@ var benchWindow = func() int {
 //
 //   - writer: Writer.Apply, block by block, each synced;
 //   - catchup: Writer.ApplyBlocks, benchWindow blocks per call and window,
-//     heading to a target PruneDepth + RollbackWindow above the last block
-//     (a catch-up far behind: no undo deltas, no spent records kept);
-//   - catchup-near: the same with the last block as the target (every block
-//     keeps its undo delta and spent records: the exact-boundary mode);
+//     the producer heading to a target PruneDepth + RollbackWindow above the
+//     last block (a catch-up far behind);
+//   - catchup-near: the same with the last block as the producer's target.
+//     The writer gives every window its own last block as the target
+//     whatever the producer's (writer.applyWindow: every block keeps its
+//     undo delta and spent records, every window end is exact), so both
+//     variants do the same work and differ by run-to-run noise only;
 //   - naive: the naive layout, each block read (its inputs) and written in
 //     one synced batch; naive-batched: benchWindow blocks per synced batch;
 //   - ceiling: the naive layout's writes alone, each block synced.
