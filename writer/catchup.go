@@ -13,8 +13,9 @@ import (
 // Catch-up defaults (Options).
 const (
 	// DefaultWindowBytes bounds a catch-up window's memory: 256 MiB, about
-	// 190,000 inputs and outputs at disk.WindowChangeBytes each (some 115
-	// blocks of 300 transactions).
+	// 190,000 inputs and outputs at disk.WindowChangeBytes each, less for
+	// outputs with large datums, scripts or assets (disk.WindowBlockBytes):
+	// some 100 blocks of 300 bitcoin transactions.
 	DefaultWindowBytes int64 = 256 << 20
 	// DefaultWindowBlocks bounds a window's blocks.
 	DefaultWindowBlocks = 10_000
@@ -152,11 +153,7 @@ func (w *Writer) windowLen(blocks []*chain.Block, target uint64) int {
 		if n == w.opts.WindowBlocks || b.Height != blocks[0].Height+uint64(i) || b.Height+w.opts.LiveMargin > target {
 			break
 		}
-		changes := 0
-		for j := range b.Txs {
-			changes += len(b.Txs[j].Spends()) + len(b.Txs[j].Outputs) + 1
-		}
-		bytes += int64(changes) * disk.WindowChangeBytes
+		bytes += disk.WindowBlockBytes(b)
 		if n > 0 && bytes > w.opts.WindowBytes {
 			break
 		}

@@ -20,10 +20,20 @@ import (
 // Pebble leaves the store exactly as the writes made one by one, in the order
 // they were made, would. Random writes over a small keyspace (so keys repeat
 // within a batch), with and without range deletions, some of them covering
-// point writes made before or after them, others none.
+// point writes made before or after them, others none. Twice: batches
+// inserted into the memtable (a block's), and batches larger than half the
+// memtable, which Pebble keeps as flushable batches and sorts itself (a
+// catch-up window's).
 func TestKeyBatchSameEffect(t *testing.T) {
+	t.Run("memtable", func(t *testing.T) { testKeyBatchSameEffect(t, 0, 0) })
+	t.Run("flushable", func(t *testing.T) { testKeyBatchSameEffect(t, 256<<10, 8<<10) })
+}
+
+// testKeyBatchSameEffect runs TestKeyBatchSameEffect on stores of memtable
+// bytes (0: Pebble's default), each value padded with pad bytes.
+func testKeyBatchSameEffect(t *testing.T, memtable uint64, pad int) {
 	open := func() *pebble.DB {
-		db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quietPebble{}})
+		db, err := pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quietPebble{}, MemTableSize: memtable})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,7 +50,8 @@ func TestKeyBatchSameEffect(t *testing.T) {
 		}
 		return k
 	}
-	reordered, inOrder := 0, 0
+	reordered, inOrder, flushable := 0, 0, 0
+	padding := strings.Repeat("p", pad)
 	for round := range 200 {
 		var kb keyBatch
 		pb := direct.NewBatch()
@@ -57,7 +68,7 @@ func TestKeyBatchSameEffect(t *testing.T) {
 				_ = kb.Delete(k, nil)
 				_ = pb.Delete(k, nil)
 			default:
-				v := fmt.Appendf(nil, "%d.%d", round, rng.IntN(1000))
+				v := fmt.Appendf(nil, "%d.%d%s", round, rng.IntN(1000), padding)
 				_ = kb.Set(k, v, nil)
 				_ = pb.Set(k, v, nil)
 			}
@@ -81,6 +92,9 @@ func TestKeyBatchSameEffect(t *testing.T) {
 			}
 		}
 		sb := kb.pebbleBatch(sorted)
+		if memtable > 0 && uint64(len(sb.Repr())) > memtable/2 {
+			flushable++ // Pebble's own estimate of the batch is larger still
+		}
 		if err := sb.Commit(pebble.NoSync); err != nil {
 			t.Fatal(err)
 		}
@@ -93,9 +107,9 @@ func TestKeyBatchSameEffect(t *testing.T) {
 			t.Fatalf("round %d: key-ordered batch left\n%s\nwrites in order left\n%s", round, got, want)
 		}
 	}
-	t.Logf("%d batches reordered, %d kept in order", reordered, inOrder)
-	if reordered < 100 || inOrder < 5 {
-		t.Fatalf("the rounds exercised %d reordered batches and %d kept in order: too few", reordered, inOrder)
+	t.Logf("%d batches reordered, %d kept in order, %d flushable", reordered, inOrder, flushable)
+	if reordered < 100 || inOrder < 5 || memtable > 0 && flushable < 100 {
+		t.Fatalf("the rounds exercised %d reordered batches, %d kept in order and %d flushable: too few", reordered, inOrder, flushable)
 	}
 }
 

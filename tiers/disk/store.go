@@ -176,9 +176,9 @@ type Store struct {
 	secret []byte
 
 	// Writer-owned (see the type comment): no lock.
-	recent     *recentOutputs
-	balances   *balanceCache
-	batch      keyBatch         // the writes of the commit being built (batch.go)
+	recent   *recentOutputs
+	balances *balanceCache
+	batch    keyBatch // the writes of the commit being built (batch.go)
 	// batchBuilt, when set (tests only, export_test.go), is called by each
 	// commit once its Pebble batch is built, before Pebble commits it: the
 	// moment a catch-up window holds the most memory.

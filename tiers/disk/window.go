@@ -58,13 +58,52 @@ import (
 
 // WindowChangeBytes is what one input or output of a window's blocks costs
 // the window's memory at most, at its peak: once the whole batch is built,
-// before Pebble commits it. It counts the overlay entry and record, the
+// before Pebble commits it, apart from the output's variable bytes
+// (WindowOutputCopies). It counts the overlay entry and record, the
 // block's share of its change-log record, undo delta and spent list, the
-// window's writes as collected and sorted, and Pebble's copy of them. The
-// writer bounds a window with it (writer.Options.WindowBytes);
+// window's writes as collected and sorted, and Pebble's copy of them.
 // TestWindowMemoryEstimate measures it: 1,070 to 1,280 bytes on windows of
-// 20 to 400 blocks of 300 transactions.
+// 20 to 400 blocks of 300 transactions of the bitcoin profile.
 const WindowChangeBytes = 1400
+
+// WindowOutputCopies is how many times a window holds an output's variable
+// bytes (address, datum, script reference, assets: outputBytes) at its
+// peak: in the block's change-log record, the outpoint row and the index
+// row as collected and as Pebble's copy, and the batch's spare room. Measured
+// (TestWindowMemoryEstimate): about 6.6 on outputs of 4 KiB datums. Without
+// it a window of such outputs held 4.6 times its estimate, and one of 64 KiB
+// datums and script references (the format's limits) would hold a hundred
+// times --catch-up-bytes.
+const WindowOutputCopies = 8
+
+// WindowBlockBytes is what block b costs a catch-up window's memory at most,
+// at its peak: WindowChangeBytes per input and output (and one per
+// transaction), and WindowOutputCopies times the variable bytes of its
+// outputs. The writer bounds a window with it (writer.Options.WindowBytes).
+func WindowBlockBytes(b *chain.Block) int64 {
+	var changes, variable int64
+	for i := range b.Txs {
+		tx := &b.Txs[i]
+		changes += int64(len(tx.Spends()) + len(tx.Outputs) + 1)
+		for j := range tx.Outputs {
+			variable += outputBytes(&tx.Outputs[j])
+		}
+		if tx.CollateralReturn != nil {
+			variable += outputBytes(tx.CollateralReturn)
+		}
+	}
+	return changes*WindowChangeBytes + variable*WindowOutputCopies
+}
+
+// outputBytes is the bytes of o whose size the producer chooses: its
+// address, datum, script reference and assets.
+func outputBytes(o *chain.Output) int64 {
+	n := len(o.Address) + len(o.Datum) + len(o.ScriptRef)
+	for i := range o.Assets {
+		n += len(o.Assets[i].Policy) + len(o.Assets[i].Name) + 8
+	}
+	return int64(n)
+}
 
 // window is the per-window state of a BlockTxn made by NewWindow.
 type window struct {

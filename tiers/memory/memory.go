@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/dgraph-io/ristretto/v2"
@@ -21,15 +22,16 @@ import (
 // can check the floor of the guard the entry was stored under, and treat a
 // key found under another guard as a miss.
 //
-// An entry costs len(Body)+len(ETag)+len(guard)+entryOverhead: bytes, against
+// An entry costs its Body, ETag and guard as allocated, plus entryOverhead
+// (entryCost): bytes of heap, against
 // a budget of Options.MaxBytes. IgnoreInternalCost is set because that cost
 // already counts Ristretto's bookkeeping (in entryOverhead); with Ristretto's
 // internal cost (its storeItem size) added again, the budget is miscounted:
-// on the TestHitRatioZipf workload the cache then holds 2845 entries where
-// the budget means 3079. The same setting is the cure for the trap of unit
+// on the TestHitRatioZipf workload the cache then holds 2166 entries where
+// the budget means 2299. The same setting is the cure for the trap of unit
 // costs (cost 1 per entry, MaxCost = entries): with the internal cost added
-// each entry costs 1+itemSize, the cache held 54 entries where 3079 were
-// meant, and the hit ratio fell from about 0.85 to 0.55 (TestCostModelTrap).
+// each entry costs 1+itemSize, the cache held 40 entries where 2299 were
+// meant, and the hit ratio fell from about 0.84 to 0.41 (TestCostModelTrap).
 // Ristretto's own Metrics are off: they add striped atomics and admission
 // timestamps to every operation and would count hits before our floor check;
 // the tier counts for itself (Stats).
@@ -91,13 +93,45 @@ type stored struct {
 	entry query.Entry
 }
 
-// entryOverhead estimates the bytes an entry holds beyond its strings: the
-// stored value with its headers (~80 B), Ristretto's map slot for the item
-// (~64 B) and the policy's key-cost pair (~16 B).
-const entryOverhead = 160
+// entryOverhead is what an entry holds beyond its strings: the stored value
+// (112 B), Ristretto's store item in its shard's map and the policy's
+// key-cost pair in its map, with the maps' empty slots. Measured
+// (TestEntryCostHoldsHeap): 280 to 350 bytes; it was 160, and a tier of
+// 200-byte answers held about 1.5 times its budget (40-byte ones 1.6,
+// 4,000-byte ones 1.06).
+const entryOverhead = 384
 
+// entryCost is what e under guard costs the budget: its strings as the Go
+// allocator sizes them (allocSize), and entryOverhead.
 func entryCost(guard string, e *query.Entry) int64 {
-	return int64(len(e.Body)+len(e.ETag)+len(guard)) + entryOverhead
+	return costOf(len(e.Body), len(e.ETag), len(guard))
+}
+
+// costOf is entryCost of a body, an ETag and a guard of these lengths.
+func costOf(body, etag, guard int) int64 {
+	return allocSize(body) + allocSize(etag) + allocSize(guard) + entryOverhead
+}
+
+// allocClasses are the Go allocator's size classes up to 32 KiB
+// (runtime/sizeclasses.go): an allocation of n bytes takes the first class
+// of at least n. Without them the cost of a 2,305-byte body, which takes
+// 2,688, is 16% short.
+var allocClasses = [...]int64{
+	0, 8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256,
+	288, 320, 352, 384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280,
+	1408, 1536, 1792, 2048, 2304, 2688, 3072, 3200, 3456, 4096, 4864, 5376, 6144, 6528,
+	6784, 6912, 8192, 9472, 9728, 10240, 10880, 12288, 13568, 14336, 16384, 18432, 19072,
+	20480, 21760, 24576, 27264, 28672, 32768,
+}
+
+// allocSize is the heap an allocation of n bytes takes: its size class, or
+// above 32 KiB whole 8 KiB pages.
+func allocSize(n int) int64 {
+	if n > 32768 {
+		return (int64(n) + 8191) &^ 8191
+	}
+	i, _ := slices.BinarySearch(allocClasses[:], int64(n))
+	return allocClasses[i]
 }
 
 // keepNewer is Ristretto's ShouldUpdate: cur replaces prev unless both hold

@@ -8,8 +8,11 @@ import (
 
 // Options configure a Tier. The zero value of every field means its default.
 type Options struct {
-	// MaxBytes is the cost budget, in bytes of cached answers plus a fixed
-	// per-entry overhead (see entryCost). Default 256 MiB.
+	// MaxBytes is the cost budget: the heap the entries hold, each its
+	// strings as allocated plus a measured per-entry overhead (see
+	// entryCost). Default 256 MiB. The tier's fixed structures come on top:
+	// the floors (FloorSlots) and Ristretto's admission sketch and buffers,
+	// 20 MiB in all at the defaults.
 	MaxBytes int64
 	// MaxEntryBytes is the largest entry cost that is cached; larger entries
 	// are not stored, so that one very large address page cannot evict
