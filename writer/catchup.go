@@ -100,9 +100,12 @@ func (w *Writer) applyBatch(blocks []*chain.Block, target uint64) (res BatchResu
 			if errors.Is(err, ErrFailed) {
 				return res, err
 			}
-			if errors.Is(err, errWindowVerify) {
+			switch {
+			case errors.Is(err, errWindowVerify):
 				w.opts.Logger.Warn("catch-up window failed verification; applying its blocks one by one", "err", err)
-			} else {
+			case errors.Is(err, disk.ErrBatchTooLarge):
+				w.opts.Logger.Warn("catch-up window too large for one batch; applying its blocks one by one (a lower catch-up memory bound makes smaller windows)", "err", err)
+			default:
 				w.opts.Logger.Debug("catch-up window refused; applying its blocks one by one", "err", err)
 			}
 			for range n {

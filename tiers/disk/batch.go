@@ -3,6 +3,8 @@ package disk
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"math"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -36,7 +38,7 @@ import (
 // itself: Pebble's comparison sort of the entries in arrival order cost about
 // 2 ms of the writer's time per block of a window (BenchmarkApply), and of
 // entries already in key order it is a single pass. Only a window too large
-// for the 32-bit spans (sortedLimit) goes in arrival order (directBatch).
+// for the 32-bit spans (keyBatchLimit) goes in arrival order (directBatch).
 type keyBatch struct {
 	buf    []byte // keys and values, back to back
 	points []keyOp
@@ -44,7 +46,21 @@ type keyBatch struct {
 	order  []sortKey // scratch of pebbleBatch
 	// direct, when set, takes every write as it is made, unordered.
 	direct *pebble.Batch
+	// limit bounds len(buf) (the spans are 32-bit offsets; 0 stands for
+	// keyBatchLimit): a write past it is not collected and sets overflow,
+	// and commitKeys refuses the batch (ErrBatchTooLarge) with nothing
+	// written.
+	limit    int
+	overflow bool
 }
+
+// ErrBatchTooLarge is commitKeys' answer to a sorted batch whose writes
+// went past its limit: it wrote nothing. A catch-up window refused so is
+// applied again block by block (writer.ApplyBlocks).
+var ErrBatchTooLarge = errors.New("batch too large to sort")
+
+// keyBatchLimit is a sorted keyBatch's limit: its spans are 32-bit.
+const keyBatchLimit = math.MaxUint32
 
 // keyBatchKeep is the largest buffer a keyBatch keeps for the next commit: a
 // block's writes (about 0.5 MB for 300 transactions) fit, a catch-up
@@ -59,26 +75,34 @@ func (s *Store) writeBatch() *keyBatch {
 	if cap(b.buf) > keyBatchKeep {
 		*b = keyBatch{}
 	}
-	b.buf, b.points, b.ranges, b.order = b.buf[:0], b.points[:0], b.ranges[:0], b.order[:0]
+	b.reset(s.batchLimit)
 	return b
 }
 
-// sortedLimit bounds the bytes a sorted keyBatch holds: its spans are
-// 32-bit offsets into buf.
-const sortedLimit = 1 << 31
+// reset empties b, keeping its buffers, for writes of at most limit bytes
+// (0: keyBatchLimit).
+func (b *keyBatch) reset(limit int) {
+	b.buf, b.points, b.ranges, b.order = b.buf[:0], b.points[:0], b.ranges[:0], b.order[:0]
+	b.limit, b.overflow = limit, false
+	if limit <= 0 || limit > keyBatchLimit {
+		b.limit = keyBatchLimit
+	}
+}
 
 // sizedBatch returns the store's keyBatch, emptied, with room for about
 // size bytes of keys and values in ops writes (hints: it grows past them),
-// or a directBatch when size is beyond sortedLimit. A good hint matters for
-// a window's batch of tens of megabytes, which would otherwise be copied at
-// every doubling. Writer goroutine only, one commit at a time; close it
-// once done.
+// or a directBatch when size is beyond a quarter of keyBatchLimit (an
+// estimate short by 4 times would still fit; one shorter than that makes
+// commitKeys refuse the batch with ErrBatchTooLarge). A good hint matters
+// for a window's batch of tens of megabytes, which would otherwise be
+// copied at every doubling. Writer goroutine only, one commit at a time;
+// close it once done.
 func (s *Store) sizedBatch(size, ops int) *keyBatch {
-	if size > sortedLimit/2 {
+	if size > keyBatchLimit/4 {
 		return s.directBatch(size)
 	}
 	b := &s.batch
-	b.buf, b.points, b.ranges, b.order = b.buf[:0], b.points[:0], b.ranges[:0], b.order[:0]
+	b.reset(s.batchLimit)
 	b.buf = slices.Grow(b.buf, size)
 	b.points = slices.Grow(b.points, ops)
 	return b
@@ -124,6 +148,19 @@ const (
 	opDeleteRange
 )
 
+// full reports whether n more bytes would take b past its limit, and then
+// marks it overflowed.
+func (b *keyBatch) full(n int) bool {
+	limit := b.limit
+	if limit == 0 { // a zero keyBatch: the default
+		limit = keyBatchLimit
+	}
+	if len(b.buf)+n > limit {
+		b.overflow = true
+	}
+	return b.overflow
+}
+
 func (b *keyBatch) add(kind uint8, key, val []byte) keyOp {
 	op := keyOp{head: keyHead(key), kind: kind, key: span{uint32(len(b.buf)), uint32(len(key))}}
 	b.buf = append(b.buf, key...)
@@ -148,6 +185,9 @@ func (b *keyBatch) Set(key, value []byte, _ *pebble.WriteOptions) error {
 	if b.direct != nil {
 		return b.direct.Set(key, value, nil)
 	}
+	if b.full(len(key) + len(value)) {
+		return ErrBatchTooLarge
+	}
 	b.points = append(b.points, b.add(opSet, key, value))
 	return nil
 }
@@ -157,6 +197,9 @@ func (b *keyBatch) Delete(key []byte, _ *pebble.WriteOptions) error {
 	if b.direct != nil {
 		return b.direct.Delete(key, nil)
 	}
+	if b.full(len(key)) {
+		return ErrBatchTooLarge
+	}
 	b.points = append(b.points, b.add(opDelete, key, nil))
 	return nil
 }
@@ -165,6 +208,9 @@ func (b *keyBatch) Delete(key []byte, _ *pebble.WriteOptions) error {
 func (b *keyBatch) DeleteRange(start, end []byte, _ *pebble.WriteOptions) error {
 	if b.direct != nil {
 		return b.direct.DeleteRange(start, end, nil)
+	}
+	if b.full(len(start) + len(end)) {
+		return ErrBatchTooLarge
 	}
 	op := b.add(opDeleteRange, start, end)
 	op.head = uint64(len(b.points)) // its place among the point writes

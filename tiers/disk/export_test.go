@@ -17,3 +17,7 @@ func Flush(s *Store) error { return s.db.Flush() }
 // OnBatchBuilt makes every commit of s call f once its Pebble batch is
 // built, before Pebble commits it (nil: none). Set it before the writes.
 func OnBatchBuilt(s *Store, f func()) { s.batchBuilt = f }
+
+// SetBatchLimit lowers the bytes a sorted batch of s may hold (0: the
+// default, 4 GiB), so that a test can reach ErrBatchTooLarge.
+func SetBatchLimit(s *Store, n int) { s.batchLimit = n }

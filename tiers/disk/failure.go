@@ -50,13 +50,18 @@ func (s *Store) commit(b *pebble.Batch) (err error) {
 	return nil
 }
 
-// commitKeys commits the writes of b (see keyBatch) as commit does.
+// commitKeys commits the writes of b (see keyBatch) as commit does. A
+// sorted batch whose writes went past its limit is refused with
+// ErrBatchTooLarge: nothing is written and the store does not fail.
 func (s *Store) commitKeys(b *keyBatch) error {
 	if b.direct != nil {
 		if s.batchBuilt != nil {
 			s.batchBuilt()
 		}
 		return s.commit(b.direct)
+	}
+	if b.overflow {
+		return fmt.Errorf("disk: %d bytes of writes and more: %w", len(b.buf), ErrBatchTooLarge)
 	}
 	pb := b.pebbleBatch(s.db)
 	defer pb.Close()

@@ -183,6 +183,9 @@ type Store struct {
 	// commit once its Pebble batch is built, before Pebble commits it: the
 	// moment a catch-up window holds the most memory.
 	batchBuilt func()
+	// batchLimit, when positive (tests only), lowers the sorted batches'
+	// limit below keyBatchLimit.
+	batchLimit int
 	undoBuf    []byte           // a block's undo delta, encoded (reused)
 	logBuf     []byte           // a change's log record, encoded (reused)
 	changes    changes          // a block's changes; see blockChanges

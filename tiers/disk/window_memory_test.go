@@ -107,3 +107,59 @@ func testWindowMemory(t *testing.T, profile workload.Profile, datum int) {
 			used, estimate)
 	}
 }
+
+// TestWindowTooLargeToSort checks what becomes of a window whose writes go
+// past what a sorted batch can hold (32-bit offsets; lowered here): the
+// commit refuses it with nothing written, without failing the store, and
+// the writer applies its blocks one by one, to the state a store that never
+// made windows reaches.
+func TestWindowTooLargeToSort(t *testing.T) {
+	ctx := context.Background()
+	apply := func(limit int, windows bool) (disk.State, writer.BatchResult) {
+		gen, err := workload.New(workload.Options{Seed: 5, Profile: workload.Bitcoin, TxsPerBlock: 40})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := disk.Open(t.TempDir(), disk.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		opts := writer.Options{WindowBlocks: 1000, WindowBytes: 1 << 40, LiveMargin: 1}
+		if !windows {
+			opts.WindowBytes = -1
+		}
+		w := writer.New(st, opts)
+		defer w.Close()
+		for gen.Live() < 2_000 {
+			if _, err := w.Apply(ctx, gen.NextSeed(500)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		blocks := make([]*chain.Block, 12)
+		for i := range blocks {
+			blocks[i] = gen.Next()
+		}
+		disk.SetBatchLimit(st, limit)
+		res, err := w.ApplyBlocks(ctx, blocks, blocks[len(blocks)-1].Height+100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Failed(); err != nil {
+			t.Fatalf("store failed: %v", err)
+		}
+		return st.Published(), res
+	}
+	want, _ := apply(0, false)
+	got, res := apply(64<<10, true)
+	if res.Windows != 0 || res.Applied != 12 {
+		t.Fatalf("%d windows, %d blocks applied; want none (every window too large) and 12 applied one by one", res.Windows, res.Applied)
+	}
+	if got.Tip != want.Tip || got.UtxoCount != want.UtxoCount || got.Digest != want.Digest || got.Seq != want.Seq {
+		t.Fatalf("after the refused windows: %+v; applied one by one: %+v", got, want)
+	}
+	// The same blocks fit a sorted batch at the default limit.
+	if _, res := apply(0, true); res.Windows != 1 {
+		t.Fatalf("%d windows at the default limit; want 1", res.Windows)
+	}
+}
