@@ -152,9 +152,9 @@ func runImportBitcoin(e *env, args []string) error {
 	closeErr := store.Close()
 	im.progress.clear()
 	fmt.Fprintf(e.stdout, "import-bitcoin: applied %d blocks, skipped %d already applied, %d stale (off the main chain), "+
-		"%d UTXO changes in %s; tip %s; %d UTXOs\n",
+		"%d UTXO changes in %s; tip %s; %d UTXOs%s\n",
 		im.counts.applied, im.counts.skipped, len(ord.Stale), im.counts.changes,
-		time.Since(start).Round(time.Millisecond), final.Tip, final.UtxoCount)
+		time.Since(start).Round(time.Millisecond), final.Tip, final.UtxoCount, im.counts.windowsSummary())
 
 	var sig *interrupted
 	if errors.As(runErr, &sig) {
@@ -308,9 +308,7 @@ func (im *bitcoinImporter) importChain(ord *bitcoin.Ordered) error {
 			batch = append(batch, b)
 		}
 		res, err := im.w.ApplyBlocks(context.Background(), batch, target)
-		im.counts.applied += uint64(res.Applied)
-		im.counts.skipped += uint64(res.Skipped)
-		im.counts.changes += uint64(res.Created + res.Spent)
+		im.counts.add(res)
 		if err != nil {
 			return im.rejected(batch[res.Done], err)
 		}

@@ -111,7 +111,7 @@ func bitcoinStats(blocks []rawBlock) string {
 		tip.Height, tip.Hash, len(m), m.digest())
 }
 
-var importSummaryRE = regexp.MustCompile(`import-bitcoin: applied (\d+) blocks, skipped (\d+) already applied, (\d+) stale \(off the main chain\), (\d+) UTXO changes in \S+; tip (\S+); (\d+) UTXOs`)
+var importSummaryRE = regexp.MustCompile(`import-bitcoin: applied (\d+) blocks, skipped (\d+) already applied, (\d+) stale \(off the main chain\), (\d+) UTXO changes in \S+; tip (\S+); (\d+) UTXOs; (\d+) blocks in (\d+) catch-up windows`)
 
 // importSummary parses the summary line: blocks applied, skipped, stale.
 func importSummary(t *testing.T, r cliResult) (applied, skipped, stale int) {
@@ -297,6 +297,7 @@ func TestImportBitcoinCatchUpBytes(t *testing.T) {
 	file := writeBlkFile(t, dir, "blk00000.dat", blocks)
 	want := bitcoinStats(blocks)
 	var summaries []string
+	var windows [3]int
 	for i, bound := range []string{"", "16KiB", "0"} {
 		store := filepath.Join(dir, fmt.Sprintf("store%d", i))
 		args := []string{"import-bitcoin", "--data-dir", store}
@@ -308,6 +309,12 @@ func TestImportBitcoinCatchUpBytes(t *testing.T) {
 		wantStats(t, store, want)
 		m := importSummaryRE.FindStringSubmatch(r.stdout)
 		summaries = append(summaries, strings.Join([]string{m[1], m[4], m[5], m[6]}, " "))
+		windows[i], _ = strconv.Atoi(m[8])
+	}
+	// Windows happen by default, more of them (smaller) at 16KiB, and none
+	// with windows off: else this test would compare one path with itself.
+	if windows[0] == 0 || windows[1] <= windows[0] || windows[2] != 0 {
+		t.Fatalf("catch-up windows by default, at 16KiB and off: %v; want some, more, none", windows)
 	}
 	if summaries[0] != summaries[1] || summaries[0] != summaries[2] {
 		t.Fatalf("summaries differ (blocks, changes, tip, UTXOs): %q", summaries)

@@ -142,9 +142,9 @@ func runIngest(e *env, args []string) error {
 	final := store.State()
 	closeErr := store.Close()
 	g.progress.clear()
-	fmt.Fprintf(e.stdout, "ingest: applied %d blocks, skipped %d already applied, %d UTXO changes in %s; tip %s; %d UTXOs\n",
+	fmt.Fprintf(e.stdout, "ingest: applied %d blocks, skipped %d already applied, %d UTXO changes in %s; tip %s; %d UTXOs%s\n",
 		g.counts.applied, g.counts.skipped, g.counts.changes, time.Since(start).Round(time.Millisecond),
-		final.Tip, final.UtxoCount)
+		final.Tip, final.UtxoCount, g.counts.windowsSummary())
 
 	var sig *interrupted
 	if errors.As(runErr, &sig) {
@@ -237,6 +237,24 @@ type ingestCounts struct {
 	applied uint64 // blocks applied
 	skipped uint64 // blocks already applied (same height and hash)
 	changes uint64 // live outputs created plus spent
+	// windows counts the catch-up windows committed, windowBlocks the
+	// blocks they applied (the rest of applied went alone).
+	windows, windowBlocks uint64
+}
+
+// add counts the outcome of one ApplyBlocks.
+func (c *ingestCounts) add(res writer.BatchResult) {
+	c.applied += uint64(res.Applied)
+	c.skipped += uint64(res.Skipped)
+	c.changes += uint64(res.Created + res.Spent)
+	c.windows += uint64(res.Windows)
+	c.windowBlocks += uint64(res.WindowBlocks)
+}
+
+// windowsSummary ends a summary line: how many blocks went in catch-up
+// windows.
+func (c *ingestCounts) windowsSummary() string {
+	return fmt.Sprintf("; %d blocks in %d catch-up windows", c.windowBlocks, c.windows)
 }
 
 func (g *ingester) ingest(sources []source) error {
@@ -367,9 +385,7 @@ func (g *ingester) apply(s source, recs []record) error {
 		blocks[i] = recs[i].block
 	}
 	res, err := g.w.ApplyBlocks(context.Background(), blocks, blocks[len(blocks)-1].Height)
-	g.counts.applied += uint64(res.Applied)
-	g.counts.skipped += uint64(res.Skipped)
-	g.counts.changes += uint64(res.Created + res.Spent)
+	g.counts.add(res)
 	if err != nil {
 		return g.rejected(s, recs[res.Done], err)
 	}
