@@ -80,8 +80,10 @@ type Options struct {
 	// BatchBlocks and BatchBytes bound the blocks the follower fetches
 	// before it hands them to the writer in one ApplyBlocks, which applies
 	// those far below the node's tip in catch-up windows: how many blocks,
-	// and how many bytes of them as the node serves them. Defaults 1000
-	// and 32 MiB; BatchBlocks 1 applies block by block.
+	// and how many bytes of them as the node serves them (the fetch stops
+	// once they reach BatchBytes, so a batch exceeds it by at most its last
+	// block). Defaults 1000 and 32 MiB; BatchBlocks 1 applies block by
+	// block.
 	BatchBlocks int
 	BatchBytes  int64
 	// Writer applies blocks and rollbacks. Required.
