@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -124,14 +126,43 @@ func (p *process) exitErr() error {
 	return nil
 }
 
-// freePort returns a loopback port that was free a moment ago.
+// portsGiven are the ports freePort has returned in this process.
+var portsGiven struct {
+	sync.Mutex
+	m map[int]bool
+}
+
+// freePort returns a loopback port that was free a moment ago, and that it
+// has not returned before in this process: the kernel may hand a port just
+// closed to the next caller, and two processes started at once (a set's
+// replicas) must not be given the same one. Another program may still take
+// it before the child binds it; startServe retries that case.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	portsGiven.Lock()
+	defer portsGiven.Unlock()
+	if portsGiven.m == nil {
+		portsGiven.m = make(map[int]bool)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !portsGiven.m[port] {
+			portsGiven.m[port] = true
+			return port, nil
+		}
+	}
+	return 0, errors.New("no loopback port not handed out before")
+}
+
+// lostPort reports whether the process logged at path failed to bind its
+// port: another program took it between freePort and the bind.
+func lostPort(path string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && bytes.Contains(b, []byte("address already in use"))
 }
 
 // waitHTTP polls url until it answers 200, the process exits or the

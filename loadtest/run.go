@@ -425,24 +425,36 @@ func (r *runner) startService(ctx context.Context, config, dataDir, token, logNa
 // startServe starts `serve --data-dir dataDir` on free loopback ports with
 // extra flags, on cpus (when the run pins), and waits until its /readyz
 // answers 200.
+//
+// A serve that exits because another program took one of its ports between
+// freePort and its bind (it opens nothing else before it listens) is started
+// again on new ports, up to 3 times.
 func (r *runner) startServe(ctx context.Context, name, dataDir, logName string, cpus []int, extra []string) (*service, error) {
-	port, err1 := freePort()
-	adminPort, err2 := freePort()
-	if err := errors.Join(err1, err2); err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		port, err1 := freePort()
+		adminPort, err2 := freePort()
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, err
+		}
+		s := &service{base: "http://127.0.0.1:" + strconv.Itoa(port), admin: "http://127.0.0.1:" + strconv.Itoa(adminPort)}
+		s.args = append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:" + strconv.Itoa(port),
+			"--admin-listen", "127.0.0.1:" + strconv.Itoa(adminPort), "--log-level", "warn"}, extra...)
+		bin, args := r.cpus.command(cpus, r.o.Bin, s.args)
+		logPath := filepath.Join(r.dir, logName)
+		var err error
+		if s.process, err = startProcess(name, logPath, bin, args...); err != nil {
+			return nil, err
+		}
+		err = waitHTTP(ctx, r.ctl, s.base+"/readyz", s.process, 60*time.Second)
+		if err == nil {
+			return s, nil
+		}
+		err = errors.Join(err, s.stop(5*time.Second))
+		if attempt == 3 || !lostPort(logPath) {
+			return nil, err
+		}
+		r.logf("%s: a port was taken before it could bind it; starting it again on new ports", name)
 	}
-	s := &service{base: "http://127.0.0.1:" + strconv.Itoa(port), admin: "http://127.0.0.1:" + strconv.Itoa(adminPort)}
-	s.args = append([]string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:" + strconv.Itoa(port),
-		"--admin-listen", "127.0.0.1:" + strconv.Itoa(adminPort), "--log-level", "warn"}, extra...)
-	bin, args := r.cpus.command(cpus, r.o.Bin, s.args)
-	var err error
-	if s.process, err = startProcess(name, filepath.Join(r.dir, logName), bin, args...); err != nil {
-		return nil, err
-	}
-	if err := waitHTTP(ctx, r.ctl, s.base+"/readyz", s.process, 60*time.Second); err != nil {
-		return nil, errors.Join(err, s.stop(5*time.Second))
-	}
-	return s, nil
 }
 
 // runService starts serve with config's tiers on the store, checks that it

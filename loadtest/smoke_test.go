@@ -203,6 +203,24 @@ func TestSmokeConfigurationFails(t *testing.T) {
 
 // gone fails t for every process of ps that still exists: the harness
 // stops (and reaps) every process it started.
+// logTails logs the end of every process log in dir: the temporary
+// directory goes with the test, and a failed run's cause is in them.
+func logTails(t *testing.T, dir string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			t.Logf("%s: %v", filepath.Base(l), err)
+			continue
+		}
+		if len(b) > 4096 {
+			b = b[len(b)-4096:]
+		}
+		t.Logf("--- %s (end):\n%s", filepath.Base(l), b)
+	}
+}
+
 func gone(t *testing.T, what string, ps []ProcessInfo) {
 	t.Helper()
 	for _, p := range ps {
@@ -327,6 +345,7 @@ func TestLoadtestReplicasScenarioSmoke(t *testing.T) {
 		UTXOs: 2000, TxsPerBlock: 20, RollbackEvery: 4, Replicas: 2, ApplyBlocks: 12, ApplyRounds: 1,
 	})
 	if err != nil {
+		logTails(t, dir)
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", rep.Headline())
