@@ -67,6 +67,7 @@ func TestSmoke(t *testing.T) {
 		Configs: []string{ConfigMemory, ConfigDisk, ConfigBare},
 	})
 	if err != nil {
+		logTails(t, dir)
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", rep.Headline())
@@ -256,6 +257,7 @@ func TestLoadtestReplicaSmoke(t *testing.T) {
 		CheckFraction: 0.05, CheckBudget: 0.5, RollbackEvery: 1,
 	})
 	if err != nil {
+		logTails(t, dir)
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", rep.Headline())
