@@ -11,8 +11,10 @@ package testredis
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -20,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -57,22 +60,38 @@ func StartConfig(t testing.TB, file string) *Server {
 	if err != nil {
 		t.Fatal("redis-server not found: install it with `apt-get install redis-server`")
 	}
-	s := &Server{t: t, bin: bin, port: FreePort(t), dir: t.TempDir()}
-	if file != "" {
-		s.args = append(s.args, file)
+	s := &Server{t: t, bin: bin, dir: t.TempDir()}
+	debug := s.Major() >= 7 // DEBUG (SLEEP: a slow server) is off by default since Redis 7
+	// Another program may take the free port before redis-server binds it:
+	// then it starts again on another, up to 3 times.
+	for attempt := 1; ; attempt++ {
+		s.port = FreePort(t)
+		s.args = nil
+		if file != "" {
+			s.args = append(s.args, file)
+		}
+		s.args = append(s.args, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+			"--dir", s.dir, "--dbfilename", "dump.rdb", "--logfile", s.logPath())
+		if file == "" {
+			s.args = append(s.args, "--save", "", "--appendonly", "no")
+		}
+		if debug {
+			s.args = append(s.args, "--enable-debug-command", "local")
+		}
+		_ = os.Remove(s.logPath())
+		err := s.launch()
+		if err == nil {
+			break
+		}
+		if log, _ := os.ReadFile(s.logPath()); attempt == 3 || !bytes.Contains(log, []byte("Address already in use")) {
+			t.Fatal(err)
+		}
 	}
-	s.args = append(s.args, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--dir", s.dir, "--dbfilename", "dump.rdb", "--logfile", filepath.Join(s.dir, "redis.log"))
-	if file == "" {
-		s.args = append(s.args, "--save", "", "--appendonly", "no")
-	}
-	if s.Major() >= 7 { // DEBUG (SLEEP: a slow server) is off by default since Redis 7
-		s.args = append(s.args, "--enable-debug-command", "local")
-	}
-	s.start()
 	t.Cleanup(s.Kill)
 	return s
 }
+
+func (s *Server) logPath() string { return filepath.Join(s.dir, "redis.log") }
 
 // FreePort returns a loopback port that was free a moment ago.
 func FreePort(t testing.TB) int {
@@ -104,11 +123,22 @@ func (s *Server) Major() int {
 	return n
 }
 
+// start is launch on s.port, failing the test if it fails.
 func (s *Server) start() {
 	s.t.Helper()
+	if err := s.launch(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// launch starts redis-server with s.args and waits until it answers PING
+// as itself: INFO's process_id must be its pid, so that a PONG from another
+// program's Redis on the port does not count. If it exits first, launch
+// returns its exit and log, and the server is left stopped.
+func (s *Server) launch() error {
 	cmd := exec.Command(s.bin, s.args...)
 	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
+		return fmt.Errorf("start redis-server: %w", err)
 	}
 	exit := make(chan error, 1)
 	go func() { exit <- cmd.Wait() }()
@@ -118,19 +148,56 @@ func (s *Server) start() {
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if s.Ping(100*time.Millisecond) == nil {
-			return
+		if s.Ping(100*time.Millisecond) == nil && s.pid(100*time.Millisecond) == cmd.Process.Pid {
+			return nil
 		}
 		select {
 		case err := <-exit:
-			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			s.t.Fatalf("redis-server on port %d exited: %v\n%s", s.port, err, log)
+			s.mu.Lock()
+			s.cmd = nil // its exit is consumed: Kill has nothing to wait for
+			s.mu.Unlock()
+			log, _ := os.ReadFile(s.logPath())
+			return fmt.Errorf("redis-server on port %d exited: %v\n%s", s.port, err, log)
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on port %d: no PONG within 10s", s.port)
+			return fmt.Errorf("redis-server on port %d: no PONG from it within 10s", s.port)
 		}
 	}
+}
+
+// pid is the process_id the server on s's port reports (INFO server), 0
+// when it cannot be read within d.
+func (s *Server) pid(d time.Duration) int {
+	c, err := net.DialTimeout("tcp", s.Addr(), d)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(d))
+	if _, err := c.Write([]byte("*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")); err != nil {
+		return 0
+	}
+	r := bufio.NewReader(c)
+	head, err := r.ReadString('\n')
+	if err != nil || len(head) < 4 || head[0] != '$' {
+		return 0
+	}
+	n, err := strconv.Atoi(head[1 : len(head)-2])
+	if err != nil || n < 0 {
+		return 0
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(body), "\r\n") {
+		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
+			pid, _ := strconv.Atoi(v)
+			return pid
+		}
+	}
+	return 0
 }
 
 // Ping sends PING on a fresh connection and expects +PONG within d.
