@@ -48,17 +48,38 @@ func RepoRoot(t testing.TB) string {
 // DeployDir is RepoRoot/deploy.
 func DeployDir(t testing.TB) string { return filepath.Join(RepoRoot(t), "deploy") }
 
-// FreePort returns a loopback TCP port that was free a moment ago. The
-// caller binds it soon after; another process could take it in between,
-// which the caller sees as a start-up failure.
+// portsGiven are the ports FreePort has returned in this process.
+var portsGiven struct {
+	sync.Mutex
+	m map[int]bool
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago, and that
+// it has not returned before in this process: the kernel may hand a port
+// just closed to the next caller, and tests running in parallel must not be
+// given the same one. The caller binds it soon after; another process could
+// take it in between, which the caller sees as a start-up failure.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsGiven.Lock()
+	defer portsGiven.Unlock()
+	if portsGiven.m == nil {
+		portsGiven.m = make(map[int]bool)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !portsGiven.m[port] {
+			portsGiven.m[port] = true
+			return port
+		}
+	}
+	t.Fatal("no loopback port that was not handed out before")
+	return 0
 }
 
 // NeedTool skips t when the named program is not on PATH, with the command
