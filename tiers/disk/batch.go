@@ -46,8 +46,8 @@ type keyBatch struct {
 	order  []sortKey // scratch of pebbleBatch
 	// direct, when set, takes every write as it is made, unordered.
 	direct *pebble.Batch
-	// limit bounds len(buf) (the spans are 32-bit offsets; 0 stands for
-	// keyBatchLimit): a write past it is not collected and sets overflow,
+	// limit bounds len(buf) (the spans are 32-bit offsets; 0, or anything
+	// past keyBatchLimit, stands for keyBatchLimit): a write past it is not collected and sets overflow,
 	// and commitKeys refuses the batch (ErrBatchTooLarge) with nothing
 	// written.
 	limit    int
@@ -80,13 +80,10 @@ func (s *Store) writeBatch() *keyBatch {
 }
 
 // reset empties b, keeping its buffers, for writes of at most limit bytes
-// (0: keyBatchLimit).
+// (see keyBatch.limit).
 func (b *keyBatch) reset(limit int) {
 	b.buf, b.points, b.ranges, b.order = b.buf[:0], b.points[:0], b.ranges[:0], b.order[:0]
 	b.limit, b.overflow = limit, false
-	if limit <= 0 || limit > keyBatchLimit {
-		b.limit = keyBatchLimit
-	}
 }
 
 // sizedBatch returns the store's keyBatch, emptied, with room for about
@@ -152,7 +149,7 @@ const (
 // marks it overflowed.
 func (b *keyBatch) full(n int) bool {
 	limit := b.limit
-	if limit == 0 { // a zero keyBatch: the default
+	if limit <= 0 || limit > keyBatchLimit {
 		limit = keyBatchLimit
 	}
 	if len(b.buf)+n > limit {

@@ -44,18 +44,7 @@ func testWindowMemory(t *testing.T, profile workload.Profile, datum int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := disk.Open(t.TempDir(), disk.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	w := writer.New(st, writer.Options{WindowBlocks: 1000, WindowBytes: 1 << 40, LiveMargin: 1})
-	defer w.Close()
-	for gen.Live() < 20_000 {
-		if _, err := w.Apply(ctx, gen.NextSeed(5_000)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	st, w := seeded(t, gen, writer.Options{WindowBlocks: 1000, WindowBytes: 1 << 40, LiveMargin: 1}, 20_000, 5_000)
 	blocks := make([]*chain.Block, 40)
 	var estimate int64 // the window's (all blocks but the last), as the writer counts it
 	changes := 0
@@ -120,22 +109,11 @@ func TestWindowTooLargeToSort(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := disk.Open(t.TempDir(), disk.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer st.Close()
 		opts := writer.Options{WindowBlocks: 1000, WindowBytes: 1 << 40, LiveMargin: 1}
 		if !windows {
 			opts.WindowBytes = -1
 		}
-		w := writer.New(st, opts)
-		defer w.Close()
-		for gen.Live() < 2_000 {
-			if _, err := w.Apply(ctx, gen.NextSeed(500)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		st, w := seeded(t, gen, opts, 2_000, 500)
 		blocks := make([]*chain.Block, 12)
 		for i := range blocks {
 			blocks[i] = gen.Next()
@@ -162,4 +140,24 @@ func TestWindowTooLargeToSort(t *testing.T) {
 	if _, res := apply(0, true); res.Windows != 1 {
 		t.Fatalf("%d windows at the default limit; want 1", res.Windows)
 	}
+}
+
+// seeded opens a store in a new directory with a writer of opts, and
+// applies gen's seed blocks of seedOutputs outputs each until gen holds
+// live UTXOs. Both are closed when t ends.
+func seeded(t *testing.T, gen *workload.Generator, opts writer.Options, live, seedOutputs int) (*disk.Store, *writer.Writer) {
+	t.Helper()
+	st, err := disk.Open(t.TempDir(), disk.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	w := writer.New(st, opts)
+	t.Cleanup(func() { w.Close() }) // before the store's: cleanups run last first
+	for gen.Live() < live {
+		if _, err := w.Apply(context.Background(), gen.NextSeed(seedOutputs)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st, w
 }
