@@ -61,7 +61,7 @@ fuzz: ## run each Fuzz* target of every package for FUZZTIME (default 30s)
 lint: ## go vet (both modules), gofmt, and the import-confinement test (internal/lint)
 	$(GO) vet ./...
 	set -e; for m in $(DEPLOY_MODULES); do (cd $$m && $(GO) vet ./...); done
-	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*' -not -path './.git/*')); \
+	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*' -not -path './.git/*' -not -path '*/node_modules/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) test -count=1 ./internal/lint
 
@@ -109,7 +109,7 @@ loadtest: build ## standard load test (about 3.5 min): each tier and a read repl
 
 # soak: SOAK_DURATION (default 1h) of mixed reads, blocks, rollbacks and
 # Redis restarts; fails when RSS, goroutines, open files or Pebble figures
-# grow (README.md, "Soak").
+# grow (docs/performance.md, "Soak").
 SOAK_DURATION ?= 1h
 .PHONY: soak
 soak: build ## bounded soak (SOAK_DURATION, default 1h): resource growth, 0 mismatches, 0 5xx through Redis restarts

@@ -30,7 +30,7 @@ var (
 // server as the service and sends bodies of the sizes the service sends, so
 // the requests/s the service reaches can be read as a fraction of what the
 // machine's HTTP stack and the load generator can do at all. It lives here
-// because Gin may be imported only in package api (STYLE 1); it is not part
+// because Gin may be imported only in package api (CONTRIBUTING.md); it is not part
 // of the service.
 //
 // Each key of bodies is a method and a route pattern in Gin's syntax, e.g.

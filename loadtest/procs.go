@@ -254,7 +254,7 @@ func (r *redisServer) restart(cpus cpuPlan, timeout time.Duration) (time.Duratio
 
 // command sends one argument-less command in RESP and expects a reply
 // line. The harness needs PING and FLUSHALL only; the Redis client library
-// belongs to tiers/redis (STYLE 1).
+// belongs to tiers/redis (CONTRIBUTING.md, one library, one package).
 func (r *redisServer) command(cmd, want string) error {
 	c, err := net.DialTimeout("tcp", r.addr, time.Second)
 	if err != nil {

@@ -11,7 +11,7 @@
 // (settings.go): every flag can also come from the environment variable
 // UTXO_CACHE_<NAME>, and a flag given on the command line wins. cmd/ is the
 // only place that turns flags and environment into the Options structs of the
-// packages it drives (STYLE 12).
+// packages it drives (CONTRIBUTING.md, options).
 //
 // # Exit status
 //

@@ -2,7 +2,7 @@
 // that `go test ./...` (and `make lint`) enforce them with no extra tool.
 //
 // imports_test.go keeps each third-party library in the one package that
-// owns it (STYLE 1): everyone else sees the project's domain types, so a
+// owns it (CONTRIBUTING.md, one library, one package): everyone else sees the project's domain types, so a
 // library can be replaced, upgraded or mocked in one place.
 package lint
 
@@ -68,7 +68,7 @@ func TestThirdPartyImportsStayInTheirPackage(t *testing.T) {
 		for imp, files := range imports {
 			for _, c := range confined {
 				if isUnder(imp, c.library) && !isUnder(rel, c.home) {
-					t.Errorf("%s%s imports %s: only %s/%s may import %s (STYLE 1); use that package's API",
+					t.Errorf("%s%s imports %s: only %s/%s may import %s (CONTRIBUTING.md, one library, one package); use that package's API",
 						p.ImportPath, files, imp, modPath, c.home, c.library)
 				}
 			}
