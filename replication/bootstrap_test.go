@@ -254,10 +254,10 @@ func TestBootstrapRefusesAnOversizedManifest(t *testing.T) {
 	})
 	metrics := NewFollowerMetrics(nil)
 	err := fw.bootstrapFrom(FollowerOptions{Metrics: metrics})
+	fw.wantHeldAtMost(0)
 	if !errors.Is(err, ErrBadArchive) || !strings.Contains(err.Error(), "manifest of 10737418240 bytes") {
 		t.Fatalf("a 10 GiB manifest: %v, want ErrBadArchive naming its size", err)
 	}
-	fw.wantHeldAtMost(0)
 	if n := failures(t, metrics, "bad_archive"); n != 1 {
 		t.Fatalf("bad_archive failures counted: %v, want 1", n)
 	}
@@ -288,14 +288,14 @@ func TestBootstrapRefusesAnUnlistedFile(t *testing.T) {
 				}
 			})
 			err := fw.bootstrapFrom(FollowerOptions{})
-			if !errors.Is(err, ErrBadArchive) || !strings.Contains(err.Error(), `"999999.sst"`) {
-				t.Fatalf("an unlisted file: %v, want ErrBadArchive naming it", err)
-			}
 			bound := int64(0)
 			if c.before("") {
 				bound = m.StoreBytes()
 			}
 			fw.wantHeldAtMost(bound)
+			if !errors.Is(err, ErrBadArchive) || !strings.Contains(err.Error(), `"999999.sst"`) {
+				t.Fatalf("an unlisted file: %v, want ErrBadArchive naming it", err)
+			}
 		})
 	}
 }
@@ -333,10 +333,10 @@ func TestBootstrapRefusesAFileLargerThanListed(t *testing.T) {
 				}
 			})
 			err := fw.bootstrapFrom(FollowerOptions{})
+			fw.wantHeldAtMost(before)
 			if !errors.Is(err, ErrBadArchive) || !strings.Contains(err.Error(), "where the manifest lists") {
 				t.Fatalf("a file of %+d bytes: %v, want ErrBadArchive", extra, err)
 			}
-			fw.wantHeldAtMost(before)
 		})
 	}
 }
@@ -357,10 +357,11 @@ func TestBootstrapRefusesWithoutRoom(t *testing.T) {
 		fw.header.Set("X-Checkpoint-Bytes", strconv.FormatInt(total, 10))
 		metrics := NewFollowerMetrics(nil)
 		space := fakeSpace(func() uint64 { return uint64(total) + keep - 1 })
-		if err := fw.bootstrapFrom(FollowerOptions{Space: space, KeepFree: keep, Metrics: metrics}); !errors.Is(err, ErrNoRoom) {
+		err := fw.bootstrapFrom(FollowerOptions{Space: space, KeepFree: keep, Metrics: metrics})
+		fw.wantHeldAtMost(0)
+		if !errors.Is(err, ErrNoRoom) {
 			t.Fatalf("announced %d bytes with room for %d: %v, want ErrNoRoom", total, total-1, err)
 		}
-		fw.wantHeldAtMost(0)
 		if n := failures(t, metrics, "insufficient_storage"); n != 1 {
 			t.Fatalf("insufficient_storage failures counted: %v, want 1", n)
 		}
@@ -379,10 +380,10 @@ func TestBootstrapRefusesWithoutRoom(t *testing.T) {
 		fw := newFakeWriter(t, dst, m, func(w io.Writer) { _, _ = w.Write(raw) })
 		space := fakeSpace(func() uint64 { return uint64(total) + keep - 1 })
 		err := fw.bootstrapFrom(FollowerOptions{Space: space, KeepFree: keep})
+		fw.wantHeldAtMost(0)
 		if !errors.Is(err, ErrNoRoom) {
 			t.Fatalf("listed %d bytes with room for %d: %v, want ErrNoRoom", total, total-1, err)
 		}
-		fw.wantHeldAtMost(0)
 	})
 
 	t.Run("unlisted endless", func(t *testing.T) {
@@ -408,10 +409,11 @@ func TestBootstrapRefusesWithoutRoom(t *testing.T) {
 			}
 		})
 		space := fakeSpace(func() uint64 { return room + keep - uint64(dirBytes(dst+".installing")) })
-		if err := fw.bootstrapFrom(FollowerOptions{Space: space, KeepFree: keep}); !errors.Is(err, ErrNoRoom) {
+		err := fw.bootstrapFrom(FollowerOptions{Space: space, KeepFree: keep})
+		fw.wantHeldAtMost(room)
+		if !errors.Is(err, ErrNoRoom) {
 			t.Fatalf("endless files with 8 MiB of room: %v, want ErrNoRoom", err)
 		}
-		fw.wantHeldAtMost(room)
 	})
 
 	t.Run("filled from elsewhere", func(t *testing.T) {
