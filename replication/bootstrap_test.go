@@ -140,6 +140,7 @@ func (fw *fakeWriter) bootstrapFrom(opts FollowerOptions) error {
 // an endless body to its end.
 func (fw *fakeWriter) wantHeldAtMost(bound int64) {
 	fw.t.Helper()
+	fw.t.Logf("the replica held at most %d bytes on disk (bound %d); the writer sent %d", fw.maxHeld.Load(), bound, fw.sent.Load())
 	if held := fw.maxHeld.Load(); held > bound {
 		fw.t.Errorf("the replica held %d bytes of the checkpoint on disk; the bound is %d", held, bound)
 	}
