@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/utxo-cache/utxo-cache/chain"
 )
@@ -84,8 +85,22 @@ func TestReplicaRefusesALyingWriter(t *testing.T) {
 
 	p := launchServe(t, []string{"serve", "--replica-of", writer.URL, "--replication-token", replToken,
 		"--data-dir", dataDir, "--listen", "127.0.0.1:0", "--log-level", "info", "--checkpoint-idle-timeout", "5s"})
+	// Three requests: two downloads refused, and retried.
+	for deadline := time.Now().Add(replDeadline); requests.Load() < 3; time.Sleep(10 * time.Millisecond) {
+		select {
+		case <-p.exited:
+			t.Fatalf("the replica exited: %v", p.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica asked for %d checkpoints in %v; want a retry after each refusal", requests.Load(), replDeadline)
+		}
+	}
+	t.Logf("the replica held at most %d bytes on disk; the writer sent %d", maxHeld.Load(), sent.Load())
 	const failures = `utxo_cache_replica_bootstrap_failures_total{reason="bad_archive"}`
-	p.waitMetric(failures, 3) // three refused downloads: two retries
+	if n := p.metric(failures); n < 2 {
+		t.Errorf("%s = %v after two refusals", failures, n)
+	}
 	if n := maxHeld.Load(); n > 0 {
 		t.Errorf("the replica held %d bytes of the lying checkpoint on disk; want none", n)
 	}
