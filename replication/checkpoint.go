@@ -215,6 +215,9 @@ type installOptions struct {
 	// KeepFree of it.
 	space    DiskSpace
 	keepFree uint64
+	// extracted, when set, is called once the archive is read (before the
+	// store is verified).
+	extracted func()
 }
 
 // room resolves the free-space rule of an install into dir.
@@ -254,6 +257,9 @@ func install(r io.Reader, dir string, o installOptions) (Manifest, error) {
 		return Manifest{}, err
 	}
 	m, found, err := extractTar(r, tmp, o.want, extractLimits{maxBytes: o.maxBytes, announced: o.announced, room: rm})
+	if o.extracted != nil {
+		o.extracted()
+	}
 	switch {
 	case err != nil:
 		return fail(fmt.Errorf("extract checkpoint: %w", err))

@@ -596,7 +596,7 @@ func bootstrap(ctx context.Context, opts FollowerOptions, dir string, maxBytes i
 	defer body.stop()
 	stop := func() bool { return ctx.Err() != nil }
 	return install(body, dir, installOptions{want: &want, maxBytes: maxBytes, announced: announced, store: storeOpts, stop: stop,
-		space: opts.Space, keepFree: opts.KeepFree})
+		space: opts.Space, keepFree: opts.KeepFree, extracted: body.stop})
 }
 
 // failureReason is the metric label of a failed bootstrap.
@@ -664,7 +664,7 @@ func (d *download) Read(p []byte) (int, error) {
 }
 
 // stop ends the idle timer: what follows the download (the store's
-// verification) has no byte to wait for.
+// verification, which may take minutes) has no byte to wait for.
 func (d *download) stop() { d.timer.Stop() }
 
 func manifestFromHeaders(h http.Header) (Manifest, error) {
