@@ -181,9 +181,9 @@ func TakeOffline(s *disk.Store, staging string) (*Checkpoint, error) {
 // What it writes is bounded, whatever the archive claims: maxBytes in all;
 // the sizes the manifest lists (see Manifest), checked against the free
 // space before anything is written; and the free-space rule throughout (it
-// keeps KeepFree(opts) of dir's file system free, and fails with ErrNoRoom
-// before it would write into that), which alone bounds an archive from
-// before the file list.
+// keeps KeepFree of dir's file system free, and fails with ErrNoRoom before
+// it would write into that), which alone bounds an archive from before the
+// file list.
 func Install(r io.Reader, dir string, want *Manifest, maxBytes int64, opts disk.Options, stop func() bool) (Manifest, error) {
 	return install(r, dir, installOptions{want: want, maxBytes: maxBytes, announced: -1, store: opts, stop: stop})
 }
