@@ -153,6 +153,9 @@ func (a *API) getCheckpoint(c *gin.Context) {
 	}
 	h.Set("X-Utxo-Count", strconv.FormatUint(m.UtxoCount, 10))
 	h.Set("X-Utxo-Digest", m.Digest.String())
+	// The store files' bytes, also listed in the archive's manifest: a
+	// replica checks its free space before it reads anything.
+	h.Set("X-Checkpoint-Bytes", strconv.FormatInt(m.StoreBytes(), 10))
 	h.Set("Content-Type", "application/x-tar")
 	c.Status(http.StatusOK)
 	if err := cp.Stream(c.Writer); err != nil {

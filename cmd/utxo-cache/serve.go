@@ -51,7 +51,7 @@ type serveSettings struct {
 	skipUnknown                                        bool
 	maxBlockBytes                                      int64
 	redisTTL, redisTimeout, shutdownTimeout, maxWait   time.Duration
-	applyPriorityWait                                  time.Duration
+	applyPriorityWait, checkpointIdleTimeout           time.Duration
 	followURL, bitcoinNetwork                          string
 	replicaOf, replicationToken                        string
 	replicationRetention, maxLagBlocks                 uint64
@@ -94,6 +94,8 @@ func runServe(e *env, args []string) error {
 	fs.Uint64Var(&s.maxLagBlocks, "max-lag-blocks", 10, "a replica further behind its writer than this many `BLOCKS` is not ready (/readyz 503)")
 	fs.DurationVar(&s.applyPriorityWait, "apply-priority-wait", replication.DefaultApplyPriorityWait, "on a replica, longest a new read waits for a change being applied before it goes on (the change goes first on the CPU);\n"+
 		"0: reads never wait")
+	fs.DurationVar(&s.checkpointIdleTimeout, "checkpoint-idle-timeout", replication.DefaultCheckpointIdleTimeout,
+		"on a replica, how long a checkpoint download may receive nothing before it is abandoned (and retried)")
 	fs.StringVar(&s.memtable, "memtable-bytes", formatSize(storeDefaults.MemTableBytes), "Pebble's memtable size (`SIZE`): writes buffered in memory, and in the log, before a flush to an sstable;\n"+
 		"the default --disk-reserve-bytes is twice this plus 64MiB")
 	s.disk.registerReserve(fs)
@@ -121,6 +123,9 @@ func runServe(e *env, args []string) error {
 	}
 	if s.applyPriorityWait < 0 {
 		return usagef("--apply-priority-wait %s: must not be negative", s.applyPriorityWait)
+	}
+	if s.checkpointIdleTimeout <= 0 {
+		return usagef("--checkpoint-idle-timeout %s: must be positive", s.checkpointIdleTimeout)
 	}
 	token, err := resolveSecret("admin-token", s.adminToken, s.adminTokenFile)
 	if err != nil {
