@@ -128,11 +128,14 @@ func (a *API) conditions(q *queryParams) (readConditions, error) {
 }
 
 // parseWait parses a wait parameter: decimal seconds >= 0 (digits and a
-// point, no sign or exponent), capped at limit.
+// point, no sign or exponent), capped at limit. The error says what is
+// accepted: a client that sent wait=1e9 learns the format and the cap.
 func parseWait(s string, limit time.Duration) (time.Duration, error) {
 	secs, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(secs) || math.IsInf(secs, 0) || secs < 0 || strings.TrimLeft(s, "0123456789.") != "" {
-		return 0, fmt.Errorf("wait %q is not a number of seconds >= 0: %w", s, chain.ErrInvalidArgument)
+		return 0, fmt.Errorf("wait %q: want seconds as plain decimal digits with an optional fraction "+
+			"(such as 0, 0.25 or 10; no sign or exponent); waits above %s are cut to %s: %w",
+			clipHeader(s), limit, limit, chain.ErrInvalidArgument)
 	}
 	if secs >= limit.Seconds() {
 		return limit, nil
