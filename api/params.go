@@ -50,12 +50,6 @@ func (q *queryParams) lookup(name string) (string, bool) {
 	return "", false
 }
 
-// get returns the value of name, "" when not given.
-func (q *queryParams) get(name string) string {
-	v, _ := q.lookup(name)
-	return v
-}
-
 // parseQuery parses raw strictly against the names allowed. Go's own parser
 // drops the pairs it cannot decode (`?limit=%zz` would silently mean the
 // default); here an undecodable pair, an unknown name and a repeated one are
