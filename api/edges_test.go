@@ -153,12 +153,7 @@ func TestHead(t *testing.T) {
 	// follows on the same connection parses.
 	srv := httptest.NewServer(s.h)
 	t.Cleanup(srv.Close)
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(20 * time.Second)) // a hang fails, late
+	conn := dial(t, srv)
 	fmt.Fprintf(conn, "HEAD /v1/tip HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
 	br := bufio.NewReader(conn)
 	res, err := http.ReadResponse(br, &http.Request{Method: "HEAD"})
@@ -321,12 +316,7 @@ func TestSlowBody(t *testing.T) {
 	srv := httptest.NewServer(s.h)
 	t.Cleanup(srv.Close)
 	for _, target := range []string{"/v1/rollback", "/v1/blocks", "/v1/utxos/lookup"} {
-		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Generous: only a server that never answers reaches it.
-		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+		conn := dial(t, srv)
 		// 100 bytes announced, 11 sent, then nothing.
 		fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\n"+
 			"Content-Length: 100\r\n\r\n{\"height\":1", target, testToken)
@@ -335,7 +325,6 @@ func TestSlowBody(t *testing.T) {
 			t.Fatalf("%s: %v", target, err)
 		}
 		body, _ := io.ReadAll(res.Body)
-		conn.Close()
 		r := &response{code: res.StatusCode, hdr: res.Header, body: body}
 		checkInvariants(t, call{method: "POST", target: target}, r)
 		wantError(t, r, http.StatusRequestTimeout, "request_timeout")
@@ -370,20 +359,30 @@ func TestAnswersNetHTTPGivesItself(t *testing.T) {
 		{"an unknown Transfer-Encoding", "POST /v1/rollback HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
 		{"an unknown Expect", "GET /v1/tip HTTP/1.1\r\nHost: x\r\nExpect: tea\r\n\r\n", 417},
 	} {
-		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+		conn := dial(t, srv)
 		go func() { _, _ = io.WriteString(conn, c.request) }()
 		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		conn.Close()
 		if ct := res.Header.Get("Content-Type"); res.StatusCode != c.status || ct != "" && !strings.HasPrefix(ct, "text/plain") {
 			t.Errorf("%s: %d %q, want net/http's own %d (update docs/api.md if this changed)",
 				c.name, res.StatusCode, res.Header.Get("Content-Type"), c.status)
 		}
 	}
+}
+
+// dial connects to srv, with a deadline that only a server that never
+// answers reaches. The connection is closed before srv (cleanups run last
+// first): a test that fails while the server waits for the rest of a body
+// does not hold srv.Close forever.
+func dial(t *testing.T, srv *httptest.Server) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	return conn
 }
