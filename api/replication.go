@@ -34,6 +34,10 @@ type ReplicaStatus struct {
 // Errors of the replication endpoints.
 var (
 	errReplicationDisabled = errors.New("api: replication is disabled: no replication token is configured")
+	// errReplicaServesNoLog: a replica's replication token is the one it
+	// sends to its writer; it serves no change log or checkpoint itself.
+	errReplicaServesNoLog = errors.New("api: this server is a read replica: it follows its writer " +
+		"and serves no change log or checkpoints of its own; ask the writer")
 )
 
 // maxWaitChanges bounds a change-log long poll.
@@ -42,17 +46,18 @@ const maxWaitChanges = 30 * time.Second
 // maxChangesBytes bounds one change-log answer (one change may exceed it).
 const maxChangesBytes = 4 << 20
 
-// authorizeReplication enforces the replication token: none configured (or
-// no log to serve: a replica) → 403 replication_disabled; a wrong or missing
-// bearer → 401.
+// authorizeReplication enforces the replication token: a replica (which
+// has a token, to follow its writer, but no log of its own to serve) or no
+// token configured → 403 replication_disabled, each saying which; two
+// Authorization headers → 400; a wrong or missing bearer → 401.
 func (a *API) authorizeReplication(c *gin.Context) error {
+	if a.opts.ReadOnly {
+		return errReplicaServesNoLog
+	}
 	if a.opts.ReplicationToken == "" || a.opts.Replication == nil {
 		return errReplicationDisabled
 	}
-	if !bearerIs(c.GetHeader("Authorization"), a.opts.ReplicationToken) {
-		return errUnauthorized
-	}
-	return nil
+	return checkBearer(c, a.opts.ReplicationToken)
 }
 
 // bearerIs compares a bearer header with token in constant time.
@@ -158,6 +163,9 @@ func (a *API) getCheckpoint(c *gin.Context) {
 	h.Set("X-Checkpoint-Bytes", strconv.FormatInt(m.StoreBytes(), 10))
 	h.Set("Content-Type", "application/x-tar")
 	c.Status(http.StatusOK)
+	if c.Request.Method == http.MethodHead {
+		return // the headers are the answer: no archive to build and drop
+	}
 	if err := cp.Stream(c.Writer); err != nil {
 		// The status is out: the client sees a truncated archive, which
 		// its extraction refuses.
