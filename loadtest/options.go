@@ -23,7 +23,7 @@ const (
 	// the replica, and the feed measures the replication lag of every
 	// acknowledged write (lagObserver).
 	ConfigReplica = "replica"
-	ConfigBare    = "bare" // api.NewBareHandler in a subprocess
+	ConfigBare    = "bare" // bare.NewHandler in a subprocess
 )
 
 // AllConfigs is the default: every tier alone, the full stack, a read
