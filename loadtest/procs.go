@@ -279,7 +279,7 @@ func (r *redisServer) url() string { return "redis://" + r.addr + "/0" }
 
 // ServeBare runs the bare handler (bare.NewHandler) on addr with the
 // bodies of the JSON file at bodiesPath (an object of route → base64 body,
-// as the harness writes it) until ctx is done. `utxo-cache loadtest
+// as the harness writes it) until ctx is done. `utxo-loadtest
 // --bare-serve` runs it as a subprocess, so the ceiling is measured in a
 // process of its own, like the service.
 func ServeBare(ctx context.Context, addr, bodiesPath string) error {
