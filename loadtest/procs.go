@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/api/bare"
 )
 
 // process is a subprocess the harness started (the service, redis-server,
@@ -277,9 +277,9 @@ func (r *redisServer) command(cmd, want string) error {
 
 func (r *redisServer) url() string { return "redis://" + r.addr + "/0" }
 
-// ServeBare runs the bare handler (api.NewBareHandler) on addr with the
+// ServeBare runs the bare handler (bare.NewHandler) on addr with the
 // bodies of the JSON file at bodiesPath (an object of route → base64 body,
-// as the harness writes it) until ctx is done. `utxo-cache loadtest
+// as the harness writes it) until ctx is done. `utxo-loadtest
 // --bare-serve` runs it as a subprocess, so the ceiling is measured in a
 // process of its own, like the service.
 func ServeBare(ctx context.Context, addr, bodiesPath string) error {
@@ -298,7 +298,7 @@ func ServeBare(ctx context.Context, addr, bodiesPath string) error {
 	}
 	// The service's server settings (cmd/utxo-cache serve).
 	srv := &http.Server{
-		Handler:           api.NewBareHandler(bodies),
+		Handler:           bare.NewHandler(bodies),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,

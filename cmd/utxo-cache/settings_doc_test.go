@@ -15,11 +15,10 @@ import (
 var settingsDoc = filepath.Join("..", "..", "docs", "settings.md")
 
 // otherBinarySections are sections of docs/settings.md that document the
-// flags of a program other than this binary: the load harness (make
-// loadtest, make soak, make loadtest-replicas). While this binary has a
-// command of that name its section is checked like any other; once it has
-// none, the section is left to the harness's own checks.
-var otherBinarySections = map[string]bool{"loadtest": true}
+// flags of a program other than this binary: the load harness, utxo-loadtest
+// (make loadtest, make soak, make loadtest-replicas), whose own tests check
+// its section.
+var otherBinarySections = map[string]bool{"utxo-loadtest": true}
 
 // docFlagRowRE finds a flag's row in a settings table: | `--name VALUE` | `ENV` | ...
 var docFlagRowRE = regexp.MustCompile("^\\| `--([a-z][a-z0-9-]*)[^`]*` \\| ([^|]*) \\|")
@@ -104,8 +103,8 @@ func helpFlags(t *testing.T, name string) []string {
 
 // docSections returns, for each "## " section of docs/settings.md, the flags
 // its tables document with their environment column. A section is named by
-// the first word of its heading ("## loadtest: the load harness" is
-// "loadtest").
+// the first word of its heading ("## utxo-loadtest: the load harness" is
+// "utxo-loadtest").
 func docSections(t *testing.T) map[string]map[string]string {
 	t.Helper()
 	f, err := os.Open(settingsDoc)
