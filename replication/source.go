@@ -99,8 +99,8 @@ func (s *Source) Changes(after uint64, maxBytes int) (data []byte, n int, seq ui
 
 // ChangeStream is one change-log answer, open on the published state:
 // WriteTo writes exactly the bytes Source.Changes would return, record by
-// record, straight from the store. Close it (once) when done, whatever
-// happened: that frees its stream slot and its view.
+// record, straight from the store. Close it when done, whatever happened:
+// that frees its stream slot and its view. Not safe for concurrent use.
 type ChangeStream struct {
 	// Seq and Tip are the published state the changes are read at.
 	Seq uint64
@@ -109,7 +109,7 @@ type ChangeStream struct {
 	view     *disk.View
 	cur      *disk.ChangeCursor
 	maxBytes int
-	release  func()
+	release  func() // nil once closed
 }
 
 // OpenChanges opens the answer of the changes after seq after, at most
@@ -159,13 +159,17 @@ func (c *ChangeStream) WriteTo(w io.Writer) (int64, error) {
 	}
 }
 
-// Close frees the stream's view and its slot.
+// Close frees the stream's view and its slot. Safe to call more than once.
 func (c *ChangeStream) Close() error {
+	if c.release == nil {
+		return nil
+	}
 	err := c.cur.Close()
 	if verr := c.view.Close(); err == nil {
 		err = verr
 	}
 	c.release()
+	c.release = nil
 	return err
 }
 
