@@ -223,6 +223,7 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 	repl := func(target string) func() call { return get(target, "Authorization", "Bearer "+replToken) }
 	seqOf := func(s *stack) uint64 { return s.store.Published().Seq }
 	var held []*replication.Checkpoint // checkpoints in progress, for 429
+	var heldChanges []*replication.ChangeStream
 	postFn := func(target, ctype string, body func() []byte) func() call {
 		return func() call { return call{method: "POST", target: target, body: body(), ctype: ctype, auth: true} }
 	}
@@ -236,6 +237,20 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		{name: "changes none yet", s: m, mk: func() call {
 			return repl(fmt.Sprintf("/v1/replication/changes?after=%d&wait=0", seqOf(m)))()
 		}, want: 200},
+		{name: "changes busy", s: m, mk: repl("/v1/replication/changes?after=2"), want: 429, arm: func() {
+			for range replication.DefaultMaxChangeStreams {
+				cs, err := m.source.OpenChanges(2, 1<<20)
+				if err != nil {
+					t.Fatalf("hold a change stream: %v", err)
+				}
+				heldChanges = append(heldChanges, cs)
+			}
+		}, after: func() {
+			for _, cs := range heldChanges {
+				_ = cs.Close()
+			}
+			heldChanges = nil
+		}},
 		{name: "changes ahead", s: m, mk: repl("/v1/replication/changes?after=1000000"), want: 409},
 		{name: "changes truncated", s: m, mk: repl("/v1/replication/changes?after=0"), want: 410},
 		{name: "changes without after", s: m, mk: repl("/v1/replication/changes?wait=1"), want: 400},

@@ -61,6 +61,12 @@ type Options struct {
 	// replication_disabled.
 	ReplicationToken string
 	Replication      Replication
+	// StallTimeout bounds how long a streamed answer (a checkpoint, a
+	// change-log answer) may wait for its reader to take the next part of it
+	// (at most 64 KiB): one that waits longer is dropped, and what it held
+	// (its slot, a checkpoint's staged files) freed. A reader must so take
+	// 64 KiB per StallTimeout. Default DefaultStallTimeout.
+	StallTimeout time.Duration
 	// ReplicaStatus, on a replica, gives the "replication" member of GET
 	// /v1/tip. Nil on the writer.
 	ReplicaStatus func() ReplicaStatus
@@ -137,6 +143,9 @@ func New(r Reader, w Writer, opts Options) *API {
 	}
 	if opts.MaxWait < 0 {
 		opts.MaxWait = 0
+	}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = DefaultStallTimeout
 	}
 	if opts.Ready == nil {
 		opts.Ready = func() error { return nil }

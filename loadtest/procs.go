@@ -296,7 +296,9 @@ func ServeBare(ctx context.Context, addr, bodiesPath string) error {
 	if err != nil {
 		return err
 	}
-	// The service's server settings (cmd/utxo-cache serve).
+	// The service's server settings (cmd/utxo-cache serve), and a write
+	// timeout the service cannot have (its replication answers stream for as
+	// long as they make progress): these answers are small and fixed.
 	srv := &http.Server{
 		Handler:           bare.NewHandler(bodies),
 		ReadHeaderTimeout: 5 * time.Second,

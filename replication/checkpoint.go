@@ -17,9 +17,9 @@ import (
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
-// ErrBusy is returned by Source.Checkpoint when MaxCheckpoints streams are
-// already running.
-var ErrBusy = errors.New("replication: too many checkpoints in progress")
+// ErrBusy is returned by Source.Checkpoint and Source.OpenChanges when as
+// many answers of the kind as SourceOptions allow are already being written.
+var ErrBusy = errors.New("replication: too many in progress, retry later")
 
 // ErrMismatch marks a store whose figures are not those it was announced
 // with (a checkpoint's headers or manifest, a change's after figures).
