@@ -112,7 +112,10 @@ func TestHead(t *testing.T) {
 			t.Errorf("HEAD %s: no Content-Length", target)
 		}
 		for name := range get.hdr {
-			if name == "Content-Length" {
+			// X-Checkpoint-Bytes sizes the files of one staged checkpoint:
+			// two stagings of the same state differ (Pebble writes each its
+			// own MANIFEST), so a HEAD's figure need not be the GET's.
+			if name == "Content-Length" || name == "X-Checkpoint-Bytes" {
 				continue
 			}
 			if !slices.Equal(get.hdr[name], head.hdr[name]) {
