@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 
+	"github.com/blinklabs-io/gouroboros/cbor"
 	"github.com/blinklabs-io/gouroboros/ledger"
 	"github.com/blinklabs-io/gouroboros/ledger/common"
 
@@ -111,9 +112,9 @@ func (a *Adapter) ConvertEra(era Era, inner []byte) (b *Block, err error) {
 			b, err = nil, fmt.Errorf("%w: %s block: decoder panicked: %v", ErrCorrupt, era, r)
 		}
 	}()
-	lb, err := ledger.NewBlockFromCbor(uint(era), inner, common.VerifyConfig{SkipBodyHashValidation: a.opts.skipBodyHash})
+	lb, err := decodeLedgerBlock(uint(era), inner, common.VerifyConfig{SkipBodyHashValidation: a.opts.skipBodyHash})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s block: %v", ErrCorrupt, era, err)
+		return nil, fmt.Errorf("%w: %s block%s: %v", ErrCorrupt, era, headerName(era, inner), err)
 	}
 	b = &Block{
 		Era:      era,
@@ -137,6 +138,32 @@ func (a *Adapter) ConvertEra(era Era, inner []byte) (b *Block, err error) {
 		}
 	}
 	return b, nil
+}
+
+// headerName returns " slot/hash" of a block whose body failed to decode,
+// when its header still decodes, so that the error names the block; "" when
+// it does not.
+func headerName(era Era, inner []byte) (name string) {
+	defer func() {
+		if recover() != nil {
+			name = ""
+		}
+	}()
+	var parts []cbor.RawMessage
+	if _, err := cbor.Decode(inner, &parts); err != nil || len(parts) == 0 {
+		return ""
+	}
+	h, err := ledger.NewBlockHeaderFromCbor(uint(era), parts[0])
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf(" %d/%s", h.SlotNumber(), chain.Hash(h.Hash()))
+}
+
+// decodeLedgerBlock is the library's decoder; a variable so that a test can
+// make it panic.
+var decodeLedgerBlock = func(era uint, data []byte, cfg common.VerifyConfig) (ledger.Block, error) {
+	return ledger.NewBlockFromCbor(era, data, cfg)
 }
 
 // Name returns "slot/hash", how errors and logs name the block.
