@@ -3,6 +3,7 @@ package cardano
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/big"
 
@@ -134,7 +135,11 @@ func (a *Adapter) ConvertEra(era Era, inner []byte) (b *Block, err error) {
 	b.Chain.Txs = make([]chain.Tx, len(txs))
 	for i, tx := range txs {
 		if err := convertTx(&b.Chain.Txs[i], tx, era); err != nil {
-			return nil, fmt.Errorf("%w: %s block %d/%s: tx %d (%s): %v", ErrCorrupt, era, b.Slot, b.Chain.Hash, i, tx.Hash(), err)
+			class := ErrCorrupt
+			if errors.Is(err, errAddressTooLong) {
+				class = ErrUnsupported
+			}
+			return nil, fmt.Errorf("%w: %s block %d/%s: tx %d (%s): %v", class, era, b.Slot, b.Chain.Hash, i, tx.Hash(), err)
 		}
 	}
 	return b, nil
@@ -210,7 +215,7 @@ func convertOutput(dst *chain.Output, out common.TransactionOutput, era Era) err
 	if err != nil {
 		return err
 	}
-	if dst.Address, err = RenderAddress(raw.address); err != nil {
+	if dst.Address, err = outputAddress(raw.address); err != nil {
 		return err
 	}
 	if dst.Value, err = toUint64(out.Amount(), "value"); err != nil {
@@ -244,6 +249,25 @@ func convertOutput(dst *chain.Output, out common.TransactionOutput, era Era) err
 	}
 	chain.SortAssets(dst.Assets)
 	return nil
+}
+
+// errAddressTooLong makes convertTx's error ErrUnsupported.
+var errAddressTooLong = errors.New("address too long")
+
+// outputAddress renders an output's address and checks it against the chain
+// model's limit. Bech32 reaches chain.MaxAddressLen (1024) characters at
+// about 630 address bytes, base58 at about 750. Stored anyway, such an
+// output could never be listed by address (the API refuses longer
+// addresses), so the block is refused instead.
+func outputAddress(raw []byte) (string, error) {
+	s, err := RenderAddress(raw)
+	if err != nil {
+		return "", err
+	}
+	if len(s) > chain.MaxAddressLen {
+		return "", fmt.Errorf("%w: %d-byte address renders to %d characters, over %d", errAddressTooLong, len(raw), len(s), chain.MaxAddressLen)
+	}
+	return s, nil
 }
 
 func toUint64(v *big.Int, what string) (uint64, error) {

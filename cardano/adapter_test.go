@@ -83,6 +83,24 @@ func TestRenderAddress(t *testing.T) {
 	}
 }
 
+// The longest addresses the chain model holds, and one byte more.
+func TestAddressLimit(t *testing.T) {
+	for _, tc := range []struct {
+		header byte
+		n      int
+		ok     bool
+	}{
+		{0x60, 630, true}, {0x60, 631, false}, // addr_test: 10 + ceil(8n/5) + 6 characters
+		{0x61, 633, true}, {0x61, 634, false}, // addr: 5 + ceil(8n/5) + 6
+	} {
+		raw := append([]byte{tc.header}, bytes.Repeat([]byte{0xff}, tc.n-1)...)
+		s, err := outputAddress(raw)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, errAddressTooLong)) {
+			t.Errorf("%d bytes, header %02x: %d characters, %v; want ok=%v", tc.n, tc.header, len(s), err, tc.ok)
+		}
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	a := newAdapter(t)
 	good := fixtureNamed(t, "babbage9")

@@ -12,6 +12,9 @@ var (
 	ErrCorrupt = errors.New("cardano: corrupt block")
 	// ErrUnknownEra: an era tag outside 0 (Byron boundary) .. 7 (Conway).
 	ErrUnknownEra = errors.New("cardano: unknown era tag")
+	// ErrUnsupported: a well-formed block the chain model cannot hold (an
+	// address whose string is over chain.MaxAddressLen bytes).
+	ErrUnsupported = errors.New("cardano: block the chain model cannot hold")
 	// ErrNotLinked: a block that does not follow the one before it (Linker).
 	ErrNotLinked = errors.New("cardano: block does not link")
 )

@@ -31,6 +31,7 @@ var confined = []struct {
 	{"github.com/gin-gonic/gin", "api"},
 	{"github.com/btcsuite", "bitcoin"},
 	{"github.com/fxamacker/cbor", "chain"},
+	{"github.com/blinklabs-io/gouroboros", "cardano"},
 }
 
 // exempt packages are not checked (none today: keep the list for a package
