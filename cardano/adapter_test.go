@@ -276,7 +276,7 @@ func TestLinkerAcrossBoundary(t *testing.T) {
 			t.Errorf("block %s: %v, want ErrNotLinked", b.Name(), err)
 		}
 	}
-	// The epoch-0 boundary block first: block 1 then links to its parent.
+	// The epoch-0 boundary block first: the next block links to its parent.
 	l = NewLinker(chain.Tip{Empty: true})
 	genesis, err := newAdapter(t).Convert(fixtureNamed(t, "genesis"))
 	if err != nil {

@@ -23,8 +23,8 @@ import (
 //	N      100     EBB              height 100, prev M
 //
 // Mainnet's epoch-0 EBB (number 0, parent the Byron genesis hash) is held
-// back the same way: a store that starts at the chain's beginning has block 1
-// first, with the genesis hash as its prev_hash.
+// back the same way: a store that starts at the chain's beginning gets the
+// first main block first, with the genesis hash as its prev_hash.
 //
 // A Linker is not safe for concurrent use: one follower or importer owns it.
 type Linker struct {
