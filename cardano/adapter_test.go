@@ -12,6 +12,28 @@ import (
 	"github.com/utxo-cache/utxo-cache/chain"
 )
 
+// TestDecodeEveryFixture is the package's first test (first in the first
+// file): every fixture block, single and in the chunks, decodes with the
+// pinned library, body hash checked, and converts.
+func TestDecodeEveryFixture(t *testing.T) {
+	a := newAdapter(t)
+	for _, f := range allBlocks(t) {
+		b, err := a.Convert(f.tagged)
+		if err != nil {
+			t.Errorf("%s: %v", f.name, err)
+			continue
+		}
+		if strings.Contains(f.name, "#") {
+			continue // a chunk block: decoded, not logged
+		}
+		outs := 0
+		for _, tx := range b.Chain.Txs {
+			outs += len(tx.Outputs)
+		}
+		t.Logf("%-10s %-14s height %8d slot %9d txs %3d outputs %4d %s", f.name, b.Era, b.Chain.Height, b.Slot, len(b.Chain.Txs), outs, b.Chain.Hash)
+	}
+}
+
 func fixtureNamed(tb testing.TB, name string) []byte {
 	tb.Helper()
 	for _, f := range loadFixtures(tb) {
@@ -121,6 +143,9 @@ func TestBadInput(t *testing.T) {
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
+	}
+	if _, err := DecodeHex([]byte("82zz")); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("bad hex: %v, want ErrCorrupt", err)
 	}
 	// Every truncation of a few small blocks of different eras is an error,
 	// never a panic (the fuzz target covers the rest).

@@ -65,21 +65,3 @@ func newAdapter(tb testing.TB) *Adapter {
 	}
 	return a
 }
-
-// TestDecodeEveryFixture is the first test: every fixture block decodes with
-// the pinned library, body hash checked, and converts.
-func TestDecodeEveryFixture(t *testing.T) {
-	a := newAdapter(t)
-	for _, f := range loadFixtures(t) {
-		b, err := a.Convert(f.tagged)
-		if err != nil {
-			t.Errorf("%s: %v", f.name, err)
-			continue
-		}
-		outs := 0
-		for _, tx := range b.Chain.Txs {
-			outs += len(tx.Outputs)
-		}
-		t.Logf("%-10s %-14s height %8d slot %9d txs %3d outputs %4d %s", f.name, b.Era, b.Chain.Height, b.Slot, len(b.Chain.Txs), outs, b.Chain.Hash)
-	}
-}
