@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,6 +23,8 @@ type rawFacts struct {
 
 type rawTx struct {
 	hash             [32]byte
+	inputs           []string // "txhash:index" as chain.OutPoint renders it, Shelley on
+	collateral       []string
 	outputs          []rawOut
 	collateralReturn bool
 }
@@ -81,9 +84,24 @@ func readFacts(tagged []byte) (rawFacts, error) {
 			rt.outputs = append(rt.outputs, ro)
 		}
 		_, rt.collateralReturn = body.get(16)
+		ins, _ := body.get(0)
+		rt.inputs = readOutPoints(ins)
+		if c, ok := body.get(13); ok {
+			rt.collateral = readOutPoints(c)
+		}
 		f.txs = append(f.txs, rt)
 	}
 	return f, nil
+}
+
+// readOutPoints reads a set of inputs (an array, tag 258 allowed) of
+// [txid, index].
+func readOutPoints(set item) []string {
+	var ops []string
+	for _, in := range set.untag().elems {
+		ops = append(ops, fmt.Sprintf("%x:%d", in.elems[0].bytes, in.elems[1].arg))
+	}
+	return ops
 }
 
 func readOutput(o item) (rawOut, error) {
@@ -144,7 +162,8 @@ func allBlocks(tb testing.TB) []fixture {
 
 // TestFixtureFactsIndependently checks every converted fixture block (single and chunk) against
 // facts computed from its raw bytes: block and transaction hashes
-// (blake2b-256 of the original header and body bytes), and, output by output,
+// (blake2b-256 of the original header and body bytes), inputs and collateral
+// inputs as sets (Shelley on), and, output by output,
 // the address bytes behind the rendered string, lovelace, asset count, datum
 // hash, inline datum and reference script byte for byte.
 func TestFixtureFactsIndependently(t *testing.T) {
@@ -175,6 +194,10 @@ func TestFixtureFactsIndependently(t *testing.T) {
 			if len(tx.Outputs) != len(rt.outputs) {
 				t.Fatalf("%s tx %s: %d outputs, raw %d", fx.name, tx.Hash, len(tx.Outputs), len(rt.outputs))
 			}
+			if f.era >= 2 {
+				checkOutPoints(t, fmt.Sprintf("%s tx %s inputs", fx.name, tx.Hash), tx.Inputs, rt.inputs)
+				checkOutPoints(t, fmt.Sprintf("%s tx %s collateral", fx.name, tx.Hash), tx.CollateralInputs, rt.collateral)
+			}
 			if (tx.CollateralReturn != nil) != rt.collateralReturn {
 				t.Errorf("%s tx %s: collateral return %v, raw %v", fx.name, tx.Hash, tx.CollateralReturn != nil, rt.collateralReturn)
 			}
@@ -182,6 +205,21 @@ func TestFixtureFactsIndependently(t *testing.T) {
 				checkOutput(t, fmt.Sprintf("%s %s#%d", fx.name, tx.Hash, j), &tx.Outputs[j], ro)
 			}
 		}
+	}
+}
+
+// checkOutPoints compares inputs as sets: the order of a set is not
+// meaningful, and the library may sort it.
+func checkOutPoints(t *testing.T, where string, got []chain.OutPoint, raw []string) {
+	t.Helper()
+	var g []string
+	for _, op := range got {
+		g = append(g, op.String())
+	}
+	slices.Sort(g)
+	raw = slices.Sorted(slices.Values(raw))
+	if !slices.Equal(g, raw) {
+		t.Errorf("%s: %v, raw %v", where, g, raw)
 	}
 }
 
