@@ -110,7 +110,7 @@ func (a *Adapter) ConvertEra(era Era, inner []byte) (b *Block, err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			b, err = nil, fmt.Errorf("%w: %s block: decoder panicked: %v", ErrCorrupt, era, r)
+			b, err = nil, fmt.Errorf("%w: %s block%s: decoder panicked: %v", ErrCorrupt, era, headerName(era, inner), r)
 		}
 	}()
 	lb, err := decodeLedgerBlock(uint(era), inner, common.VerifyConfig{SkipBodyHashValidation: a.opts.skipBodyHash})

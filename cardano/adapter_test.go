@@ -193,8 +193,8 @@ func TestLibraryPanicIsAnError(t *testing.T) {
 		panic("index out of range")
 	}
 	_, err := newAdapter(t).Convert(fixtureNamed(t, "conway1"))
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "panicked") {
-		t.Fatalf("%v, want ErrCorrupt saying the decoder panicked", err)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "panicked") || !strings.Contains(err.Error(), "9b51ccd4f161c08382a445684ff3eb788923608acbea283081fa5ccf663fef8d") {
+		t.Fatalf("%v, want ErrCorrupt naming the block and saying the decoder panicked", err)
 	}
 }
 

@@ -160,12 +160,12 @@ func allBlocks(tb testing.TB) []fixture {
 	return blocks
 }
 
-// TestFixtureFactsIndependently checks every converted fixture block (single and chunk) against
-// facts computed from its raw bytes: block and transaction hashes
-// (blake2b-256 of the original header and body bytes), inputs and collateral
-// inputs as sets (Shelley on), and, output by output,
-// the address bytes behind the rendered string, lovelace, asset count, datum
-// hash, inline datum and reference script byte for byte.
+// TestFixtureFactsIndependently checks every converted fixture block (single
+// and chunk) against facts computed from its raw bytes: block and transaction
+// hashes (blake2b-256 of the original header and body bytes), inputs and
+// collateral inputs as sets (Shelley on), and, output by output, the address
+// bytes behind the rendered string, lovelace, asset count, datum hash,
+// inline datum and reference script byte for byte.
 func TestFixtureFactsIndependently(t *testing.T) {
 	a := newAdapter(t)
 	for _, fx := range allBlocks(t) {
