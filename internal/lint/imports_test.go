@@ -32,6 +32,7 @@ var confined = []struct {
 	{"github.com/gin-gonic/gin", "api"},
 	{"github.com/btcsuite", "bitcoin"},
 	{"github.com/fxamacker/cbor", "chain"},
+	{"github.com/blinklabs-io/gouroboros", "cardano"},
 }
 
 // nestedModules are the Go modules inside the repository whose packages
