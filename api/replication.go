@@ -117,6 +117,7 @@ func (a *API) getChanges(c *gin.Context) {
 		return
 	}
 	setTipHeaders(c.Writer.Header(), tip, seq)
+	replication.WriterLimitsHeaders(c.Writer.Header(), a.opts.BlockLimits)
 	c.Data(http.StatusOK, "application/cbor-seq", data)
 }
 
