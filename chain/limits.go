@@ -130,8 +130,9 @@ func overMemory(need int64, limit int, sofar bool) error {
 	if sofar {
 		what = "needs, up to here,"
 	}
-	return fmt.Errorf("block %s about %d MiB (%d bytes) of memory to apply, over the limit of %d MiB (%d bytes): %w",
-		what, need>>20, need, limit>>20, limit, ErrTooLarge)
+	const mib = 1 << 20
+	return fmt.Errorf("block %s about %.1f MiB (%d bytes) of memory to apply, over the limit of %.1f MiB (%d bytes): %w",
+		what, float64(need)/mib, need, float64(limit)/mib, limit, ErrTooLarge)
 }
 
 // WithDefaults returns l with every field ≤ 0 replaced by its default.
