@@ -3,6 +3,7 @@ package disk_test
 import (
 	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"runtime"
 	"testing"
@@ -121,12 +122,22 @@ func TestBlockMemory(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector's instrumentation makes heap figures meaningless")
 	}
-	for _, c := range []struct{ txs, outs, addrLen int }{{40, 500, 60}, {20, 300, 1000}} {
+	cases := []struct{ txs, outs, addrLen int }{{40, 500, 60}, {20, 300, 1000}}
+	if *blockMemoryTxs > 0 {
+		cases = []struct{ txs, outs, addrLen int }{{*blockMemoryTxs, 500, 60}}
+	}
+	for _, c := range cases {
 		t.Run(fmt.Sprintf("outputs=%d/address=%d", c.txs*c.outs, c.addrLen), func(t *testing.T) {
 			testBlockMemory(t, c.txs, c.outs, c.addrLen)
 		})
 	}
 }
+
+// blockMemoryTxs replaces TestBlockMemory's blocks by one pair of that
+// many transactions of 500 outputs (and of 500 inputs), to measure a block
+// at a budget's limit: 700 transactions make a block of 350,000 outputs,
+// about the most the default budget of 1 GiB admits.
+var blockMemoryTxs = flag.Int("block-memory-txs", 0, "TestBlockMemory: transactions of 500 outputs in the measured blocks (0: the test's own cases)")
 
 // everydayBytes bounds what a store keeps between blocks whatever their
 // size: the reused buffers of an everyday block (the change-log record's,
