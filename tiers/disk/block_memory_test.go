@@ -188,7 +188,13 @@ func testBlockMemory(t *testing.T, txs, outs, addrLen int) {
 			t.Errorf("the block of %s held %d bytes at its peak, more than its body and the %d chain.BlockMemory estimates: --max-block-memory would not bound it",
 				what, ph.peak(), estimates[i])
 		}
-		if ph.after > everydayBytes {
+		// A batch over half the memtable (a block of more than some 65,000
+		// outputs at the default 64 MiB) goes to Pebble as a flushable
+		// batch, whose memory Pebble's queue of memtables, re-sliced, keeps
+		// reachable until its next flush (the next large commit, or a full
+		// memtable): the measurement of a block that large (-block-memory-txs)
+		// reports it and checks the heap once the next block is applied.
+		if ph.after > everydayBytes && (*blockMemoryTxs == 0 || i == 1) {
 			t.Errorf("the block of %s left %d bytes in use after its acknowledgement (its peak %d), more than the %d a store keeps between blocks",
 				what, ph.after, ph.peak(), everydayBytes)
 		}
