@@ -80,7 +80,7 @@ func (l Limits) BlockMemoryLimit() int {
 // above what it measures; the figures it logs are in docs/blocks.md.
 const (
 	BlockMemoryPerTx     = 512
-	BlockMemoryPerInput  = 4096 // an input or a collateral input; see BlockMemory
+	BlockMemoryPerInput  = 4608 // an input or a collateral input; see BlockMemory
 	BlockMemoryPerOutput = 2560 // an output or a collateral return
 	BlockMemoryPerAsset  = 512
 	// BlockMemoryPerByte is per byte of an address, datum, reference
