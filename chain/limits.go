@@ -123,6 +123,16 @@ func outputMemory(o *Output) int64 {
 	return BlockMemoryPerOutput + int64(len(o.Assets))*BlockMemoryPerAsset + n*BlockMemoryPerByte
 }
 
+// CheckBlockMemory reports, as too large (ErrTooLarge), a block whose
+// BlockMemory is over lim's block memory limit: the check of ValidateBlock,
+// for blocks that no decoder counted (the Bitcoin adapter's).
+func CheckBlockMemory(b *Block, lim Limits) error {
+	if need, limit := BlockMemory(b), lim.BlockMemoryLimit(); need > int64(limit) {
+		return overMemory(need, limit, false)
+	}
+	return nil
+}
+
 // overMemory is the error of a block whose estimate (so far, while decoding)
 // went past limit.
 func overMemory(need int64, limit int, sofar bool) error {

@@ -21,8 +21,8 @@ func ValidateBlock(b *Block, lim Limits) error {
 	if len(b.Txs) > lim.MaxTxs {
 		return tooMany("txs", len(b.Txs), lim.MaxTxs)
 	}
-	if need, limit := BlockMemory(b), lim.BlockMemoryLimit(); need > int64(limit) {
-		return overMemory(need, limit, false)
+	if err := CheckBlockMemory(b, lim); err != nil {
+		return err
 	}
 	for i := range b.Txs {
 		if err := validateTx(&b.Txs[i], lim); err != nil {
