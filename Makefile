@@ -16,10 +16,10 @@ DEMO_PRUNE_DEPTH ?= 20000
 # it by test-norace. internal/lint's TestNoRaceTestsListed keeps the list
 # equal to the tests that check raceEnabled and skip.
 NORACE_PKGS  := ./api ./tiers/memory ./tiers/disk
-NORACE_TESTS := TestAnswerBufferReused|TestDiskReadAllocs|TestCostModelTrap|TestEntryCostHoldsHeap|TestBlockMemory
+NORACE_TESTS := TestAnswerBufferReused|TestDiskReadAllocs|TestCostModelTrap|TestEntryCostHoldsHeap|TestSlowChangeReadersHeap|TestBlockMemory
 
 .DEFAULT_GOAL := help
-.PHONY: help build test test-norace test-deploy bench fuzz lint verify run clean image
+.PHONY: help build build-loadtest test test-norace test-loadtest test-deploy bench fuzz lint verify run clean image
 
 help: ## list the targets (the default)
 	@echo "Targets:"
@@ -29,10 +29,20 @@ help: ## list the targets (the default)
 build: ## build the binary (BIN, default bin/utxo-cache)
 	$(GO) build -o $(BIN) ./cmd/utxo-cache
 
-test: ## run every test with the race detector (tests that need redis-server use the one on PATH), then test-norace and test-deploy
+test: ## run every test with the race detector (tests that need redis-server use the one on PATH), then test-norace, test-loadtest and test-deploy
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@$(MAKE) --no-print-directory test-norace
+	@$(MAKE) --no-print-directory test-loadtest
 	@$(MAKE) --no-print-directory test-deploy
+
+# loadtest/ is a Go module of its own (the load harness and its binary,
+# utxo-loadtest), so that the service's binary, image and go.mod carry no
+# load generator; it requires the service's module through a replace of ../.
+LOADTEST_MODULE := loadtest
+LOADTEST_BIN    ?= bin/utxo-loadtest
+
+test-loadtest: ## run the load harness's tests (loadtest/): its units, and smoke runs that start real utxo-cache and redis-server processes
+	cd $(LOADTEST_MODULE) && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # deploy/ and deploy/kubernetes/ are Go modules of their own, so that their
 # test dependencies (Prometheus's PromQL parser; kustomize and the Kubernetes
@@ -58,17 +68,18 @@ fuzz: ## run each Fuzz* target of every package for FUZZTIME (default 30s)
 		done; \
 	done
 
-lint: ## go vet (both modules), gofmt, and the import-confinement test (internal/lint)
+lint: ## go vet (every module), gofmt, and the import-confinement test (internal/lint)
 	$(GO) vet ./...
-	set -e; for m in $(DEPLOY_MODULES); do (cd $$m && $(GO) vet ./...); done
-	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*' -not -path './.git/*')); \
+	set -e; for m in $(LOADTEST_MODULE) $(DEPLOY_MODULES); do (cd $$m && $(GO) vet ./...); done
+	@unformatted=$$(gofmt -l $$(find . -name '*.go' -not -path './bin/*' -not -path './.git/*' -not -path '*/node_modules/*')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) test -count=1 ./internal/lint
 
 verify: lint ## lint, then check that go mod tidy would change nothing and that everything builds
 	$(GO) mod tidy -diff
-	set -e; for m in $(DEPLOY_MODULES); do (cd $$m && $(GO) mod tidy -diff); done
+	set -e; for m in $(LOADTEST_MODULE) $(DEPLOY_MODULES); do (cd $$m && $(GO) mod tidy -diff); done
 	$(GO) build ./...
+	cd $(LOADTEST_MODULE) && $(GO) build ./...
 
 run: build ## serve DATA_DIR on 127.0.0.1:8080; an empty store is first loaded with real Bitcoin blocks 0..14131
 	@if [ ! -e "$(DATA_DIR)" ]; then \
@@ -100,21 +111,27 @@ image: ## build the OCI image IMAGE:VERSION with podman (static binary on scratc
 clean: ## remove build output (bin/); never touches a store
 	rm -rf bin
 
-# loadtest is owned by the load harness (loadtest/); LOADTEST_ARGS go to
-# `utxo-cache loadtest` (e.g. LOADTEST_ARGS='--scenario big', see its --help).
+# loadtest is owned by the load harness (loadtest/): LOADTEST_BIN loads the
+# service binary BIN; LOADTEST_ARGS go to `utxo-loadtest` (e.g.
+# LOADTEST_ARGS='--scenario big', see its --help).
 LOADTEST_ARGS ?=
+LOADTEST_RUN   = $(LOADTEST_BIN) --bin $(abspath $(BIN))
+
+build-loadtest: ## build the load harness (LOADTEST_BIN, default bin/utxo-loadtest; not part of the service or its image)
+	cd $(LOADTEST_MODULE) && $(GO) build -o $(abspath $(LOADTEST_BIN)) ./cmd/utxo-loadtest
+
 .PHONY: loadtest
-loadtest: build ## standard load test (about 3.5 min): each tier and a read replica vs the bare ceiling, PASS/MISS, reports in results/
-	$(BIN) loadtest --cpu-profile $(LOADTEST_ARGS)
+loadtest: build build-loadtest ## standard load test (about 3.5 min): each tier and a read replica vs the bare ceiling, PASS/MISS, reports in results/
+	$(LOADTEST_RUN) --cpu-profile $(LOADTEST_ARGS)
 
 # soak: SOAK_DURATION (default 1h) of mixed reads, blocks, rollbacks and
 # Redis restarts; fails when RSS, goroutines, open files or Pebble figures
-# grow (README.md, "Soak").
+# grow (docs/performance.md, "Soak").
 SOAK_DURATION ?= 1h
 .PHONY: soak
-soak: build ## bounded soak (SOAK_DURATION, default 1h): resource growth, 0 mismatches, 0 5xx through Redis restarts
-	$(BIN) loadtest --scenario soak --duration $(SOAK_DURATION) $(LOADTEST_ARGS)
+soak: build build-loadtest ## bounded soak (SOAK_DURATION, default 1h): resource growth, 0 mismatches, 0 5xx through Redis restarts
+	$(LOADTEST_RUN) --scenario soak --duration $(SOAK_DURATION) $(LOADTEST_ARGS)
 
 .PHONY: loadtest-replicas
-loadtest-replicas: build ## writer apply throughput with 0 and 3 replicas tailing it, same run (a few minutes), PASS/MISS, reports in results/
-	$(BIN) loadtest --scenario replicas $(LOADTEST_ARGS)
+loadtest-replicas: build build-loadtest ## writer apply throughput with 0 and 3 replicas tailing it, same run (a few minutes), PASS/MISS, reports in results/
+	$(LOADTEST_RUN) --scenario replicas $(LOADTEST_ARGS)

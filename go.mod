@@ -3,7 +3,6 @@ module github.com/utxo-cache/utxo-cache
 go 1.26.0
 
 require (
-	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/btcsuite/btcd v0.24.2
 	github.com/btcsuite/btcd/btcutil v1.2.0
 	github.com/btcsuite/btcd/chaincfg/chainhash v1.2.0

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -153,6 +154,9 @@ type call struct {
 	auth           bool     // send "Authorization: Bearer <testToken>"
 	noSpec         bool     // not validated against the OpenAPI document (another test covers it)
 	allow5xx       bool
+	// stalled: the body's bytes arrive, then its connection's read
+	// deadline passes (os.ErrDeadlineExceeded) before the rest.
+	stalled bool
 }
 
 // response is what the handler answered.
@@ -183,7 +187,13 @@ func (c call) request() *http.Request {
 	if c.body != nil {
 		body = bytes.NewReader(c.body)
 	}
+	if c.stalled {
+		body = io.MultiReader(bytes.NewReader(c.body), stalledReader{})
+	}
 	req := httptest.NewRequest(c.method, c.target, body)
+	if c.stalled {
+		req.ContentLength = -1
+	}
 	if c.ctype != "" {
 		req.Header.Set("Content-Type", c.ctype)
 	}
@@ -194,6 +204,14 @@ func (c call) request() *http.Request {
 		req.Header.Add(c.header[i], c.header[i+1])
 	}
 	return req
+}
+
+// stalledReader is the rest of a body whose connection's read deadline
+// passed, as net/http's body reader returns it.
+type stalledReader struct{}
+
+func (stalledReader) Read([]byte) (int, error) {
+	return 0, &net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded}
 }
 
 // do serves c and checks the answer's invariants and its OpenAPI description.
@@ -217,6 +235,13 @@ func checkInvariants(t testing.TB, c call, r *response) {
 	t.Helper()
 	if r.code >= 500 && !c.allow5xx {
 		t.Fatalf("%s %s: %s", c.method, c.target, r)
+	}
+	if c.method == http.MethodHead {
+		// The GET's status and headers, no body (TestHead compares them).
+		if len(r.body) != 0 {
+			t.Fatalf("HEAD %s: %d with a body: %q", c.target, r.code, r.body)
+		}
+		return
 	}
 	if r.code == http.StatusNotModified {
 		if len(r.body) != 0 {

@@ -35,7 +35,7 @@ func clientClosed(c *gin.Context, err error) error {
 // logFailure logs a failed request at the level its class deserves: a 500
 // at Error (a fault to look into), a request its client abandoned at Info
 // for a write (the write may or may not have been applied: the producer
-// re-posts, see README) and at Debug for a read. Other errors are the
+// re-posts, see docs/blocks.md) and at Debug for a read. Other errors are the
 // client's mistakes, answered and not logged.
 func (a *API) logFailure(c *gin.Context, status int, err error) {
 	switch status {

@@ -14,8 +14,12 @@ import (
 var (
 	errUnauthorized   = errors.New("api: missing or wrong bearer token")
 	errWritesDisabled = errors.New("api: writes are disabled: no admin token is configured")
-	errReadOnly       = errors.New("api: this server is a read-only replica")
-	// errUnsupportedMediaType: a block body that is neither JSON nor CBOR.
+	errReadOnly       = errors.New("api: this server is a read-only replica: writes go to its writer")
+	// errRequestTimeout: a request body that did not arrive in time
+	// (Options.BodyTimeout).
+	errRequestTimeout = errors.New("api: request timeout")
+	// errUnsupportedMediaType: a block body that is neither JSON nor CBOR,
+	// a rollback body that is not JSON.
 	errUnsupportedMediaType = errors.New("api: unsupported media type")
 )
 
@@ -41,6 +45,7 @@ var errorTable = []errorClass{
 	{chain.ErrNotFound, http.StatusNotFound, "not_found", ""},
 	{chain.ErrNotNextBlock, http.StatusConflict, "not_next_block", ""},
 	{chain.ErrRollbackTooDeep, http.StatusConflict, "rollback_too_deep", ""},
+	{errRequestTimeout, http.StatusRequestTimeout, "request_timeout", ""},
 	{chain.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large", ""},
 	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type", ""},
 	{chain.ErrUnknownInput, http.StatusUnprocessableEntity, "unknown_input", ""},
@@ -56,6 +61,7 @@ var errorTable = []errorClass{
 	{errClientClosed, statusClientClosedRequest, "client_closed_request", ""},
 	{query.ErrBehind, http.StatusServiceUnavailable, "behind", ""},
 	{errReplicationDisabled, http.StatusForbidden, "replication_disabled", ""},
+	{errReplicaServesNoLog, http.StatusForbidden, "replication_disabled", ""},
 	{replication.ErrLogTruncated, http.StatusGone, "log_truncated", ""},
 	{replication.ErrAhead, http.StatusConflict, "ahead", ""},
 	{replication.ErrBusy, http.StatusTooManyRequests, "too_many_requests", ""},

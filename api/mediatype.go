@@ -35,6 +35,26 @@ func blockFormat(header string) (chain.Format, error) {
 	return 0, fmt.Errorf("content type %q: send application/json or application/cbor: %w", clipHeader(mt), errUnsupportedMediaType)
 }
 
+// jsonBody checks that a Content-Type names application/json (parameters
+// allowed, any case), as blockFormat does for blocks: POST /v1/rollback
+// takes no other, and a missing or form-encoded type is
+// errUnsupportedMediaType, answered before the body is read.
+func jsonBody(header string) error {
+	if header == "" {
+		return fmt.Errorf("no content type: send application/json "+
+			"(with curl: -H 'Content-Type: application/json'): %w", errUnsupportedMediaType)
+	}
+	mt, _, err := mime.ParseMediaType(header)
+	if err != nil {
+		return fmt.Errorf("content type %q does not parse (%v): send application/json: %w",
+			clipHeader(header), err, errUnsupportedMediaType)
+	}
+	if mt != chain.FormatJSON.ContentType() {
+		return fmt.Errorf("content type %q: send application/json: %w", clipHeader(mt), errUnsupportedMediaType)
+	}
+	return nil
+}
+
 // clipHeader shortens a header value quoted in an error message.
 func clipHeader(s string) string {
 	const max = 64

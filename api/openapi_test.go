@@ -100,6 +100,12 @@ func specCheck(t testing.TB, req *http.Request, body []byte, res *response) (str
 		u.Path, u.RawPath = req.URL.RawPath, ""
 		vreq.URL = &u
 	}
+	// A HEAD is its GET without the body (RFC 9110 §9.3.2): the document
+	// describes it through the GET, status and headers.
+	head := req.Method == http.MethodHead
+	if head {
+		vreq.Method = http.MethodGet
+	}
 	route, params, err := router.FindRoute(vreq)
 	if err != nil {
 		if res.code == http.StatusNotFound || res.code == http.StatusMethodNotAllowed {
@@ -115,7 +121,7 @@ func specCheck(t testing.TB, req *http.Request, body []byte, res *response) (str
 		errs = append(errs, fmt.Errorf("answered %d to a request the document rejects: %v", res.code, err))
 	}
 	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: res.code, Header: res.hdr,
-		Body: io.NopCloser(bytes.NewReader(res.body)), Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+		Body: io.NopCloser(bytes.NewReader(res.body)), Options: &openapi3filter.Options{IncludeResponseStatus: true, ExcludeResponseBody: head}}
 	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
 		errs = append(errs, fmt.Errorf("%s: the answer does not match the document: %v\nbody: %.300s", key, err, res.body))
 	}
@@ -217,6 +223,7 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 	repl := func(target string) func() call { return get(target, "Authorization", "Bearer "+replToken) }
 	seqOf := func(s *stack) uint64 { return s.store.Published().Seq }
 	var held []*replication.Checkpoint // checkpoints in progress, for 429
+	var heldChanges []*replication.ChangeStream
 	postFn := func(target, ctype string, body func() []byte) func() call {
 		return func() call { return call{method: "POST", target: target, body: body(), ctype: ctype, auth: true} }
 	}
@@ -230,6 +237,20 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		{name: "changes none yet", s: m, mk: func() call {
 			return repl(fmt.Sprintf("/v1/replication/changes?after=%d&wait=0", seqOf(m)))()
 		}, want: 200},
+		{name: "changes busy", s: m, mk: repl("/v1/replication/changes?after=2"), want: 429, arm: func() {
+			for range replication.DefaultMaxChangeStreams {
+				cs, err := m.source.OpenChanges(2, 1<<20)
+				if err != nil {
+					t.Fatalf("hold a change stream: %v", err)
+				}
+				heldChanges = append(heldChanges, cs)
+			}
+		}, after: func() {
+			for _, cs := range heldChanges {
+				_ = cs.Close()
+			}
+			heldChanges = nil
+		}},
 		{name: "changes ahead", s: m, mk: repl("/v1/replication/changes?after=1000000"), want: 409},
 		{name: "changes truncated", s: m, mk: repl("/v1/replication/changes?after=0"), want: 410},
 		{name: "changes without after", s: m, mk: repl("/v1/replication/changes?wait=1"), want: 400},
@@ -362,6 +383,19 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		{name: "block disk full", s: full, mk: post("/v1/blocks", "application/json", chain.AppendBlockJSON(nil, full.next(tx("f3", nil, out("carol", 1))))), want: 507},
 		{name: "rollback disk full", s: full, mk: post("/v1/rollback", "application/json", []byte(`{"height":1}`)), want: 507},
 		{name: "readyz disk full", s: full, mk: get("/readyz"), want: 200},
+
+		// A body whose connection's read deadline passed; the service's
+		// own deadline is TestSlowBody's.
+		{name: "lookup slow body", s: m, mk: func() call {
+			return call{method: "POST", target: "/v1/utxos/lookup", ctype: "application/json", body: []byte(`{"outpoints":`), stalled: true}
+		}, want: 408},
+		{name: "block slow body", s: m, mk: func() call {
+			return call{method: "POST", target: "/v1/blocks", ctype: "application/json", body: []byte(`{"height":`), stalled: true, auth: true}
+		}, want: 408},
+		{name: "rollback slow body", s: m, mk: func() call {
+			return call{method: "POST", target: "/v1/rollback", ctype: "application/json", body: []byte(`{"height":`), stalled: true, auth: true}
+		}, want: 408},
+		{name: "rollback as text/plain", s: m, mk: post("/v1/rollback", "text/plain", []byte(`{"height":5}`)), want: 415},
 
 		// Statuses the server answers that the document does not declare.
 		{name: "rollback too large", s: m, mk: post("/v1/rollback", "application/json", []byte(`{"height":5`+strings.Repeat(" ", 5000)+`}`)), want: 413},

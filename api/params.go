@@ -50,12 +50,6 @@ func (q *queryParams) lookup(name string) (string, bool) {
 	return "", false
 }
 
-// get returns the value of name, "" when not given.
-func (q *queryParams) get(name string) string {
-	v, _ := q.lookup(name)
-	return v
-}
-
 // parseQuery parses raw strictly against the names allowed. Go's own parser
 // drops the pairs it cannot decode (`?limit=%zz` would silently mean the
 // default); here an undecodable pair, an unknown name and a repeated one are
@@ -128,11 +122,14 @@ func (a *API) conditions(q *queryParams) (readConditions, error) {
 }
 
 // parseWait parses a wait parameter: decimal seconds >= 0 (digits and a
-// point, no sign or exponent), capped at limit.
+// point, no sign or exponent), capped at limit. The error says what is
+// accepted: a client that sent wait=1e9 learns the format and the cap.
 func parseWait(s string, limit time.Duration) (time.Duration, error) {
 	secs, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(secs) || math.IsInf(secs, 0) || secs < 0 || strings.TrimLeft(s, "0123456789.") != "" {
-		return 0, fmt.Errorf("wait %q is not a number of seconds >= 0: %w", s, chain.ErrInvalidArgument)
+		return 0, fmt.Errorf("wait %q: want seconds as plain decimal digits with an optional fraction "+
+			"(such as 0, 0.25 or 10; no sign or exponent); waits above %s are cut to %s: %w",
+			clipHeader(s), limit, limit, chain.ErrInvalidArgument)
 	}
 	if secs >= limit.Seconds() {
 		return limit, nil

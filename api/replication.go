@@ -20,7 +20,7 @@ import (
 // Replication is the writer's side of replication (replication.Source): the
 // change log and checkpoints of the published state.
 type Replication interface {
-	Changes(after uint64, maxBytes int) (data []byte, n int, seq uint64, tip chain.Tip, err error)
+	OpenChanges(after uint64, maxBytes int) (*replication.ChangeStream, error)
 	Checkpoint(ctx context.Context) (*replication.Checkpoint, error)
 }
 
@@ -34,25 +34,32 @@ type ReplicaStatus struct {
 // Errors of the replication endpoints.
 var (
 	errReplicationDisabled = errors.New("api: replication is disabled: no replication token is configured")
+	// errReplicaServesNoLog: a replica's replication token is the one it
+	// sends to its writer; it serves no change log or checkpoint itself.
+	errReplicaServesNoLog = errors.New("api: this server is a read replica: it follows its writer " +
+		"and serves no change log or checkpoints of its own; ask the writer")
 )
 
 // maxWaitChanges bounds a change-log long poll.
 const maxWaitChanges = 30 * time.Second
 
 // maxChangesBytes bounds one change-log answer (one change may exceed it).
+// The answer is streamed from the store, not built: the bound is on what a
+// replica takes in one go, not on the writer's memory.
 const maxChangesBytes = 4 << 20
 
-// authorizeReplication enforces the replication token: none configured (or
-// no log to serve: a replica) → 403 replication_disabled; a wrong or missing
-// bearer → 401.
+// authorizeReplication enforces the replication token: a replica (which
+// has a token, to follow its writer, but no log of its own to serve) or no
+// token configured → 403 replication_disabled, each saying which; two
+// Authorization headers → 400; a wrong or missing bearer → 401.
 func (a *API) authorizeReplication(c *gin.Context) error {
+	if a.opts.ReadOnly {
+		return errReplicaServesNoLog
+	}
 	if a.opts.ReplicationToken == "" || a.opts.Replication == nil {
 		return errReplicationDisabled
 	}
-	if !bearerIs(c.GetHeader("Authorization"), a.opts.ReplicationToken) {
-		return errUnauthorized
-	}
-	return nil
+	return checkBearer(c, a.opts.ReplicationToken)
 }
 
 // bearerIs compares a bearer header with token in constant time.
@@ -67,6 +74,11 @@ func bearerIs(h, token string) bool {
 // least one when any exists; with none, it waits up to wait seconds (at most
 // 30) for one, then answers an empty 200. X-Commit-Seq and X-Tip-* give the
 // published state the answer was read at (the writer's seq, for lag).
+//
+// The answer is written record by record from the store under the stall
+// deadline (stallWriter), and only once the wait is over does it take one of
+// the Source's stream slots: beyond them it is 429 too_many_requests, which
+// a replica retries after a backoff.
 func (a *API) getChanges(c *gin.Context) {
 	if err := a.authorizeReplication(c); err != nil {
 		a.fail(c, err)
@@ -111,14 +123,32 @@ func (a *API) getChanges(c *gin.Context) {
 			return
 		}
 	}
-	data, _, seq, tip, err := a.opts.Replication.Changes(after, maxChangesBytes)
+	cs, err := a.opts.Replication.OpenChanges(after, maxChangesBytes)
 	if err != nil {
 		a.fail(c, err)
 		return
 	}
-	setTipHeaders(c.Writer.Header(), tip, seq)
+	defer cs.Close()
+	setTipHeaders(c.Writer.Header(), cs.Tip, cs.Seq)
 	replication.WriterLimitsHeaders(c.Writer.Header(), a.opts.BlockLimits)
-	c.Data(http.StatusOK, "application/cbor-seq", data)
+	c.Header("Content-Type", "application/cbor-seq")
+	c.Status(http.StatusOK)
+	sw := newStallWriter(c.Writer, a.opts.StallTimeout)
+	n, err := cs.WriteTo(sw)
+	switch {
+	case err == nil:
+		c.Writer.WriteHeaderNow() // an empty answer has written nothing yet
+		sw.extend()
+	case !c.Writer.Written():
+		a.fail(c, err) // nothing is out yet: the answer can still be an error
+	case sw.stalled:
+		a.opts.Logger.Warn("change-log answer dropped: its reader stopped reading",
+			"remote", c.Request.RemoteAddr, "after", after, "bytes_sent", n, "stall_timeout", a.opts.StallTimeout)
+	default:
+		// The status is out, the records before the failure whole: the
+		// replica applies them and asks again from there.
+		a.opts.Logger.Warn("change-log answer cut short", "remote", c.Request.RemoteAddr, "after", after, "bytes_sent", n, "err", err)
+	}
 }
 
 // Drain ends the change-log long polls in flight, answering them at once
@@ -129,7 +159,9 @@ func (a *API) getChanges(c *gin.Context) {
 func (a *API) Drain() { a.stopDrain() }
 
 // getCheckpoint answers GET /v1/replication/checkpoint: a tar stream of a
-// checkpoint of the published state, its figures in the headers.
+// checkpoint of the published state, its figures in the headers, written
+// under the stall deadline (stallWriter): a reader that stops reading is
+// dropped within StallTimeout, and its slot and staged files freed.
 func (a *API) getCheckpoint(c *gin.Context) {
 	if err := a.authorizeReplication(c); err != nil {
 		a.fail(c, err)
@@ -154,12 +186,26 @@ func (a *API) getCheckpoint(c *gin.Context) {
 	}
 	h.Set("X-Utxo-Count", strconv.FormatUint(m.UtxoCount, 10))
 	h.Set("X-Utxo-Digest", m.Digest.String())
+	// The store files' bytes, also listed in the archive's manifest: a
+	// replica checks its free space before it reads anything.
+	h.Set("X-Checkpoint-Bytes", strconv.FormatInt(m.StoreBytes(), 10))
 	h.Set("Content-Type", "application/x-tar")
 	c.Status(http.StatusOK)
-	if err := cp.Stream(c.Writer); err != nil {
+	if c.Request.Method == http.MethodHead {
+		return // the headers are the answer: no archive to build and drop
+	}
+	sw := newStallWriter(c.Writer, a.opts.StallTimeout)
+	switch err := cp.Stream(sw); {
+	case err == nil:
+		sw.extend()
+	case sw.stalled:
+		// Returning frees the slot and the staged files (cp.Close).
+		a.opts.Logger.Warn("checkpoint stream dropped: its reader stopped reading",
+			"remote", c.Request.RemoteAddr, "seq", m.Seq, "stall_timeout", a.opts.StallTimeout)
+	default:
 		// The status is out: the client sees a truncated archive, which
 		// its extraction refuses.
-		a.opts.Logger.Warn("checkpoint stream failed", "err", err)
+		a.opts.Logger.Warn("checkpoint stream failed", "remote", c.Request.RemoteAddr, "err", err)
 	}
 }
 

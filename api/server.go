@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,12 @@ type Options struct {
 	// replication_disabled.
 	ReplicationToken string
 	Replication      Replication
+	// StallTimeout bounds how long a streamed answer (a checkpoint, a
+	// change-log answer) may wait for its reader to take the next part of it
+	// (at most 64 KiB): one that waits longer is dropped, and what it held
+	// (its slot, a checkpoint's staged files) freed. A reader must so take
+	// 64 KiB per StallTimeout. Default DefaultStallTimeout.
+	StallTimeout time.Duration
 	// ReplicaStatus, on a replica, gives the "replication" member of GET
 	// /v1/tip. Nil on the writer.
 	ReplicaStatus func() ReplicaStatus
@@ -67,6 +74,14 @@ type Options struct {
 	MaxBlockBytes int64
 	// MaxRequestBytes bounds other request bodies. Default 1 MiB.
 	MaxRequestBytes int64
+	// BodyTimeout bounds how long a request body (a block, a rollback, a
+	// lookup) may take to arrive, from when the handler starts reading it:
+	// a slower one answers 408 request_timeout, and the connection is
+	// closed. It replaces the server's read deadline (http.Server's
+	// ReadTimeout) for the body, through http.ResponseController; behind a
+	// writer without one (a test's recorder) only the server's applies.
+	// Default 60s.
+	BodyTimeout time.Duration
 	// ReadGate, on a replica, holds new reads while the replica applies a
 	// change (replication.ApplyGate): every read endpoint calls its Wait
 	// before anything else; other endpoints (writes, replication, health,
@@ -94,6 +109,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// DefaultBodyTimeout is Options.BodyTimeout's default: a 64 MiB block
+// arrives in it at 1.1 MB/s.
+const DefaultBodyTimeout = 60 * time.Second
+
 // API is the HTTP handler. Create with New; it is an http.Handler.
 type API struct {
 	r       Reader
@@ -116,11 +135,17 @@ func New(r Reader, w Writer, opts Options) *API {
 	if opts.MaxRequestBytes <= 0 {
 		opts.MaxRequestBytes = 1 << 20
 	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = DefaultBodyTimeout
+	}
 	if opts.MaxWait == 0 {
 		opts.MaxWait = 2 * time.Second
 	}
 	if opts.MaxWait < 0 {
 		opts.MaxWait = 0
+	}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = DefaultStallTimeout
 	}
 	if opts.Ready == nil {
 		opts.Ready = func() error { return nil }
@@ -138,13 +163,23 @@ func New(r Reader, w Writer, opts Options) *API {
 	e.UseRawPath = true
 	e.UnescapePathValues = true
 	e.RemoveExtraSlash = false
+	// A path with a trailing slash (or another case) is not an endpoint:
+	// 404 in the JSON shape of every error, not Gin's redirect with an
+	// HTML body (whose Location also follows a client's
+	// X-Forwarded-Prefix). Every path has one spelling.
+	e.RedirectTrailingSlash = false
+	e.RedirectFixedPath = false
 	e.HandleMethodNotAllowed = true
 	a := &API{r: r, w: w, opts: opts, engine: e, metrics: newHTTPMetrics(opts.Registry)}
 	a.drain, a.stopDrain = context.WithCancel(context.Background())
 	a.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	e.Use(gin.CustomRecoveryWithWriter(io.Discard, a.recovered))
 	e.NoRoute(func(c *gin.Context) {
-		a.writeError(c, http.StatusNotFound, "not_found", "no such endpoint")
+		msg := "no such endpoint"
+		if p := c.Request.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
+			msg = "no such endpoint (no path of this API ends in a slash)"
+		}
+		a.writeError(c, http.StatusNotFound, "not_found", msg)
 	})
 	e.NoMethod(func(c *gin.Context) {
 		a.writeError(c, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this endpoint")
@@ -159,9 +194,10 @@ func New(r Reader, w Writer, opts Options) *API {
 	a.route(http.MethodPost, "/v1/rollback", a.postRollback)
 	a.route(http.MethodGet, "/v1/replication/changes", a.getChanges)
 	a.route(http.MethodGet, "/v1/replication/checkpoint", a.getCheckpoint)
-	a.route(http.MethodGet, "/healthz", func(c *gin.Context) { c.Data(200, "application/json", []byte(`{"status":"ok"}`)) })
+	a.route(http.MethodGet, "/healthz", func(c *gin.Context) { writeData(c, 200, jsonContentType, []byte(`{"status":"ok"}`)) })
 	a.route(http.MethodGet, "/readyz", a.getReady)
-	a.route(http.MethodGet, "/openapi.yaml", func(c *gin.Context) { c.Data(200, "application/yaml", a.opts.OpenAPI) })
+	yamlContentType := []string{"application/yaml"}
+	a.route(http.MethodGet, "/openapi.yaml", func(c *gin.Context) { writeData(c, 200, yamlContentType, a.opts.OpenAPI) })
 	if opts.Gatherer != nil {
 		h := promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})
 		a.route(http.MethodGet, "/metrics", func(c *gin.Context) { h.ServeHTTP(c.Writer, c.Request) })
@@ -169,18 +205,32 @@ func New(r Reader, w Writer, opts Options) *API {
 	return a
 }
 
-// ServeHTTP implements http.Handler.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.engine.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A HEAD request is served as its GET,
+// without the body (headWriter); so are its errors (404, 405).
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead {
+		hw := &headWriter{ResponseWriter: w}
+		a.engine.ServeHTTP(hw, r)
+		hw.finish()
+		return
+	}
+	a.engine.ServeHTTP(w, r)
+}
 
 // route registers a handler with its latency and status metrics, labelled by
-// the route pattern (never the raw path: bounded cardinality).
+// the route pattern (never the raw path: bounded cardinality). A GET route
+// answers HEAD too (RFC 9110 §9.3.2), with the same handler and metrics.
 func (a *API) route(method, path string, h gin.HandlerFunc) {
 	obs := a.metrics.route(path)
-	a.engine.Handle(method, path, func(c *gin.Context) {
+	handler := func(c *gin.Context) {
 		start := time.Now()
 		h(c)
 		obs(c.Writer.Status(), time.Since(start))
-	})
+	}
+	a.engine.Handle(method, path, handler)
+	if method == http.MethodGet {
+		a.engine.Handle(http.MethodHead, path, handler)
+	}
 }
 
 // read is the middleware of the read endpoints: it passes the request
@@ -272,13 +322,16 @@ func (a *API) getAddressUtxos(c *gin.Context) {
 		limit = int(n)
 	}
 	var desc bool
-	switch q.get("order") {
-	case "", "asc":
-	case "desc":
-		desc = true
-	default:
-		a.fail(c, fmt.Errorf("order must be asc or desc: %w", chain.ErrInvalidArgument))
-		return
+	if order, given := q.lookup("order"); given {
+		// An empty order= is an error, as every other empty parameter.
+		switch order {
+		case "asc":
+		case "desc":
+			desc = true
+		default:
+			a.fail(c, fmt.Errorf("order %q: must be asc or desc: %w", order, chain.ErrInvalidArgument))
+			return
+		}
 	}
 	cursor, given := q.lookup("cursor")
 	if given && cursor == "" {
@@ -364,15 +417,16 @@ func (a *API) getReady(c *gin.Context) {
 	if a.opts.WritesRefused != nil {
 		if err := a.opts.WritesRefused(); err != nil {
 			_, code, msg := classify(err)
-			c.Data(200, "application/json", query.AppendReadyWritesRefused(nil, code, msg))
+			writeData(c, 200, jsonContentType, query.AppendReadyWritesRefused(nil, code, msg))
 			return
 		}
 	}
-	c.Data(200, "application/json", []byte(`{"status":"ready"}`))
+	writeData(c, 200, jsonContentType, []byte(`{"status":"ready"}`))
 }
 
 // authorize enforces the write rules: replica → 403 read_only, no token
-// configured → 403 writes_disabled, wrong or missing bearer → 401.
+// configured → 403 writes_disabled, more than one Authorization header →
+// 400, wrong or missing bearer → 401.
 func (a *API) authorize(c *gin.Context) error {
 	switch {
 	case a.opts.ReadOnly || a.w == nil:
@@ -380,7 +434,19 @@ func (a *API) authorize(c *gin.Context) error {
 	case a.opts.AdminToken == "":
 		return errWritesDisabled
 	}
-	if !bearerIs(c.GetHeader("Authorization"), a.opts.AdminToken) {
+	return checkBearer(c, a.opts.AdminToken)
+}
+
+// checkBearer checks that the request carries exactly one Authorization
+// header and that it is the bearer of token. Two headers are refused, not
+// read in order: a proxy that adds its own in front of the client's (or
+// behind it) would otherwise decide, by its position, which one counts.
+func checkBearer(c *gin.Context, token string) error {
+	vals := c.Request.Header.Values("Authorization")
+	switch {
+	case len(vals) > 1:
+		return fmt.Errorf("%d Authorization headers: send exactly one: %w", len(vals), chain.ErrInvalidArgument)
+	case len(vals) == 0 || !bearerIs(vals[0], token):
 		return errUnauthorized
 	}
 	return nil
@@ -428,6 +494,10 @@ func (a *API) postRollback(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
+	if err := jsonBody(c.GetHeader("Content-Type")); err != nil {
+		a.fail(c, err)
+		return
+	}
 	body, err := a.readBody(c, a.opts.MaxRequestBytes)
 	if err != nil {
 		a.fail(c, err)
@@ -457,11 +527,22 @@ func (a *API) postRollback(c *gin.Context) {
 }
 
 // readBody reads at most limit bytes of the body: more is chain.ErrTooLarge.
+// The body must arrive within Options.BodyTimeout; a slower one is
+// errRequestTimeout (408), and the connection closes after the answer (its
+// remaining bytes are never read). Once the body is read, net/http clears
+// the deadline itself, to watch the connection while the handler works.
 func (a *API) readBody(c *gin.Context, limit int64) ([]byte, error) {
 	if c.Request.ContentLength > limit {
 		return nil, fmt.Errorf("body of %d bytes over the limit of %d: %w", c.Request.ContentLength, limit, chain.ErrTooLarge)
 	}
+	// http.ErrNotSupported: no connection to set it on (a recorder).
+	_ = http.NewResponseController(c.Writer).SetReadDeadline(time.Now().Add(a.opts.BodyTimeout))
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, limit+1))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.Writer.Header().Set("Connection", "close")
+		return nil, fmt.Errorf("the request body did not arrive within %s (%d bytes came): %w",
+			a.opts.BodyTimeout, len(body), errRequestTimeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read body: %v: %w", err, chain.ErrInvalidArgument)
 	}
@@ -524,7 +605,17 @@ func (a *API) writeAnswer(c *gin.Context, ans query.Answer, conditional bool) {
 
 func (a *API) writeJSON(c *gin.Context, status int, tip chain.Tip, seq uint64, body []byte) {
 	setTipHeaders(c.Writer.Header(), tip, seq)
-	c.Data(status, "application/json", body)
+	writeData(c, status, jsonContentType, body)
+}
+
+// writeData writes a whole answer with its Content-Length, which a GET and
+// a HEAD of the same target then carry alike, whatever the body's size.
+func writeData(c *gin.Context, status int, contentType []string, body []byte) {
+	h := c.Writer.Header()
+	h["Content-Type"] = contentType
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	c.Status(status)
+	_, _ = c.Writer.Write(body)
 }
 
 // tipHeaders are the rendered X-Tip-* and X-Commit-Seq values of one state.

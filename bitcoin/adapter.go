@@ -20,11 +20,12 @@ type Options struct {
 	Network Network
 }
 
-// EnsureDefaults fills in the defaults of unset fields.
-func (o *Options) EnsureDefaults() {
+// EnsureDefaults returns o with every unset field set to its default.
+func (o Options) EnsureDefaults() Options {
 	if o.Network == "" {
 		o.Network = Mainnet
 	}
+	return o
 }
 
 // Validate reports an unsupported setting.
@@ -43,7 +44,7 @@ type Adapter struct {
 
 // NewAdapter returns an adapter for opts.Network.
 func NewAdapter(opts Options) (*Adapter, error) {
-	opts.EnsureDefaults()
+	opts = opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}

@@ -243,15 +243,11 @@ func decodeBlock(b []byte) (*wire.MsgBlock, error) {
 	return blk, nil
 }
 
-// ReadBlockFile reads every block from r (see BlockReader for the layouts).
-// It holds them all in memory: about the file's uncompressed size again in
-// decoded form, so it suits test fixtures and single blk*.dat files (128 MiB),
-// not a whole chain; use BlockReader to stream.
-func ReadBlockFile(r io.Reader, net Network) ([]*wire.MsgBlock, error) {
-	return readAll(NewBlockReader(r, net))
-}
-
-// LoadBlockFile is ReadBlockFile on the file at path, decompressing ".bz2".
+// LoadBlockFile reads every block of the file at path (see BlockReader for
+// the layouts), decompressing ".bz2". It holds them all in memory: about the
+// file's uncompressed size again in decoded form, so it suits test fixtures
+// and single blk*.dat files (128 MiB), not a whole chain; use OpenBlockFile
+// to stream.
 func LoadBlockFile(path string, net Network) ([]*wire.MsgBlock, error) {
 	br, err := OpenBlockFile(path, net)
 	if err != nil {

@@ -53,9 +53,9 @@ func buildImage(t *testing.T, pm *harness.Podman, revision string) string {
 }
 
 // TestImage builds the image with make image (podman, no registry), checks
-// its labels, user and lack of a shell, then runs it as a read-only container
-// on the host's loopback: it answers /healthz, applies posted blocks, serves
-// them, and stops cleanly on SIGTERM.
+// its labels, user, lack of a shell and lack of a load harness, then runs it
+// as a read-only container on the host's loopback: it answers /healthz,
+// applies posted blocks, serves them, and stops cleanly on SIGTERM.
 func TestImage(t *testing.T) {
 	pm := harness.NewPodman(t)
 	const revision = "0123456789abcdef0123456789abcdef01234567"
@@ -84,6 +84,14 @@ func TestImage(t *testing.T) {
 		t.Errorf("the image has a shell: /bin/sh ran (%q)", out)
 	} else if !strings.Contains(err.Error(), "/bin/sh") {
 		t.Errorf("running /bin/sh failed for another reason than its absence: %v", err)
+	}
+
+	// The image ships the service alone: its binary has no load harness
+	// (that is utxo-loadtest, a module of its own).
+	if out, err := pm.Run(time.Minute, "run", "--rm", "--network", "none", ref, "loadtest", "--help"); err == nil {
+		t.Errorf("the image's utxo-cache runs the load harness: loadtest --help printed %q", out)
+	} else if !strings.Contains(err.Error(), `unknown command "loadtest"`) {
+		t.Errorf("loadtest failed for another reason than its absence: %v", err)
 	}
 
 	// A container as Kubernetes would run it: read-only root, no

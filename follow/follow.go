@@ -96,8 +96,8 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// EnsureDefaults fills in the defaults of unset fields.
-func (o *Options) EnsureDefaults() {
+// EnsureDefaults returns o with every unset field set to its default.
+func (o Options) EnsureDefaults() Options {
 	if o.Network == "" {
 		o.Network = bitcoin.Mainnet
 	}
@@ -125,10 +125,11 @@ func (o *Options) EnsureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	return o
 }
 
 // Validate reports a setting the follower cannot work with.
-func (o *Options) Validate() error {
+func (o Options) Validate() error {
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("follow: node URL %q: want http://host:port", o.URL)
@@ -165,7 +166,7 @@ type Follower struct {
 // New returns a follower for opts; Run starts it. Invalid options are
 // reported by Run.
 func New(opts Options) *Follower {
-	opts.EnsureDefaults()
+	opts = opts.EnsureDefaults()
 	f := &Follower{opts: opts, m: newMetrics(opts.Metrics)}
 	if err := opts.Validate(); err != nil {
 		f.setupErr = err

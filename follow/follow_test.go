@@ -463,8 +463,7 @@ func TestOptions(t *testing.T) {
 			t.Errorf("Run with %+v: no error", o)
 		}
 	}
-	var o Options
-	o.EnsureDefaults()
+	o := Options{}.EnsureDefaults()
 	if o.PollInterval != 2*time.Second || o.BackoffMin != 500*time.Millisecond || o.BackoffMax != 30*time.Second ||
 		o.HTTPTimeout != 30*time.Second || o.MaxReorgDepth != 4320 || o.Network != "mainnet" {
 		t.Errorf("defaults %+v", o)

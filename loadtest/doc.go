@@ -1,11 +1,16 @@
-// Package loadtest is the load-test harness behind `utxo-cache loadtest` and
-// `make loadtest`: it generates a chain (internal/workload), preloads a
-// store, starts the service once per tier configuration (and a bare Gin
-// handler as the machine's ceiling), drives a mix of the contract's reads at
-// it while a writer feed applies blocks and rollbacks, checks a sample of the
-// answers against the reference model (internal/model), and writes a JSON,
-// Markdown and HTML report. It owns no persistent state: everything it
-// creates lives in the run's work and results directories.
+// Package loadtest is the load-test harness behind `utxo-loadtest`
+// (cmd/utxo-loadtest) and `make loadtest`: it generates a chain
+// (internal/workload), preloads a store, starts the service once per tier
+// configuration (and a bare Gin handler as the machine's ceiling), drives a
+// mix of the contract's reads at it while a writer feed applies blocks and
+// rollbacks, checks a sample of the answers against the reference model
+// (internal/model), and writes a JSON, Markdown and HTML report. It owns no
+// persistent state: everything it creates lives in the run's work and
+// results directories.
+//
+// It is a Go module of its own, beside the service's: the service's binary,
+// its image and its go.mod carry no load generator. It starts the service
+// as a separate binary (Options.Bin).
 //
 // # Phases of one configuration
 //

@@ -171,7 +171,7 @@ func pageEnd(body []byte, h http.Header) (cursor string, end *pagePosition, ok b
 	return cursor, &pos, true
 }
 
-// routeOf is the bare handler's key (api.NewBareHandler) of a request kind.
+// routeOf is the bare handler's key (bare.NewHandler) of a request kind.
 func routeOf(k kind) string {
 	switch k {
 	case kindPage, kindDeep:

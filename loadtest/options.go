@@ -23,7 +23,7 @@ const (
 	// the replica, and the feed measures the replication lag of every
 	// acknowledged write (lagObserver).
 	ConfigReplica = "replica"
-	ConfigBare    = "bare" // api.NewBareHandler in a subprocess
+	ConfigBare    = "bare" // bare.NewHandler in a subprocess
 )
 
 // AllConfigs is the default: every tier alone, the full stack, a read
@@ -148,6 +148,10 @@ type Options struct {
 	// Bin is the utxo-cache binary a managed run starts. Required for
 	// managed runs.
 	Bin string
+	// BareBin is the utxo-loadtest binary the bare configuration starts
+	// with --bare-serve, so that the ceiling runs in a process of its own,
+	// like the service. Required for managed runs that include bare.
+	BareBin string
 	// RedisServer is the redis-server binary. Default: found on PATH.
 	RedisServer string
 	// ResultsDir receives the reports, logs and profiles. Default
@@ -381,6 +385,9 @@ func (o Options) Validate() error {
 	}
 	if len(o.Targets) == 0 && o.Bin == "" {
 		errs = append(errs, errors.New("a managed run needs the utxo-cache binary (Bin)"))
+	}
+	if len(o.Targets) == 0 && slices.Contains(o.Configs, ConfigBare) && o.BareBin == "" {
+		errs = append(errs, errors.New("a managed run with the bare configuration needs the utxo-loadtest binary (BareBin)"))
 	}
 	if len(o.Targets) > 0 && o.AdminToken == "" {
 		errs = append(errs, errors.New("an external run needs the writer's admin token (it preloads the store over HTTP)"))

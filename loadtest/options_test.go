@@ -18,7 +18,7 @@ func TestValidateBareAlone(t *testing.T) {
 		{[]string{"disk", ConfigBare}, false},
 		{[]string{"disk"}, false},
 	} {
-		o, err := Options{Bin: "x", Configs: c.configs}.EnsureDefaults()
+		o, err := Options{Bin: "x", BareBin: "x", Configs: c.configs}.EnsureDefaults()
 		if err != nil {
 			t.Fatalf("%v: EnsureDefaults: %v", c.configs, err)
 		}

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/api/bare"
 )
 
 // process is a subprocess the harness started (the service, redis-server,
@@ -254,7 +254,7 @@ func (r *redisServer) restart(cpus cpuPlan, timeout time.Duration) (time.Duratio
 
 // command sends one argument-less command in RESP and expects a reply
 // line. The harness needs PING and FLUSHALL only; the Redis client library
-// belongs to tiers/redis (STYLE 1).
+// belongs to tiers/redis (CONTRIBUTING.md, one library, one package).
 func (r *redisServer) command(cmd, want string) error {
 	c, err := net.DialTimeout("tcp", r.addr, time.Second)
 	if err != nil {
@@ -277,9 +277,9 @@ func (r *redisServer) command(cmd, want string) error {
 
 func (r *redisServer) url() string { return "redis://" + r.addr + "/0" }
 
-// ServeBare runs the bare handler (api.NewBareHandler) on addr with the
+// ServeBare runs the bare handler (bare.NewHandler) on addr with the
 // bodies of the JSON file at bodiesPath (an object of route → base64 body,
-// as the harness writes it) until ctx is done. `utxo-cache loadtest
+// as the harness writes it) until ctx is done. `utxo-loadtest
 // --bare-serve` runs it as a subprocess, so the ceiling is measured in a
 // process of its own, like the service.
 func ServeBare(ctx context.Context, addr, bodiesPath string) error {
@@ -296,9 +296,11 @@ func ServeBare(ctx context.Context, addr, bodiesPath string) error {
 	if err != nil {
 		return err
 	}
-	// The service's server settings (cmd/utxo-cache serve).
+	// The service's server settings (cmd/utxo-cache serve), and a write
+	// timeout the service cannot have (its replication answers stream for as
+	// long as they make progress): these answers are small and fixed.
 	srv := &http.Server{
-		Handler:           api.NewBareHandler(bodies),
+		Handler:           bare.NewHandler(bodies),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       60 * time.Second,
 		WriteTimeout:      60 * time.Second,

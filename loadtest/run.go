@@ -728,9 +728,9 @@ func (r *runner) runBare(ctx context.Context) (res ConfigResult, err error) {
 		return res, err
 	}
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	args := []string{"loadtest", "--bare-serve", "127.0.0.1:" + strconv.Itoa(port), "--bare-bodies", bodiesPath}
+	args := []string{"--bare-serve", "127.0.0.1:" + strconv.Itoa(port), "--bare-bodies", bodiesPath}
 	res.Args = args
-	bin, cmdArgs := r.cpus.command(r.cpus.service, r.o.Bin, args)
+	bin, cmdArgs := r.cpus.command(r.cpus.service, r.o.BareBin, args)
 	p, err := startProcess("bare server", filepath.Join(r.dir, "bare.log"), bin, cmdArgs...)
 	if err != nil {
 		return res, err

@@ -25,17 +25,31 @@ func (l testLog) Write(p []byte) (int, error) {
 }
 
 // smokeBinary builds cmd/utxo-cache (without -race: it is the system under
-// test, not the test) unless UTXO_CACHE_BIN names one.
+// test, not the test) unless UTXO_CACHE_BIN names one. It builds in the
+// service's module (the parent directory), whose go.sum covers the service.
 func smokeBinary(t *testing.T) string {
 	t.Helper()
 	if bin := os.Getenv("UTXO_CACHE_BIN"); bin != "" {
 		return bin
 	}
-	bin := filepath.Join(t.TempDir(), "utxo-cache")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/utxo-cache/utxo-cache/cmd/utxo-cache")
+	return buildBinary(t, "..", "utxo-cache", "./cmd/utxo-cache")
+}
+
+// bareBinary builds cmd/utxo-loadtest, which serves the bare ceiling in a
+// subprocess (Options.BareBin).
+func bareBinary(t *testing.T) string {
+	t.Helper()
+	return buildBinary(t, ".", "utxo-loadtest", "./cmd/utxo-loadtest")
+}
+
+func buildBinary(t *testing.T, dir, name, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
 }
@@ -49,7 +63,7 @@ func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts subprocesses")
 	}
-	bin := smokeBinary(t)
+	bin, bareBin := smokeBinary(t), bareBinary(t)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	cpusBefore, err := allowedCPUs(os.Getpid())
 	if err != nil {
@@ -59,7 +73,7 @@ func TestSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
 	rep, err := Run(ctx, Options{
-		Scenario: ScenarioSmoke, Bin: bin, ResultsDir: dir, Log: testLog{t},
+		Scenario: ScenarioSmoke, Bin: bin, BareBin: bareBin, ResultsDir: dir, Log: testLog{t},
 		Warmup: 300 * time.Millisecond, MaxDuration: time.Second, RateDuration: 1500 * time.Millisecond,
 		// A rollback right after the first block: even a busy machine's
 		// short rate phase posts one, and its new branch at once.

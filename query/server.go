@@ -36,7 +36,7 @@ const (
 	DefaultPageLimit = 100
 	MaxPageLimit     = 1000
 	MaxLookup        = 1000
-	MaxAddressLen    = 1024
+	MaxAddressLen    = chain.MaxAddressLen // the block format's bound: an address no output can have is refused
 )
 
 // Options configure a Server.

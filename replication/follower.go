@@ -84,7 +84,28 @@ type FollowerOptions struct {
 	// live changes; those below it go to ApplyBlocks (catch-up windows).
 	// Default writer.DefaultLiveMargin.
 	LiveMargin uint64
+
+	// The checkpoint download of Bootstrap:
+
+	// CheckpointIdleTimeout aborts a checkpoint download that receives no
+	// byte for this long. Default DefaultCheckpointIdleTimeout.
+	CheckpointIdleTimeout time.Duration
+	// CheckpointProgressInterval is how often a checkpoint download logs
+	// its progress. Default 15s.
+	CheckpointProgressInterval time.Duration
+	// Space gives the free space of the file system the checkpoint is
+	// installed on, and KeepFree the bytes the install leaves free on it
+	// (see Install). Default: the file system of the store's directory,
+	// and KeepFree's rule for it.
+	Space    DiskSpace
+	KeepFree uint64
 }
+
+// DefaultCheckpointIdleTimeout is the default of
+// FollowerOptions.CheckpointIdleTimeout: a writer streams a checkpoint from
+// files it has staged, so a pause this long means a broken connection or
+// peer.
+const DefaultCheckpointIdleTimeout = 30 * time.Second
 
 // EnsureDefaults returns o with its zero fields filled.
 func (o FollowerOptions) EnsureDefaults() FollowerOptions {
@@ -110,6 +131,12 @@ func (o FollowerOptions) EnsureDefaults() FollowerOptions {
 	}
 	if o.LiveMargin == 0 {
 		o.LiveMargin = writer.DefaultLiveMargin
+	}
+	if o.CheckpointIdleTimeout <= 0 {
+		o.CheckpointIdleTimeout = DefaultCheckpointIdleTimeout
+	}
+	if o.CheckpointProgressInterval <= 0 {
+		o.CheckpointProgressInterval = 15 * time.Second
 	}
 	return o
 }
@@ -522,14 +549,33 @@ func (f *Follower) applyRun(ctx context.Context, run []*chain.Change, target uin
 
 // Bootstrap downloads a checkpoint of the writer's published state and
 // installs it at dir (see Install: verified before it is renamed into
-// place). It returns the installed state's manifest.
+// place, bounded by maxBytes, the manifest's file list and the free space).
+// It also refuses, before writing anything, an announced size
+// (X-Checkpoint-Bytes) the file system has no room for, and aborts a
+// download that receives nothing for opts.CheckpointIdleTimeout
+// (ErrStalled). A failure is counted in opts.Metrics by its reason, and
+// leaves nothing behind. It returns the installed state's manifest.
 func Bootstrap(ctx context.Context, opts FollowerOptions, dir string, maxBytes int64, storeOpts disk.Options) (Manifest, error) {
 	opts = opts.EnsureDefaults()
+	m, err := bootstrap(ctx, opts, dir, maxBytes, storeOpts)
+	if err != nil && ctx.Err() == nil {
+		opts.Metrics.bootstrapFailures.WithLabelValues(failureReason(err)).Inc()
+	}
+	return m, err
+}
+
+// ErrStalled marks a checkpoint download that received nothing for
+// FollowerOptions.CheckpointIdleTimeout.
+var ErrStalled = errors.New("replication: checkpoint download stalled")
+
+func bootstrap(ctx context.Context, opts FollowerOptions, dir string, maxBytes int64, storeOpts disk.Options) (Manifest, error) {
 	base, err := url.Parse(opts.URL)
 	if err != nil {
 		return Manifest{}, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base.JoinPath("/v1/replication/checkpoint").String(), nil)
+	reqCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, base.JoinPath("/v1/replication/checkpoint").String(), nil)
 	if err != nil {
 		return Manifest{}, err
 	}
@@ -547,9 +593,86 @@ func Bootstrap(ctx context.Context, opts FollowerOptions, dir string, maxBytes i
 	if err != nil {
 		return Manifest{}, err
 	}
+	announced := int64(-1)
+	if v := resp.Header.Get("X-Checkpoint-Bytes"); v != "" {
+		if announced, err = strconv.ParseInt(v, 10, 64); err != nil || announced < 0 {
+			return Manifest{}, fmt.Errorf("checkpoint header X-Checkpoint-Bytes %q: %w", v, ErrBadArchive)
+		}
+	}
+	body := newDownload(resp.Body, opts, announced, func() { cancel(ErrStalled) })
+	defer body.stop()
 	stop := func() bool { return ctx.Err() != nil }
-	return Install(resp.Body, dir, &want, maxBytes, storeOpts, stop)
+	return install(body, dir, installOptions{want: &want, maxBytes: maxBytes, announced: announced, store: storeOpts, stop: stop,
+		space: opts.Space, keepFree: opts.KeepFree, extracted: body.stop})
 }
+
+// failureReason is the metric label of a failed bootstrap.
+func failureReason(err error) string {
+	switch {
+	case errors.Is(err, ErrStalled):
+		return "stalled"
+	case errors.Is(err, ErrNoRoom):
+		return "insufficient_storage"
+	case errors.Is(err, ErrMismatch):
+		return "mismatch"
+	case errors.Is(err, ErrBadArchive):
+		return "bad_archive"
+	}
+	return "error"
+}
+
+// download is a checkpoint's response body being read: it aborts the
+// request when no byte arrives for the idle timeout, and logs progress.
+// Read is called from one goroutine.
+type download struct {
+	r         io.Reader
+	idle      time.Duration
+	timer     *time.Timer // fires abort; reset by every byte
+	stalled   atomic.Bool
+	log       *slog.Logger
+	every     time.Duration
+	announced int64
+	n         int64 // bytes read
+	start     time.Time
+	lastLog   time.Time
+	lastN     int64
+}
+
+func newDownload(r io.Reader, opts FollowerOptions, announced int64, abort func()) *download {
+	now := time.Now()
+	d := &download{r: r, idle: opts.CheckpointIdleTimeout, log: opts.Logger, every: opts.CheckpointProgressInterval,
+		announced: announced, start: now, lastLog: now}
+	d.timer = time.AfterFunc(d.idle, func() {
+		d.stalled.Store(true)
+		abort()
+	})
+	return d
+}
+
+func (d *download) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	if n > 0 && !d.stalled.Load() {
+		d.timer.Reset(d.idle)
+		d.n += int64(n)
+		if now := time.Now(); now.Sub(d.lastLog) >= d.every {
+			rate := float64(d.n-d.lastN) / now.Sub(d.lastLog).Seconds() / (1 << 20)
+			args := []any{"received_bytes", d.n, "mib_per_second", fmt.Sprintf("%.1f", rate), "elapsed", now.Sub(d.start).Round(time.Second)}
+			if d.announced >= 0 {
+				args = append(args, "store_bytes", d.announced)
+			}
+			d.log.Info("downloading the writer's checkpoint", args...)
+			d.lastLog, d.lastN = now, d.n
+		}
+	}
+	if err != nil && !errors.Is(err, io.EOF) && d.stalled.Load() {
+		err = fmt.Errorf("no byte from the writer for %s, after %d bytes: %w", d.idle, d.n, ErrStalled)
+	}
+	return n, err
+}
+
+// stop ends the idle timer: what follows the download (the store's
+// verification, which may take minutes) has no byte to wait for.
+func (d *download) stop() { d.timer.Stop() }
 
 func manifestFromHeaders(h http.Header) (Manifest, error) {
 	var m Manifest

@@ -10,8 +10,10 @@ type FollowerMetrics struct {
 	lagSeconds                                 prometheus.Gauge
 	divergences, contactErrors, bytes          prometheus.Counter
 	// Bootstraps counts verified stores installed from a checkpoint.
-	Bootstraps   prometheus.Counter
-	applySeconds prometheus.Histogram
+	Bootstraps prometheus.Counter
+	// bootstrapFailures counts checkpoint downloads that failed, by reason.
+	bootstrapFailures *prometheus.CounterVec
+	applySeconds      prometheus.Histogram
 	// The apply priority (ApplyGate): how long held reads waited, and the
 	// holds that opened by their bound before the change was published.
 	gateWaitSeconds prometheus.Histogram
@@ -24,7 +26,10 @@ type FollowerMetrics struct {
 // NewFollowerMetrics registers a replica's figures with reg (may be nil).
 func NewFollowerMetrics(reg prometheus.Registerer) *FollowerMetrics {
 	m := &FollowerMetrics{
-		Bootstraps:    prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_bootstraps_total", Help: "Stores installed from a verified checkpoint of the writer."}),
+		Bootstraps: prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_bootstraps_total", Help: "Stores installed from a verified checkpoint of the writer."}),
+		bootstrapFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "utxo_cache_replica_bootstrap_failures_total",
+			Help: "Checkpoint downloads that failed, by reason: bad_archive (refused: not what the writer declared), insufficient_storage (no room for it), stalled (nothing received for --checkpoint-idle-timeout), mismatch (not the announced state), error (the writer unreachable or refusing)."},
+			[]string{"reason"}),
 		applied:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_applied_seq", Help: "Commit sequence the replica has applied and published."}),
 		writerSeq:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_writer_seq", Help: "Commit sequence of the writer, as last heard."}),
 		lagBlocks:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_lag_blocks", Help: "Blocks the replica's tip is behind the writer's, as last heard."}),
@@ -47,7 +52,10 @@ func NewFollowerMetrics(reg prometheus.Registerer) *FollowerMetrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.applied, m.writerSeq, m.lagBlocks, m.lastContact, m.divergences, m.contactErrors, m.bytes, m.applySeconds, m.Bootstraps, m.lagSeconds,
-			m.gateWaitSeconds, m.gateExpired, m.catchUpWindows, m.catchUpBlocks)
+			m.gateWaitSeconds, m.gateExpired, m.catchUpWindows, m.catchUpBlocks, m.bootstrapFailures)
+	}
+	for _, reason := range []string{"bad_archive", "insufficient_storage", "stalled", "mismatch", "error"} {
+		m.bootstrapFailures.WithLabelValues(reason)
 	}
 	return m
 }

@@ -1,8 +1,9 @@
 // Command utxo-cache is the operator's tool for a utxo-cache store: it ingests
 // block files, rolls the chain back, prints the store's figures, backs a
 // store up and restores it, and (in subcommands that live in their own
-// files) serves the HTTP API as a writer or a read replica, imports Bitcoin
-// blocks and generates load.
+// files) serves the HTTP API as a writer or a read replica and imports
+// Bitcoin blocks. The load harness is a binary of its own
+// (loadtest/cmd/utxo-loadtest).
 //
 // # Shape
 //
@@ -11,7 +12,7 @@
 // (settings.go): every flag can also come from the environment variable
 // UTXO_CACHE_<NAME>, and a flag given on the command line wins. cmd/ is the
 // only place that turns flags and environment into the Options structs of the
-// packages it drives (STYLE 12).
+// packages it drives (CONTRIBUTING.md, options).
 //
 // # Exit status
 //
@@ -51,7 +52,6 @@ var commands = []command{
 	{"checkpoint", "write a backup of a store no process has open: a tar archive that restore verifies", runCheckpoint},
 	{"import-bitcoin", "apply Bitcoin Core blk*.dat or raw block files (bz2 ok) to a store, resumably", runImportBitcoin},
 	{"ingest", "apply the blocks of JSONL or CBOR files (or stdin) to a store, resumably", runIngest},
-	{"loadtest", "measure the service under load against the bare-handler ceiling (make loadtest)", runLoadtest},
 	{"restore", "verify a checkpoint archive and install it as a new store", runRestore},
 	{"rollback", "roll a store's chain back to a height or block hash", runRollback},
 	{"serve", "run the writer and the HTTP API over a store (the service), or a read replica of a writer", runServe},

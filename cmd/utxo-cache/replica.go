@@ -47,7 +47,9 @@ const currentFile = "CURRENT"
 // writer (a long poll answers at least every 10 s).
 const contactTimeout = 30 * time.Second
 
-// maxCheckpointBytes bounds a checkpoint download.
+// maxCheckpointBytes bounds a checkpoint download (and a restore) in all;
+// the archive's manifest and the free space bound it further
+// (replication.Install).
 const maxCheckpointBytes = 1 << 40
 
 func readCurrent(dataDir string) (string, error) {
@@ -404,7 +406,13 @@ func (r *replica) bootstrap(ctx context.Context, minSeq uint64) (string, error) 
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
-		r.log.Warn("bootstrap failed: retrying", "err", err, "retry_in", backoff)
+		if refusedCheckpoint(err) {
+			// Not a writer's checkpoint that fits here: what it wrote is
+			// already removed.
+			r.log.Error("checkpoint refused, nothing of it kept: retrying", "err", err, "retry_in", backoff)
+		} else {
+			r.log.Warn("bootstrap failed: retrying", "err", err, "retry_in", backoff)
+		}
 		t := time.NewTimer(backoff + rand.N(backoff/2+1))
 		select {
 		case <-ctx.Done():
@@ -416,9 +424,16 @@ func (r *replica) bootstrap(ctx context.Context, minSeq uint64) (string, error) 
 	}
 }
 
+// refusedCheckpoint reports whether a bootstrap failed on what the writer
+// sent (or on the room for it), not on reaching the writer.
+func refusedCheckpoint(err error) bool {
+	return errors.Is(err, replication.ErrBadArchive) || errors.Is(err, replication.ErrNoRoom) ||
+		errors.Is(err, replication.ErrStalled) || errors.Is(err, replication.ErrMismatch)
+}
+
 func (r *replica) followerOptions() replication.FollowerOptions {
 	return replication.FollowerOptions{URL: r.s.replicaOf, Token: r.s.replicationToken, Metrics: r.fm, Logger: r.log,
-		BlockLimits: blockLimits(r.s)}
+		BlockLimits: blockLimits(r.s), CheckpointIdleTimeout: r.s.checkpointIdleTimeout}
 }
 
 // openNode opens store name with its reads, writer and follower.

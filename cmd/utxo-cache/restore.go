@@ -27,7 +27,10 @@ per million UTXOs). Only then is it renamed to --data-dir, and the restored
 figures are printed. Anything else (a truncated or tampered archive, a
 manifest that does not match) exits with status 1 and leaves nothing at
 --data-dir; an empty --data-dir given is removed first. A restore killed
-midway leaves DIR.installing, which the next restore replaces.
+midway leaves DIR.installing, which the next restore replaces. Only the files
+the manifest lists are written, and only while the file system keeps 192MiB
+plus 1% of its size (at most 1GiB) free; an archive that needs more is refused and
+leaves nothing.
 
 A restored store carries its commit sequence. Before serving it with a Redis
 tier that served a newer state (any restore of an older backup), empty that

@@ -53,7 +53,9 @@ type serveSettings struct {
 	maxBlockMemory                                     string
 	blockMemory                                        int // parsed --max-block-memory
 	redisTTL, redisTimeout, shutdownTimeout, maxWait   time.Duration
-	applyPriorityWait                                  time.Duration
+	stallTimeout                                       time.Duration
+	maxChangeStreams                                   int
+	applyPriorityWait, checkpointIdleTimeout           time.Duration
 	followURL, bitcoinNetwork                          string
 	replicaOf, replicationToken                        string
 	replicationRetention, maxLagBlocks                 uint64
@@ -94,9 +96,14 @@ func runServe(e *env, args []string) error {
 		"prefer --replication-token-file")
 	fs.StringVar(&s.replicationTokenFile, "replication-token-file", "", "`FILE` holding the replication token (a trailing newline is ignored); not with --replication-token")
 	fs.Uint64Var(&s.replicationRetention, "replication-retention", 0, "changes the writer keeps in its change log for replicas, in `BLOCKS` (each applied block is one change); default: the rollback window")
+	fs.DurationVar(&s.stallTimeout, "stall-timeout", api.DefaultStallTimeout, "on the writer, longest a checkpoint or change-log answer waits for its reader to take the next 64KiB;\n"+
+		"a reader that stops reading is dropped after it, and its slot and staged files freed")
+	fs.IntVar(&s.maxChangeStreams, "max-change-streams", replication.DefaultMaxChangeStreams, "on the writer, change-log answers written at once; more answer 429 (replicas retry)")
 	fs.Uint64Var(&s.maxLagBlocks, "max-lag-blocks", 10, "a replica further behind its writer than this many `BLOCKS` is not ready (/readyz 503)")
 	fs.DurationVar(&s.applyPriorityWait, "apply-priority-wait", replication.DefaultApplyPriorityWait, "on a replica, longest a new read waits for a change being applied before it goes on (the change goes first on the CPU);\n"+
 		"0: reads never wait")
+	fs.DurationVar(&s.checkpointIdleTimeout, "checkpoint-idle-timeout", replication.DefaultCheckpointIdleTimeout,
+		"on a replica, how long a checkpoint download may receive nothing before it is abandoned (and retried)")
 	fs.StringVar(&s.memtable, "memtable-bytes", formatSize(storeDefaults.MemTableBytes), "Pebble's memtable size (`SIZE`): writes buffered in memory, and in the log, before a flush to an sstable;\n"+
 		"the default --disk-reserve-bytes is twice this plus 64MiB")
 	s.disk.registerReserve(fs)
@@ -122,8 +129,17 @@ func runServe(e *env, args []string) error {
 	if s.maxWait == 0 {
 		s.maxWait = -1 // api.Options: no waiting
 	}
+	if s.stallTimeout <= 0 {
+		return usagef("--stall-timeout %s: must be positive", s.stallTimeout)
+	}
+	if s.maxChangeStreams <= 0 {
+		return usagef("--max-change-streams %d: must be positive", s.maxChangeStreams)
+	}
 	if s.applyPriorityWait < 0 {
 		return usagef("--apply-priority-wait %s: must not be negative", s.applyPriorityWait)
+	}
+	if s.checkpointIdleTimeout <= 0 {
+		return usagef("--checkpoint-idle-timeout %s: must be positive", s.checkpointIdleTimeout)
 	}
 	token, err := resolveSecret("admin-token", s.adminToken, s.adminTokenFile)
 	if err != nil {
@@ -276,12 +292,14 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	if s.replicationToken != "" {
 		staging := filepath.Join(s.dataDir, checkpointStaging)
 		_ = os.RemoveAll(staging) // checkpoints a killed writer left behind
-		source = replication.NewSource(store, w, staging, 2)
+		source = replication.NewSourceWith(store, w, replication.SourceOptions{
+			Staging: staging, MaxChangeStreams: s.maxChangeStreams})
 	}
 	var draining atomic.Bool
 	handler := api.New(reads, w, api.Options{
 		ReplicationToken: s.replicationToken,
 		Replication:      source,
+		StallTimeout:     s.stallTimeout,
 		AdminToken:       s.adminToken,
 		MaxBlockBytes:    s.maxBlockBytes,
 		BlockLimits:      blockLimits(s),
@@ -448,8 +466,11 @@ const checkpointStaging = "checkpoints.staging"
 
 // newHTTPServer is the API's server: bounded header, read and idle times.
 // There is no write timeout: a checkpoint stream or a change-log long poll
-// may outlast any fixed one; slow readers are bounded by the kernel's
-// buffers and the read timeout of their requests.
+// may rightly outlast any fixed one. The read timeout does not help against
+// a slow reader either: it bounds reading the request, and never interrupts
+// a write blocked on a client that stopped reading. The streamed answers
+// bound that themselves, with a write deadline renewed as they make progress
+// (api.Options.StallTimeout, --stall-timeout).
 func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,

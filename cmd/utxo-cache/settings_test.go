@@ -121,6 +121,8 @@ func TestHelp(t *testing.T) {
 		{flag: "max-lag-blocks", def: "10"},
 		{flag: "max-wait", def: "2s"},
 		{flag: "apply-priority-wait", def: "50ms"},
+		{flag: "stall-timeout", def: "30s"},
+		{flag: "max-change-streams", def: "32"},
 	} {
 		e, ok := entries[want.flag]
 		switch {

@@ -2,7 +2,7 @@
 // that `go test ./...` (and `make lint`) enforce them with no extra tool.
 //
 // imports_test.go keeps each third-party library in the one package that
-// owns it (STYLE 1): everyone else sees the project's domain types, so a
+// owns it (CONTRIBUTING.md, one library, one package): everyone else sees the project's domain types, so a
 // library can be replaced, upgraded or mocked in one place.
 package lint
 
@@ -13,6 +13,7 @@ import (
 	"io"
 	"os/exec"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -32,6 +33,13 @@ var confined = []struct {
 	{"github.com/btcsuite", "bitcoin"},
 	{"github.com/fxamacker/cbor", "chain"},
 }
+
+// nestedModules are the Go modules inside the repository whose packages
+// import the service's: loadtest/ (the load harness, a module of its own so
+// that the service binary does not carry it). Their packages are checked as
+// the service's are, by their path below the service's module path. deploy/'s
+// modules import none of the service's packages and are not checked.
+var nestedModules = []string{"loadtest"}
 
 // exempt packages are not checked (none today: keep the list for a package
 // that must import a library outside its home, with the reason here).
@@ -68,7 +76,7 @@ func TestThirdPartyImportsStayInTheirPackage(t *testing.T) {
 		for imp, files := range imports {
 			for _, c := range confined {
 				if isUnder(imp, c.library) && !isUnder(rel, c.home) {
-					t.Errorf("%s%s imports %s: only %s/%s may import %s (STYLE 1); use that package's API",
+					t.Errorf("%s%s imports %s: only %s/%s may import %s (CONTRIBUTING.md, one library, one package); use that package's API",
 						p.ImportPath, files, imp, modPath, c.home, c.library)
 				}
 			}
@@ -81,14 +89,29 @@ func TestThirdPartyImportsStayInTheirPackage(t *testing.T) {
 	}
 }
 
-// listPackages returns the module path and every package of the module, as
-// `go list -e -json ./...` sees them from the module root. -e keeps the walk
-// going past a package that does not compile: its imports are still known.
+// listPackages returns the module path and every package of the module and
+// of the nestedModules, as `go list -e -json ./...` sees them from each
+// module's root. -e keeps the walk going past a package that does not
+// compile: its imports are still known.
 func listPackages(t *testing.T) (string, []goPackage) {
 	t.Helper()
 	root := strings.TrimSpace(goCmd(t, "", "list", "-m", "-f", "{{.Dir}}"))
 	modPath := strings.TrimSpace(goCmd(t, root, "list", "-m"))
-	out := goCmd(t, root, "list", "-e", "-json=ImportPath,Imports,TestImports,XTestImports", "./...")
+	pkgs := modulePackages(t, root)
+	for _, m := range nestedModules {
+		nested := modulePackages(t, filepath.Join(root, m))
+		if len(nested) == 0 {
+			t.Fatalf("the nested module %s lists no package", m)
+		}
+		pkgs = append(pkgs, nested...)
+	}
+	return modPath, pkgs
+}
+
+// modulePackages returns the packages of the module rooted at dir.
+func modulePackages(t *testing.T, dir string) []goPackage {
+	t.Helper()
+	out := goCmd(t, dir, "list", "-e", "-json=ImportPath,Imports,TestImports,XTestImports", "./...")
 	var pkgs []goPackage
 	dec := json.NewDecoder(strings.NewReader(out))
 	for {
@@ -102,7 +125,7 @@ func listPackages(t *testing.T) (string, []goPackage) {
 		}
 		pkgs = append(pkgs, p)
 	}
-	return modPath, pkgs
+	return pkgs
 }
 
 func goCmd(t *testing.T, dir string, args ...string) string {

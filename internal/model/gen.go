@@ -22,7 +22,8 @@ type GenOptions struct {
 	MaxInputs, MaxOutputs int
 }
 
-func (o GenOptions) withDefaults() GenOptions {
+// EnsureDefaults returns o with every unset field set to its default.
+func (o GenOptions) EnsureDefaults() GenOptions {
 	if o.Addresses <= 0 {
 		o.Addresses = 8
 	}
@@ -55,7 +56,7 @@ type Gen struct {
 
 // NewGen returns a generator seeded with seed.
 func NewGen(seed uint64, opts GenOptions) *Gen {
-	opts = opts.withDefaults()
+	opts = opts.EnsureDefaults()
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	g := &Gen{rng: rng, opts: opts}
 	g.zipf = rand.NewZipf(rng, 1.3, 1, uint64(opts.Addresses-1))

@@ -6,7 +6,7 @@
 // be imported across packages.
 //
 // It speaks to Redis over raw RESP only, so it does not import go-redis,
-// which stays confined to tiers/redis (STYLE 1).
+// which stays confined to tiers/redis (CONTRIBUTING.md, one library, one package).
 package testredis
 
 import (

@@ -93,46 +93,114 @@ func (s *Store) loadLogFloor() error {
 // as one CBOR sequence of at most maxBytes (but at least one record when any
 // exists), and how many it holds. It answers nothing when after is the
 // view's seq, ErrAhead when after is above it, and ErrLogTruncated when the
-// change after it is no longer kept (or the log is off).
+// change after it is no longer kept (or the log is off). A reader that
+// forwards the records (the change-log endpoint) uses a ChangeCursor, which
+// copies nothing.
 func (v *View) Changes(after uint64, maxBytes int) ([]byte, int, error) {
+	c, err := v.ChangeCursor(after)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer c.Close()
+	var out []byte
+	n := 0
+	for {
+		rec, err := c.Next()
+		if err != nil {
+			return nil, 0, err
+		}
+		if rec == nil || (n > 0 && len(out)+len(rec) > maxBytes) {
+			return out, n, nil
+		}
+		out = append(out, rec...)
+		n++
+	}
+}
+
+// ChangeCursor reads the wire records of a view's change log in seq order,
+// handing out Pebble's own bytes: nothing is copied, so a reader that
+// forwards records as it reads them holds one record's worth of the store's
+// blocks at a time, however many it forwards. It holds a Pebble iterator,
+// which pins the store's files and memory tables of its moment until Close:
+// a cursor is for one answer, not for a long-lived reader. Not safe for
+// concurrent use; Close it before its view.
+type ChangeCursor struct {
+	it    *pebble.Iterator // nil: nothing after the asked seq, or closed
+	want  uint64           // the seq of the record Next returns
+	moved bool             // Next has returned the record the iterator is on
+	done  bool             // past the last record
+}
+
+// ChangeCursor opens a cursor on the changes after seq after. Its errors are
+// those of Changes, found here, before any record is read: ErrAhead when
+// after is above the view's seq, ErrLogTruncated when the change after it is
+// not kept. With after equal to the view's seq the cursor is empty.
+func (v *View) ChangeCursor(after uint64) (*ChangeCursor, error) {
 	switch seq := v.state.Seq; {
 	case after > seq:
-		return nil, 0, fmt.Errorf("seq %d is above this store's %d: %w", after, seq, ErrAhead)
+		return nil, fmt.Errorf("seq %d is above this store's %d: %w", after, seq, ErrAhead)
 	case after == seq:
-		return nil, 0, nil
+		return &ChangeCursor{}, nil
 	}
 	it, err := v.snap.NewIter(&pebble.IterOptions{
 		LowerBound: changeLogKey(after + 1),
 		UpperBound: changeLogKey(v.state.Seq + 1),
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("disk: change log: %w", err)
+		return nil, fmt.Errorf("disk: change log: %w", err)
 	}
-	defer it.Close()
-	var out []byte
-	n := 0
 	want := after + 1
-	for valid := it.First(); valid; valid = it.Next() {
-		if got := binary.BigEndian.Uint64(it.Key()[1:]); got != want {
-			if n == 0 {
-				return nil, 0, fmt.Errorf("change %d is not kept (the log starts at %d): %w", want, got, ErrLogTruncated)
-			}
-			return nil, 0, fmt.Errorf("disk: change log: record %d after %d: %w", got, want-1, ErrCorrupt)
+	if !it.First() {
+		err = it.Error()
+		_ = it.Close()
+		if err != nil {
+			return nil, fmt.Errorf("disk: change log: %w", err)
 		}
-		if n > 0 && len(out)+len(it.Value()) > maxBytes {
-			break
+		return nil, fmt.Errorf("change %d is not kept: %w", want, ErrLogTruncated)
+	}
+	if got := binary.BigEndian.Uint64(it.Key()[1:]); got != want {
+		_ = it.Close()
+		return nil, fmt.Errorf("change %d is not kept (the log starts at %d): %w", want, got, ErrLogTruncated)
+	}
+	return &ChangeCursor{it: it, want: want}, nil
+}
+
+// Next returns the next record, nil after the last. The record is valid
+// until the next call of Next or Close: Pebble's bytes, not to be modified.
+// A gap in the log (a record missing between two kept ones) is ErrCorrupt.
+func (c *ChangeCursor) Next() ([]byte, error) {
+	if c.it == nil || c.done {
+		return nil, nil
+	}
+	if c.moved && !c.it.Next() {
+		c.done = true
+		if err := c.it.Error(); err != nil {
+			return nil, fmt.Errorf("disk: change log: %w", err)
 		}
-		out = append(out, it.Value()...)
-		n++
-		want++
+		return nil, nil
 	}
-	if err := it.Error(); err != nil {
-		return nil, 0, fmt.Errorf("disk: change log: %w", err)
+	c.moved = true
+	if got := binary.BigEndian.Uint64(c.it.Key()[1:]); got != c.want {
+		c.done = true
+		return nil, fmt.Errorf("disk: change log: record %d after %d: %w", got, c.want-1, ErrCorrupt)
 	}
-	if n == 0 {
-		return nil, 0, fmt.Errorf("change %d is not kept: %w", want, ErrLogTruncated)
+	rec, err := c.it.ValueAndErr()
+	if err != nil {
+		c.done = true
+		return nil, corruption(fmt.Errorf("disk: change log: record %d: %w", c.want, err))
 	}
-	return out, n, nil
+	c.want++
+	return rec, nil
+}
+
+// Close releases the cursor's iterator. Safe to call more than once.
+func (c *ChangeCursor) Close() error {
+	if c.it == nil {
+		return nil
+	}
+	err := c.it.Close()
+	c.it = nil
+	return err
 }
 
 // Checkpoint writes a consistent copy of the store into dir (which must not

@@ -16,7 +16,7 @@ import (
 // The hex is written out here, field by field (spaces separate fields), and
 // not produced by the code under test: a change to a persisted format fails
 // these tests, and must bump that format's version with a migration test
-// (STYLE.md, practice 5).
+// (CONTRIBUTING.md, byte formats).
 //
 // Each value golden is checked both ways (encode equals the golden, decoding
 // the golden gives the value), then TestGoldenMalformed feeds every decoder

@@ -42,12 +42,12 @@ const (
 	stateSpent    byte = 0x02
 )
 
-// Contract limits (docs/blocks.md) bound what a decoder accepts, so a corrupt
-// length cannot make it allocate without bound.
+// The block format's fixed sizes (chain/limits.go) bound what a decoder
+// accepts, so a corrupt length cannot make it allocate without bound.
 const (
-	maxAddressLen = 1024
-	maxAssetField = 64
-	maxBlobLen    = 64 << 10
+	maxAddressLen = chain.MaxAddressLen
+	maxAssetField = max(chain.MaxPolicyLen, chain.MaxAssetNameLen)
+	maxBlobLen    = max(chain.MaxDatumLen, chain.MaxScriptRefLen)
 )
 
 // appendRecord appends r's encoding (without the outpoint, which is the key).

@@ -81,8 +81,8 @@ type Options struct {
 	Follower bool
 }
 
-// EnsureDefaults fills the zero fields of o with their defaults and returns o.
-func (o *Options) EnsureDefaults() *Options {
+// EnsureDefaults returns o with every zero field set to its default.
+func (o Options) EnsureDefaults() Options {
 	if o.Namespace == "" {
 		o.Namespace = DefaultNamespace
 	}
@@ -106,7 +106,7 @@ func (o *Options) EnsureDefaults() *Options {
 
 // Validate reports options that cannot keep the guard invariant. It expects
 // defaults to be applied.
-func (o *Options) Validate() error {
+func (o Options) Validate() error {
 	switch {
 	case o.URL == "":
 		return errors.New("redis: options: URL is required")
@@ -139,12 +139,12 @@ func (o *Options) Validate() error {
 // refuses only fills from disk reads older than horizon-TTL (an entry alive
 // now was stored within TTL), early enough that it covers the guard floors
 // written at r before they expire at r + FloorTTL.
-func (o *Options) horizon() time.Duration { return o.TTL + (o.FloorTTL-o.TTL)/2 }
+func (o Options) horizon() time.Duration { return o.TTL + (o.FloorTTL-o.TTL)/2 }
 
 // CheckOptions reports the error New would return for o, without
 // connecting: a caller can refuse bad settings before it does anything else.
 func CheckOptions(o Options) error {
-	o.EnsureDefaults()
+	o = o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
 		return err
 	}

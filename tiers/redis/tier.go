@@ -323,7 +323,7 @@ type sample struct {
 // answers. New tries the first fencing itself, bounded by CallTimeout, so a
 // tier whose Redis is up is healthy when New returns.
 func New(opts Options) (*Tier, error) {
-	opts.EnsureDefaults()
+	opts = opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}

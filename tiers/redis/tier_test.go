@@ -393,8 +393,7 @@ func TestCallerCancelDoesNotDegrade(t *testing.T) {
 }
 
 func TestOptions(t *testing.T) {
-	o := Options{URL: "redis://127.0.0.1:1/0"}
-	o.EnsureDefaults()
+	o := Options{URL: "redis://127.0.0.1:1/0"}.EnsureDefaults()
 	if o.Namespace != "utxo-cache" || o.TTL != 10*time.Minute || o.FloorTTL != 21*time.Minute ||
 		o.CallTimeout != 50*time.Millisecond || o.ProbeInterval != time.Second || o.Logger == nil {
 		t.Fatalf("defaults: %+v", o)
@@ -420,8 +419,7 @@ func TestOptions(t *testing.T) {
 			o.Follower, o.PublishedSeq, o.StartSeq = true, func() uint64 { return 0 }, 3
 		}, "StartSeq must be 0"},
 	} {
-		o := Options{URL: "redis://127.0.0.1:1/0"}
-		o.EnsureDefaults()
+		o := Options{URL: "redis://127.0.0.1:1/0"}.EnsureDefaults()
 		c.edit(&o)
 		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)

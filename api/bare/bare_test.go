@@ -1,4 +1,4 @@
-package api
+package bare
 
 import (
 	"io"
@@ -11,7 +11,7 @@ import (
 func TestBareHandler(t *testing.T) {
 	page := []byte(`{"tip":{"height":1,"hash":"00"},"address":"a","utxos":[],"next_cursor":null}`)
 	lookup := []byte(`{"results":[]}`)
-	h := NewBareHandler(map[string][]byte{
+	h := NewHandler(map[string][]byte{
 		"GET /v1/addresses/:address/utxos": page,
 		"POST /v1/utxos/lookup":            lookup,
 	})
@@ -22,10 +22,10 @@ func TestBareHandler(t *testing.T) {
 	}{
 		{"GET", "/v1/addresses/bc1qxyz/utxos?limit=100&cursor=abc", "", "", 200, page},
 		{"GET", "/v1/addresses/a%2Fb/utxos", "", "", 200, page},
-		{"GET", "/v1/addresses/a/utxos", bareETag, "", 304, nil},
-		{"GET", "/v1/addresses/a/utxos", `"other", ` + bareETag, "", 304, nil},
+		{"GET", "/v1/addresses/a/utxos", etag, "", 304, nil},
+		{"GET", "/v1/addresses/a/utxos", `"other", ` + etag, "", 304, nil},
 		{"GET", "/v1/addresses/a/utxos", `W/"other"`, "", 200, page},
-		{"POST", "/v1/utxos/lookup", bareETag, `{"outpoints":[]}`, 200, lookup}, // no ETag on POST
+		{"POST", "/v1/utxos/lookup", etag, `{"outpoints":[]}`, 200, lookup}, // no ETag on POST
 		{"GET", "/v1/tip", "", "", 404, nil},
 	} {
 		req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
@@ -47,7 +47,7 @@ func TestBareHandler(t *testing.T) {
 					t.Errorf("%s %s: no %s: the ceiling sends the headers the service sends", tc.method, tc.path, name)
 				}
 			}
-			if tc.method == "GET" && rec.Header().Get("ETag") != bareETag {
+			if tc.method == "GET" && rec.Header().Get("ETag") != etag {
 				t.Errorf("%s %s: ETag %q", tc.method, tc.path, rec.Header().Get("ETag"))
 			}
 		}
@@ -57,5 +57,5 @@ func TestBareHandler(t *testing.T) {
 			t.Error("a key without a method did not panic")
 		}
 	}()
-	NewBareHandler(map[string][]byte{"/v1/tip": nil})
+	NewHandler(map[string][]byte{"/v1/tip": nil})
 }

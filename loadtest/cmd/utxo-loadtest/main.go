@@ -1,9 +1,25 @@
+// Command utxo-loadtest is the load harness of utxo-cache (package
+// loadtest): it starts `utxo-cache serve` processes, a redis-server and the
+// bare ceiling, loads them and reports. It is a binary of its own, outside
+// the service's module, so that the service binary and its image carry no
+// load generator.
+//
+// Every flag --NAME can also come from the environment variable
+// UTXO_CACHE_<NAME>, as for utxo-cache's commands; a flag given on the
+// command line wins.
+//
+// Exit status: 0 success (also --help), 1 an operational error or a failed
+// run, 2 a usage error, 130 interrupted.
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
@@ -15,7 +31,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/loadtest"
 )
 
-const loadtestAbout = `
+const about = `
 Measure the service under load and print the headline table: requests/s and
 p99 per tier configuration, and their ratio to a bare Gin handler that
 answers prepared bytes of the same sizes (the machine's ceiling).
@@ -38,7 +54,8 @@ rollbacks (a configuration that fails does not stop the others):
           write's replication lag is measured (writer acknowledgement of
           seq S to the replica's answer to GET /v1/tip?min_seq=S, which it
           sends the moment it publishes S): p50/p99/max, target p99 < 100 ms
-  bare    the ceiling: api.NewBareHandler in a subprocess (runs last)
+  bare    the ceiling: bare.NewHandler (api/bare) in a subprocess of this
+          binary (runs last)
 Each runs a warmup, a max phase (closed loop, --workers in flight), a rate
 phase (open loop at --rate-fraction of the max, latency measured from each
 request's intended send time) with a writer feed of --block-rate blocks/s and
@@ -102,8 +119,38 @@ func (l *stringList) Set(v string) error {
 	return nil
 }
 
+// env is what the command sees of its process, so that everything it prints
+// and reads from the environment goes through one place.
+type env struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+}
+
+func main() {
+	os.Exit(run(&env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:]))
+}
+
+// run runs the harness with args and returns the process's exit status.
+func run(e *env, args []string) int {
+	err := runLoadtest(e, args)
+	var ue *usageError
+	var xe *exitError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &xe):
+		return xe.code
+	case errors.As(err, &ue):
+		fmt.Fprintf(e.stderr, "utxo-loadtest: %s\nRun 'utxo-loadtest --help' for usage.\n", ue.msg)
+		return 2
+	default:
+		fmt.Fprintf(e.stderr, "utxo-loadtest: %s\n", strings.TrimSpace(err.Error()))
+		return 1
+	}
+}
+
 func runLoadtest(e *env, args []string) error {
-	cl := newCommandLine("loadtest", "loadtest [flags]", loadtestAbout)
+	cl := newCommandLine("utxo-loadtest", "utxo-loadtest [flags]", about)
 	fs := cl.fs
 	var o loadtest.Options
 	var targets stringList
@@ -145,7 +192,7 @@ func runLoadtest(e *env, args []string) error {
 	fs.StringVar(&o.Writer, "writer", "", "base `URL` the feed posts blocks to in an external run (default: the first --target)")
 	fs.StringVar(&o.AdminToken, "admin-token", "", "the writer's bearer `TOKEN` in an external run")
 	fs.BoolVar(&o.AllowRemote, "allow-remote", false, "allow targets that are not loopback addresses (see above)")
-	fs.StringVar(&o.Bin, "bin", "", "utxo-cache `BINARY` to start (default: this executable)")
+	fs.StringVar(&o.Bin, "bin", "", "utxo-cache `BINARY` to start (default: the utxo-cache beside this executable, else from PATH)")
 	fs.StringVar(&o.RedisServer, "redis-server", "", "redis-server `BINARY` (default: from PATH)")
 	fs.StringVar(&o.ResultsDir, "results", "", "results `DIR` (default ./results/<time>)")
 	fs.BoolVar(&o.KeepData, "keep-data", false, "keep the preloaded store in the results directory")
@@ -159,7 +206,7 @@ func runLoadtest(e *env, args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("loadtest takes no arguments, got %q", fs.Args())
+		return usagef("utxo-loadtest takes no arguments, got %q", fs.Args())
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -215,16 +262,23 @@ func runLoadtest(e *env, args []string) error {
 			blocks, utxos, writeChain, writeChain)
 		return nil
 	}
-	if o.Bin == "" && len(o.Targets) == 0 {
-		if o.Bin, err = os.Executable(); err != nil {
-			return fmt.Errorf("find this executable (give --bin): %w", err)
+	if len(o.Targets) == 0 {
+		if o.Bin == "" {
+			if o.Bin, err = serviceBinary(); err != nil {
+				return fmt.Errorf("find the utxo-cache binary (give --bin): %w", err)
+			}
+		}
+		// The bare ceiling runs in a process of its own: this binary,
+		// with --bare-serve.
+		if o.BareBin, err = os.Executable(); err != nil {
+			return fmt.Errorf("find this executable: %w", err)
 		}
 	}
 	// The harness holds the reference model (hundreds of MB for a big
 	// store): fewer GC cycles leave more CPU to the load it generates.
 	debug.SetGCPercent(400)
 	o.Log = e.stderr
-	o.Command = append([]string{"utxo-cache", "loadtest"}, args...)
+	o.Command = append([]string{"utxo-loadtest"}, args...)
 	if err := validate(o); err != nil {
 		return err
 	}
@@ -235,7 +289,7 @@ func runLoadtest(e *env, args []string) error {
 				filepath.Join(rep.ResultsDir, "report.json")}, ", "))
 	}
 	if ctx.Err() != nil {
-		fmt.Fprintf(e.stderr, "utxo-cache loadtest: interrupted; the processes it started were stopped\n")
+		fmt.Fprintf(e.stderr, "utxo-loadtest: interrupted; the processes it started were stopped\n")
 		return &exitError{code: 130}
 	}
 	if err != nil {
@@ -258,4 +312,16 @@ func validate(o loadtest.Options) error {
 		return usagef("%v", err)
 	}
 	return nil
+}
+
+// serviceBinary finds the utxo-cache binary a managed run starts: the one
+// beside this executable (make builds both into bin/), else the one on PATH.
+func serviceBinary() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		bin := filepath.Join(filepath.Dir(self), "utxo-cache")
+		if fi, err := os.Stat(bin); err == nil && fi.Mode().IsRegular() {
+			return bin, nil
+		}
+	}
+	return exec.LookPath("utxo-cache")
 }
