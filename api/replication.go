@@ -130,6 +130,7 @@ func (a *API) getChanges(c *gin.Context) {
 	}
 	defer cs.Close()
 	setTipHeaders(c.Writer.Header(), cs.Tip, cs.Seq)
+	replication.WriterLimitsHeaders(c.Writer.Header(), a.opts.BlockLimits)
 	c.Header("Content-Type", "application/cbor-seq")
 	c.Status(http.StatusOK)
 	sw := newStallWriter(c.Writer, a.opts.StallTimeout)

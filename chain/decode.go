@@ -120,6 +120,19 @@ type blockDecoder struct {
 	// invalid is the sentinel every decoding error wraps: nil means
 	// ErrInvalidBlock (blocks); request bodies use ErrInvalidArgument.
 	invalid error
+	// memory is BlockMemory of what is decoded so far, checked against
+	// lim's block memory limit as each item arrives.
+	memory int64
+}
+
+// charge adds n bytes to the block's memory estimate, and fails once it is
+// over the limit: the rest of the block is not decoded.
+func (d *blockDecoder) charge(n int64) error {
+	d.memory += n
+	if limit := d.lim.BlockMemoryLimit(); d.memory > int64(limit) {
+		return d.fail(overMemory(d.memory, limit, true))
+	}
+	return nil
 }
 
 // decodeBlock decodes one block from src, rejects trailing data and
@@ -305,6 +318,9 @@ var txFields = []string{"hash", "inputs", "outputs", "collateral_inputs", "colla
 const txRequired = 1<<0 | 1<<1 | 1<<2 // hash, inputs, outputs (docs/blocks.md: required unless optional)
 
 func (d *blockDecoder) tx(tx *Tx) error {
+	if err := d.charge(BlockMemoryPerTx); err != nil {
+		return err
+	}
 	if err := d.src.objectStart(); err != nil {
 		return d.fail(err)
 	}
@@ -399,6 +415,9 @@ var outPointFields = []string{"tx_hash", "index"}
 const outPointRequired = 1<<0 | 1<<1
 
 func (d *blockDecoder) outPoint(op *OutPoint) error {
+	if err := d.charge(BlockMemoryPerInput); err != nil {
+		return err
+	}
 	if err := d.src.objectStart(); err != nil {
 		return d.fail(err)
 	}
@@ -512,7 +531,10 @@ func (d *blockDecoder) output(o *Output) error {
 		}
 		d.path.pop()
 	}
-	return d.checkRequired(seen, outputRequired, outputFields)
+	if err := d.checkRequired(seen, outputRequired, outputFields); err != nil {
+		return err
+	}
+	return d.charge(outputMemory(o))
 }
 
 // assets decodes the assets array and sorts it in (policy, name) order; the

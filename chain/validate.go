@@ -9,7 +9,8 @@ import (
 // ValidateBlock checks b against the field rules of docs/blocks.md that its Go
 // types do not already guarantee (address, policy, name, datum and script
 // sizes, positive and unique asset quantities) and against lim. It does not
-// check chain rules (height, prev_hash, spends): those need the store.
+// check chain rules (height, prev_hash, spends): those need the store. A
+// block whose BlockMemory is over lim.MaxBlockMemory is too large.
 //
 // A rule violation wraps ErrInvalidBlock, a count over lim wraps ErrTooLarge;
 // both name the offending field as a path such as
@@ -19,6 +20,9 @@ func ValidateBlock(b *Block, lim Limits) error {
 	lim = lim.WithDefaults()
 	if len(b.Txs) > lim.MaxTxs {
 		return tooMany("txs", len(b.Txs), lim.MaxTxs)
+	}
+	if err := CheckBlockMemory(b, lim); err != nil {
+		return err
 	}
 	for i := range b.Txs {
 		if err := validateTx(&b.Txs[i], lim); err != nil {

@@ -66,6 +66,9 @@ type FollowerOptions struct {
 	// MaxBackoff bounds the wait between failed contacts. Default 5s.
 	MaxBackoff time.Duration
 	// BlockLimits bound the blocks of the changes. Zero: chain defaults.
+	// A writer that announces larger limits (WriterLimitsHeaders) is
+	// followed with those: a replica applies every block its writer
+	// accepted, or it could never follow it past that block.
 	BlockLimits chain.Limits
 	// Metrics receives the replica's figures. Default: unexported ones.
 	Metrics *FollowerMetrics
@@ -184,6 +187,9 @@ type Follower struct {
 	// writer's since Run started: its own state matched the writer's record,
 	// or a change applied on it matched the writer's figures (Verified).
 	verified atomic.Bool
+	// raised is the writer's block limits the follower last logged it
+	// follows (Run's goroutine only).
+	raised chain.Limits
 
 	mu struct {
 		sync.Mutex
@@ -330,7 +336,8 @@ func (f *Follower) poll(ctx context.Context) error {
 	}
 	// Whatever happens to the answer, no hold outlives it.
 	defer f.opts.Gate.Release()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(f.opts.BlockLimits.MaxBlockBytes)*2+maxChangesResponse))
+	lim := f.limitsOf(resp.Header)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(lim.MaxBlockBytes)*2+maxChangesResponse))
 	if err != nil {
 		return fmt.Errorf("read changes: %w", err)
 	}
@@ -362,7 +369,7 @@ func (f *Follower) poll(ctx context.Context) error {
 	var changes []*chain.Change
 	var decodeErr error
 	for rest := body; len(rest) > 0; {
-		c, r, err := chain.DecodeChangeCBOR(rest, f.opts.BlockLimits)
+		c, r, err := chain.DecodeChangeCBOR(rest, lim)
 		if err != nil {
 			decodeErr = err // after the changes before it
 			break
@@ -693,4 +700,47 @@ func manifestFromHeaders(h http.Header) (Manifest, error) {
 		m.Tip = &tipJSON{Height: height, Hash: hs}
 	}
 	return m, nil
+}
+
+// Headers of a changes answer that announce the writer's block limits
+// (chain.Limits.MaxBlockBytes and its block memory limit, in bytes).
+const (
+	HeaderMaxBlockBytes  = "X-Max-Block-Bytes"
+	HeaderMaxBlockMemory = "X-Max-Block-Memory"
+)
+
+// WriterLimitsHeaders sets, on a changes answer, the headers that announce
+// the writer's block limits lim to its replicas.
+func WriterLimitsHeaders(h http.Header, lim chain.Limits) {
+	lim = lim.WithDefaults()
+	h.Set(HeaderMaxBlockBytes, strconv.Itoa(lim.MaxBlockBytes))
+	h.Set(HeaderMaxBlockMemory, strconv.Itoa(lim.BlockMemoryLimit()))
+}
+
+// limitsOf returns the limits to decode a changes answer with: the
+// follower's own, each raised to the writer's when the answer announces a
+// larger one. Every block in the writer's change log passed the writer's
+// limits, so a replica with smaller ones would refuse a block its writer
+// accepted and stop following for good. The first answer that raises them
+// is logged. Run's goroutine only.
+func (f *Follower) limitsOf(h http.Header) chain.Limits {
+	own := f.opts.BlockLimits
+	own.MaxBlockMemory = own.BlockMemoryLimit()
+	lim := own
+	announced := func(name string, own int) int {
+		v, err := strconv.Atoi(h.Get(name))
+		if err != nil || v <= own {
+			return own
+		}
+		return v
+	}
+	lim.MaxBlockBytes = announced(HeaderMaxBlockBytes, lim.MaxBlockBytes)
+	lim.MaxBlockMemory = announced(HeaderMaxBlockMemory, lim.MaxBlockMemory)
+	if lim != own && lim != f.raised {
+		f.raised = lim
+		f.opts.Logger.Warn("the writer accepts larger blocks than this replica's limits: following it with the writer's, so that every block it accepted applies here",
+			"max_block_bytes", lim.MaxBlockBytes, "max_block_memory", lim.MaxBlockMemory,
+			"own_max_block_bytes", own.MaxBlockBytes, "own_max_block_memory", own.MaxBlockMemory)
+	}
+	return lim
 }

@@ -56,6 +56,8 @@ func runImportBitcoin(e *env, args []string) error {
 		"`HEIGHT` of the chain's first block; when unset: 0 for the genesis block,\n"+
 			"else one above its parent's height in the store")
 	catchUp := catchUpBytesFlag(cl.fs)
+	var maxBlockMemory string
+	maxBlockMemoryFlag(cl.fs, &maxBlockMemory)
 	skipUnknown := cl.fs.Bool("skip-unknown-inputs", false,
 		"skip (and count) inputs that are not live unspent outputs instead of rejecting\n"+
 			"the block, for a store that starts mid-chain")
@@ -67,6 +69,10 @@ func runImportBitcoin(e *env, args []string) error {
 		return err
 	}
 	windowBytes, err := catchUpWindowBytes(*catchUp)
+	if err != nil {
+		return err
+	}
+	blockMemory, err := blockMemoryBytes(maxBlockMemory)
 	if err != nil {
 		return err
 	}
@@ -144,6 +150,7 @@ func runImportBitcoin(e *env, args []string) error {
 		dataDir:    *dataDir,
 		window:     *window,
 		startGiven: firstHeight != nil,
+		limits:     chain.Limits{MaxBlockMemory: blockMemory},
 	}
 	runErr := im.importChain(ord)
 
@@ -202,7 +209,8 @@ type bitcoinImporter struct {
 	counts     ingestCounts
 	dataDir    string
 	window     uint64
-	startGiven bool // --start-height placed the chain
+	startGiven bool         // --start-height placed the chain
+	limits     chain.Limits // --max-block-memory: checked as each block is converted
 }
 
 // placement decides where the chain's first block goes and opens the store
@@ -298,6 +306,9 @@ func (im *bitcoinImporter) importChain(ord *bitcoin.Ordered) error {
 			blk := ord.Blocks[i]
 			height := ord.Height(i)
 			b, err := im.adapter.Convert(blk, height)
+			if err == nil {
+				err = chain.CheckBlockMemory(b, im.limits)
+			}
 			if err != nil {
 				hash, _ := bitcoin.BlockHashes(blk)
 				convErr = func(tip chain.Tip) error {

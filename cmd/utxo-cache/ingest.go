@@ -60,6 +60,8 @@ func runIngest(e *env, args []string) error {
 			"when unset, each FILE's extension decides (.jsonl, .json: json; .cbor: cbor);\n"+
 			"required to read - (standard input)")
 	catchUp := catchUpBytesFlag(cl.fs)
+	var maxBlockMemory string
+	maxBlockMemoryFlag(cl.fs, &maxBlockMemory)
 	skipUnknown := cl.fs.Bool("skip-unknown-inputs", false,
 		"skip (and count) inputs that are not live unspent outputs instead of rejecting\n"+
 			"the block, for a store that starts mid-chain")
@@ -71,6 +73,10 @@ func runIngest(e *env, args []string) error {
 		return err
 	}
 	windowBytes, err := catchUpWindowBytes(*catchUp)
+	if err != nil {
+		return err
+	}
+	blockMemory, err := blockMemoryBytes(maxBlockMemory)
 	if err != nil {
 		return err
 	}
@@ -132,6 +138,7 @@ func runIngest(e *env, args []string) error {
 		progress: newProgress(e.stderr, e.stderrIsTerminal),
 		dataDir:  *dataDir,
 		window:   *window,
+		limits:   chain.Limits{MaxBlockMemory: blockMemory},
 	}
 	start := time.Now()
 	runErr := g.ingest(sources)
@@ -230,6 +237,7 @@ type ingester struct {
 	tip      chain.Tip
 	dataDir  string // for hints
 	window   uint64
+	limits   chain.Limits // the blocks are decoded with
 }
 
 // ingestCounts are the figures of the progress and summary lines.
@@ -315,9 +323,9 @@ func (g *ingester) ingestSource(s source) error {
 	var r blockReader
 	switch s.format {
 	case chain.FormatCBOR:
-		r = chain.NewCBORSeqReader(in, chain.Limits{})
+		r = chain.NewCBORSeqReader(in, g.limits)
 	default:
-		r = chain.NewJSONLReader(in, chain.Limits{})
+		r = chain.NewJSONLReader(in, g.limits)
 	}
 	records := make(chan record, ingestBacklog)
 	stop := make(chan struct{})

@@ -268,3 +268,31 @@ func TestIngestSignal(t *testing.T) {
 		})
 	}
 }
+
+// TestIngestStopsAtBlockOverMemoryBudget: a block over --max-block-memory
+// stops ingest (exit 1) with a message that says so, before anything of it
+// is applied; the blocks before it stay applied.
+func TestIngestStopsAtBlockOverMemoryBudget(t *testing.T) {
+	t.Parallel()
+	c := newTestChain(4)
+	big := *c.blocks[2]
+	big.Txs = append([]chain.Tx(nil), big.Txs...)
+	tx := chain.Tx{Hash: testHash("big")}
+	for i := range 500 {
+		tx.Outputs = append(tx.Outputs, chain.Output{Address: fmt.Sprintf("big-%03d", i), Value: 1})
+	}
+	big.Txs = append(big.Txs, tx)
+	if chain.BlockMemory(&big) <= 1<<20 {
+		t.Fatal("the test block is not over 1MiB of estimated memory")
+	}
+	dir := t.TempDir()
+	file := writeJSONL(t, dir, "big.jsonl", []*chain.Block{c.blocks[0], c.blocks[1], &big, c.blocks[3]})
+	store := filepath.Join(dir, "store")
+	r := cli(t, nil, nil, "ingest", "--data-dir", store, "--max-block-memory", "1MiB", file)
+	wantFail(t, r, 1, file, "record 3", "of memory to apply, over the limit of 1.0 MiB (1048576 bytes)", "too large")
+	if a, _ := summary(t, r); a != 2 {
+		t.Fatalf("applied %d, want 2: %s", a, r)
+	}
+	wantStats(t, store, c.stats(2))
+	wantFail(t, cli(t, nil, nil, "ingest", "--data-dir", store, "--max-block-memory", "100KiB", file), 2, "--max-block-memory")
+}

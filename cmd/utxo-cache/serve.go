@@ -50,6 +50,8 @@ type serveSettings struct {
 	pruneDepth, rollbackWindow                         uint64 // 0: the store's recorded values
 	skipUnknown                                        bool
 	maxBlockBytes                                      int64
+	maxBlockMemory                                     string
+	blockMemory                                        int // parsed --max-block-memory
 	redisTTL, redisTimeout, shutdownTimeout, maxWait   time.Duration
 	stallTimeout                                       time.Duration
 	maxChangeStreams                                   int
@@ -80,6 +82,7 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.memoryBytes, "memory-cache-bytes", "256MiB", "in-process cache budget (`SIZE`: bytes, or with KiB/MiB/GiB; 0 turns the tier off)")
 	fs.BoolVar(&s.skipUnknown, "skip-unknown-inputs", false, "skip and count inputs that are not live outputs (stores that start mid-chain)")
 	fs.Int64Var(&s.maxBlockBytes, "max-block-bytes", int64(chain.Limits{}.WithDefaults().MaxBlockBytes), "largest accepted POST /v1/blocks body, in `BYTES`")
+	maxBlockMemoryFlag(fs, &s.maxBlockMemory)
 	fs.DurationVar(&s.redisTTL, "redis-ttl", 10*time.Minute, "lifetime of a Redis cache entry")
 	fs.DurationVar(&s.redisTimeout, "redis-timeout", 50*time.Millisecond, "timeout of every Redis call; slower means the tier is skipped")
 	fs.StringVar(&s.adminListen, "admin-listen", "", "`ADDRESS` for pprof (/debug/pprof/); none: off")
@@ -148,6 +151,9 @@ func runServe(e *env, args []string) error {
 		return err
 	}
 	s.replicationToken, s.replicationTokenFile = rtoken, ""
+	if s.blockMemory, err = blockMemoryBytes(s.maxBlockMemory); err != nil {
+		return err
+	}
 	memBytes, err := parseSize(s.memoryBytes)
 	if err != nil {
 		return usagef("--memory-cache-bytes: %v", err)
@@ -296,6 +302,7 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 		StallTimeout:     s.stallTimeout,
 		AdminToken:       s.adminToken,
 		MaxBlockBytes:    s.maxBlockBytes,
+		BlockLimits:      blockLimits(s),
 		MaxWait:          s.maxWait,
 		Registry:         reg,
 		Gatherer:         reg,
@@ -477,5 +484,5 @@ func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 
 // blockLimits are the limits blocks are decoded with.
 func blockLimits(s serveSettings) chain.Limits {
-	return chain.Limits{MaxBlockBytes: int(s.maxBlockBytes)}.WithDefaults()
+	return chain.Limits{MaxBlockBytes: int(s.maxBlockBytes), MaxBlockMemory: s.blockMemory}.WithDefaults()
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -29,6 +30,23 @@ func pruneDepthFlag(fs *flag.FlagSet) *uint64 {
 
 // catchUpBytesFlag is the memory bound of one catch-up window
 // (docs/catch-up.md) of ingest and import-bitcoin.
+// maxBlockMemoryFlag registers --max-block-memory, the heap one block may
+// take (chain.Limits.MaxBlockMemory).
+func maxBlockMemoryFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "max-block-memory", formatSize(uint64(chain.DefaultMaxBlockMemory)),
+		"heap one block may take on its way through the node (`SIZE`: bytes, or with KiB/MiB/GiB), estimated from its\n"+
+			"inputs, outputs and their bytes before any work is done; a block over it is refused as too large (413)")
+}
+
+// blockMemoryBytes turns --max-block-memory into chain.Limits.MaxBlockMemory.
+func blockMemoryBytes(v string) (int, error) {
+	n, err := parseSize(v)
+	if err != nil || n < 1<<20 {
+		return 0, usagef("--max-block-memory: %q: want a size of at least 1MiB", v)
+	}
+	return int(n), nil
+}
+
 func catchUpBytesFlag(fs *flag.FlagSet) *string {
 	return fs.String("catch-up-bytes", "256MiB",
 		"memory bound of one catch-up window (`SIZE`: bytes, or with KiB/MiB/GiB); 0 applies every block alone")

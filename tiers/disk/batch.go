@@ -67,6 +67,68 @@ const keyBatchLimit = math.MaxUint32
 // window's large batch is let go.
 const keyBatchKeep = 8 << 20
 
+// scratchKeepEntries is the most entries the dedup maps of a block's
+// changes keep for the next block, and scratchKeepBytes the largest encoded
+// undo delta and change-log record buffers kept: a block of everyday size
+// (300 transactions touch about 1,500 rows, their log record is some
+// 200 KB) reuses them, a larger one's are let go with its commit.
+const (
+	scratchKeepEntries = 1 << 14
+	scratchKeepBytes   = 1 << 20
+)
+
+// releaseScratch lets go of what a commit of one block (or one rollback
+// step) leaves in the store's reused buffers once they outgrew an everyday
+// block's: the keyBatch, the encoded undo delta and change-log record, the
+// changes' dedup maps; and of the change set the commit handed its caller,
+// whose outputs point into the commit's rows. So a giant block's memory goes
+// with its commit, not with the next block. (Go maps never shrink: cleared,
+// they keep their buckets.) A catch-up window keeps its sorted buffers for
+// the next window (bounded by the writer's window budget); the next single
+// block lets them go. Writer goroutine only.
+func (s *Store) releaseScratch() {
+	if cap(s.batch.buf) > keyBatchKeep || cap(s.batch.points) > scratchKeepEntries || cap(s.batch.order) > 2*scratchKeepEntries {
+		s.batch = keyBatch{}
+	}
+	if cap(s.undoBuf) > scratchKeepBytes {
+		s.undoBuf = nil
+	}
+	if cap(s.logBuf) > scratchKeepBytes {
+		s.logBuf = nil
+	}
+	c := &s.changes
+	c.cs = ChangeSet{}
+	if len(c.addrs) > scratchKeepEntries || len(c.ops) > scratchKeepEntries {
+		c.addrs, c.ops = nil, nil
+	}
+	if cap(c.addrKeys) > scratchKeepEntries {
+		c.addrKeys = nil
+	}
+}
+
+// afterCommit lets Pebble's log writer go of a large commit's record: it
+// keeps the buffers of every record it wrote (32 KiB blocks) for its next
+// ones until the log rotates, which happens when the memtable fills, maybe
+// hours later on a quiet chain. After a single commit of more than
+// logKeepBytes (a giant block, or its rollback) the memtable is flushed at
+// once, in the background, which rotates the log and frees them. A
+// catch-up window does not come here: its memory is the window budget's,
+// and a window larger than half the memtable rotates the log itself.
+// Writer goroutine only, after a successful commit of b.
+func (s *Store) afterCommit(b *keyBatch) {
+	if len(b.buf)+16*b.Len() <= logKeepBytes {
+		return
+	}
+	// A failed flush is a background error (backgroundErrors).
+	if done, err := s.db.AsyncFlush(); err == nil {
+		s.flushed = done
+	}
+}
+
+// logKeepBytes is the largest commit whose log buffers Pebble may keep
+// until its log rotates on its own (see afterCommit).
+const logKeepBytes = 4 << 20
+
 // writeBatch returns the store's keyBatch, emptied, for the next commit: its
 // buffers are reused from commit to commit. Writer goroutine only, one commit
 // at a time.

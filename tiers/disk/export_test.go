@@ -21,3 +21,19 @@ func OnBatchBuilt(s *Store, f func()) { s.batchBuilt = f }
 // SetBatchLimit lowers the bytes a sorted batch of s may hold (0: the
 // default, 4 GiB), so that a test can reach ErrBatchTooLarge.
 func SetBatchLimit(s *Store, n int) { s.batchLimit = n }
+
+// WaitLargeCommitFlushed waits for the flush that the last commit of a
+// large block (or rollback) started, if any (see afterCommit). Call it on
+// the writer's side of a finished request.
+func WaitLargeCommitFlushed(s *Store) {
+	if s.flushed != nil {
+		<-s.flushed
+	}
+}
+
+// WithoutCompactions returns o with Pebble's automatic compactions off, for
+// heap measurements that a background compaction would blur.
+func WithoutCompactions(o Options) Options {
+	o.noCompactions = true
+	return o
+}

@@ -52,9 +52,12 @@ func (r *recentOutputs) add(u *chain.Utxo) {
 
 func (r *recentOutputs) remove(op chain.OutPoint) { delete(r.m, op) }
 
+// reset empties the view. It allocates a new map rather than clearing the
+// old one, whose buckets (a cleared Go map keeps them) would hold the memory
+// of a full view through the quiet time after a rollback.
 func (r *recentOutputs) reset() {
-	clear(r.m)
-	r.ring = r.ring[:0]
+	r.m = make(map[chain.OutPoint]chain.Utxo)
+	r.ring = nil
 	r.head = 0
 }
 

@@ -162,6 +162,7 @@ func (s *Store) rollbackBlock(target uint64) (*ChangeSet, error) {
 	st.UndoFloor = min(st.UndoFloor, floor)
 
 	b := s.writeBatch()
+	defer s.releaseScratch()
 	ch := newChanges(prev.Tip, len(undo.entries))
 	ch.cs.Rollback = true
 	d := newDerived(s.dims, b, &st, ch, len(undo.entries))
@@ -227,6 +228,7 @@ func (s *Store) rollbackBlock(target uint64) (*ChangeSet, error) {
 	if err := s.commitKeys(b); err != nil {
 		return nil, fmt.Errorf("disk: commit rollback of %d: %w", h, err)
 	}
+	s.afterCommit(b)
 	s.logFloor = logFloor
 	// The young-output view may hold outputs this block created: drop it
 	// (exactness over a warm view; rollbacks are rare).

@@ -79,6 +79,10 @@ type Options struct {
 	// (export_test.go): the power-loss and I/O fault tests run the store on
 	// vfs.NewCrashableMem behind vfs/errorfs.
 	fs vfs.FS
+	// noCompactions turns Pebble's automatic compactions off. Tests only,
+	// through WithoutCompactions (export_test.go): heap measurements that
+	// background compactions would blur.
+	noCompactions bool
 	// onNoSpace, set by OpenContext, hears of every background error that
 	// is ENOSPC (see backgroundErrors).
 	onNoSpace func(err error, flush bool) bool
@@ -189,6 +193,7 @@ type Store struct {
 	undoBuf    []byte           // a block's undo delta, encoded (reused)
 	logBuf     []byte           // a change's log record, encoded (reused)
 	changes    changes          // a block's changes; see blockChanges
+	flushed    <-chan struct{}  // closed when afterCommit's last flush is done (tests)
 	txf        *txFilter        // built by the first block; nil before
 	txfRebuild *txFilterRebuild // a background rebuild of txf, or nil
 	logFloor   uint64           // lowest seq the change log keeps; 0: none
@@ -227,11 +232,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	cache := pebble.NewCache(opts.CacheBytes)
 	defer cache.Unref()
 	po := &pebble.Options{
-		Cache:              cache,
-		FormatMajorVersion: pebble.FormatNewest,
-		MemTableSize:       opts.MemTableBytes,
-		Logger:             pebbleLogger{opts.Logger},
-		FS:                 opts.fs,
+		Cache:                       cache,
+		FormatMajorVersion:          pebble.FormatNewest,
+		MemTableSize:                opts.MemTableBytes,
+		Logger:                      pebbleLogger{opts.Logger},
+		FS:                          opts.fs,
+		DisableAutomaticCompactions: opts.noCompactions,
 	}
 	for i := range po.Levels {
 		// Bloom filters make the point lookups of apply (inputs, the duplicate

@@ -291,6 +291,7 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 		return t.commitWindow()
 	}
 	s := t.s
+	defer s.releaseScratch()
 	prev := s.State()
 	st := prev
 	h := t.block.Height
@@ -349,6 +350,7 @@ func (t *BlockTxn) Commit() (*ChangeSet, error) {
 	if err := s.commitKeys(b); err != nil {
 		return nil, fmt.Errorf("disk: commit block %d: %w", h, err)
 	}
+	s.afterCommit(b)
 	t.committed(d, &st, pruned, logFloor)
 	ch.setBalances(d)
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq

@@ -66,7 +66,7 @@ return 1
 // after a later one.
 //
 // One invalidation is one or more calls (chunks of at most maxKeysPerScript
-// guards), sent in order in one pipeline. The last call, and only it, also
+// guards), sent in order, up to maxScriptsPerRoundTrip in one pipeline. The last call, and only it, also
 // raises the marker to max(marker, seq), after its floors, so that a marker
 // at seq means every floor of the invalidation was raised: it checks first
 // that the marker is at least what the tier last saw it reach (expected; a

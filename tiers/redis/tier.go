@@ -39,9 +39,15 @@ var errDegraded = errors.New("redis: tier degraded")
 var errShortReply = errors.New("redis: MGET answered fewer values than keys")
 
 // maxKeysPerScript bounds one raiseFloorsScript call, so that a block that
-// touches a million addresses does not stall Redis in one script; the chunks
-// still travel in one pipeline, one round trip.
+// touches a million addresses does not stall Redis in one script.
 const maxKeysPerScript = 5000
+
+// maxScriptsPerRoundTrip bounds the chunks of one invalidation that travel
+// in one pipeline, one round trip within one CallTimeout: an invalidation
+// of up to 15,000 guards (every everyday block's) is one round trip, a
+// larger one goes in several, one after the other, each with its own
+// CallTimeout (see Tier, "Large invalidations").
+const maxScriptsPerRoundTrip = 3
 
 // Tier is the shared cache tier, an implementation of query.Tier over one
 // Redis server. It is safe for concurrent use. New starts a prober goroutine
@@ -69,14 +75,16 @@ const maxKeysPerScript = 5000
 //
 // # Why a stale fill is never served
 //
-// Each operation is one round trip, and each is atomic on the server:
+// Each operation is one round trip (a large Invalidate several), and each
+// call is atomic on the server:
 //
 //   - Get is MGET ns:e:key ns:f:guard ns:F ns:S, so the entry and the floors
 //     and marker it is judged by are read at one instant.
 //   - Set is setScript: read both floors and the marker, write the entry (PX
 //     TTL) only if its Seq is not below the floors nor above the marker.
 //   - Invalidate(seq, guards) is raiseFloorsScript over chunks of 5000 guards,
-//     all chunks in one pipeline: each floor becomes max(floor, seq), FloorTTL;
+//     up to 3 chunks in one pipeline (more guards: several, in order; see
+//     Large invalidations): each floor becomes max(floor, seq), FloorTTL;
 //     then the last chunk raises the marker to max(marker, seq).
 //
 // Floors only rise, so a timed-out Invalidate that the server runs late, after
@@ -96,6 +104,25 @@ const maxKeysPerScript = 5000
 // fill. A Get that finds a stale entry does not delete it either: that would
 // cost a second round trip, and could delete a fresh fill that just
 // replaced it.
+//
+// # Large invalidations
+//
+// A change that touches more guards than one round trip carries (a block
+// of a million outputs: a million addresses and outpoints) is invalidated
+// in round trips of up to 3 chunks, sent one after the other, each bounded
+// by its own CallTimeout, so that its size alone never times it out and
+// degrades the tier (which would discard every entry of every node). It is
+// still one invalidation, exact and complete before the change is
+// published: Invalidate returns only after the last round trip, and the
+// writer publishes only then. Nothing above changes: every chunk raises
+// floors only, the marker is raised by the last chunk of the last round
+// trip alone, after it checked the witness of every earlier chunk,
+// whichever round trip carried it; so ns:S at seq still means that every
+// floor of the change was raised, even if Redis lost a round trip's writes
+// in between. While the round trips run, some guards have their new floor
+// and others not, as between the scripts of one pipeline: readers see the
+// previous published state either way, the raised guards only miss. Any
+// round trip that fails degrades the tier as before.
 //
 // # Floor lifetime
 //
@@ -547,7 +574,8 @@ func (t *Tier) filled(res int64, seq uint64) fillOutcome {
 	}
 }
 
-// Invalidate implements query.Tier: one round trip raises every guard's floor
+// Invalidate implements query.Tier: one round trip (more for more than
+// 15,000 guards: see Tier, "Large invalidations") raises every guard's floor
 // to seq, then the marker. It returns nil whenever the guard invariant holds,
 // which is always while the tier is open: a call that fails degrades the tier
 // before returning, and a degraded tier records seq for the prober's fencing
@@ -571,9 +599,7 @@ func (t *Tier) Invalidate(ctx context.Context, seq uint64, guards []string) erro
 		return nil
 	}
 	expected := t.marker.Load()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.opts.CallTimeout)
-	defer cancel()
-	if err := t.raiseFloors(cctx, seq, expected, guards); err != nil {
+	if err := t.raiseFloors(context.WithoutCancel(ctx), seq, expected, guards); err != nil {
 		t.counters.errorsOf(opInvalidate).Add(1)
 		if errors.Is(err, errBehind) {
 			t.counters.rewinds.Add(1)
@@ -586,34 +612,49 @@ func (t *Tier) Invalidate(ctx context.Context, seq uint64, guards []string) erro
 	return nil
 }
 
-// raiseFloors runs raiseFloorsScript over guards in chunks, pipelined, the
-// last chunk raising the marker to seq if Redis holds at least expected.
-// After a Redis restart (NOSCRIPT) it sends the pipeline again with the
-// script text.
+// raiseFloors runs raiseFloorsScript over guards in chunks, pipelined by
+// maxScriptsPerRoundTrip, each round trip within CallTimeout, the last
+// chunk raising the marker to seq if Redis holds at least expected. Each
+// round trip builds its own keys, so a large invalidation holds one round
+// trip's at a time. After a Redis restart (NOSCRIPT) a round trip is sent
+// again with the script text.
 func (t *Tier) raiseFloors(ctx context.Context, seq, expected uint64, guards []string) error {
 	seqArg := strconv.FormatUint(seq, 10)
 	n := max(1, (len(guards)+maxKeysPerScript-1)/maxKeysPerScript)
-	calls := make([]scriptCall, 0, n)
 	witnesses := make([]string, 0, n-1)
-	for i := range n {
-		chunk := guards[i*len(guards)/n : (i+1)*len(guards)/n]
-		last := i == n-1
-		keys := make([]string, 0, 2+len(chunk)+len(witnesses))
-		keys = append(keys, t.globalKey, t.markerKey)
-		args := []any{seqArg, t.floorTTLMillis, "-"}
-		if last {
-			keys = append(keys, witnesses...)
-			args = []any{seqArg, t.floorTTLMillis, len(witnesses), strconv.FormatUint(expected, 10)}
+	for first := 0; first < n; first += maxScriptsPerRoundTrip {
+		calls := make([]scriptCall, 0, min(maxScriptsPerRoundTrip, n-first))
+		for i := first; i < min(first+maxScriptsPerRoundTrip, n); i++ {
+			chunk := guards[i*len(guards)/n : (i+1)*len(guards)/n]
+			last := i == n-1
+			keys := make([]string, 0, 2+len(chunk)+len(witnesses))
+			keys = append(keys, t.globalKey, t.markerKey)
+			args := []any{seqArg, t.floorTTLMillis, "-"}
+			if last {
+				keys = append(keys, witnesses...)
+				args = []any{seqArg, t.floorTTLMillis, len(witnesses), strconv.FormatUint(expected, 10)}
+			}
+			for _, g := range chunk {
+				keys = append(keys, t.floorPrefix+g)
+			}
+			if !last {
+				witnesses = append(witnesses, keys[len(keys)-1])
+			}
+			calls = append(calls, scriptCall{keys: keys, args: args})
 		}
-		for _, g := range chunk {
-			keys = append(keys, t.floorPrefix+g)
+		if err := t.raiseFloorsRoundTrip(ctx, expected, calls); err != nil {
+			return err
 		}
-		if !last {
-			witnesses = append(witnesses, keys[len(keys)-1])
-		}
-		calls = append(calls, scriptCall{keys: keys, args: args})
 	}
-	cmds, err := t.runPipelined(ctx, raiseFloorsScript, calls)
+	return nil
+}
+
+// raiseFloorsRoundTrip sends calls of raiseFloorsScript in one pipeline,
+// within CallTimeout, and checks their answers.
+func (t *Tier) raiseFloorsRoundTrip(ctx context.Context, expected uint64, calls []scriptCall) error {
+	cctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
+	defer cancel()
+	cmds, err := t.runPipelined(cctx, raiseFloorsScript, calls)
 	if err != nil {
 		return fmt.Errorf("raise floors: %w", err)
 	}

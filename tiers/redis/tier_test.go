@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -550,4 +551,100 @@ func TestCloseStopsEverything(t *testing.T) {
 	if tier.Healthy() {
 		t.Fatal("healthy after Close")
 	}
+}
+
+// TestLargeInvalidationInRoundTrips invalidates a change of 50,001 guards,
+// over three times what one round trip carries (a giant block's addresses and
+// outpoints), against a real redis-server: it goes in round trips of at
+// most maxScriptsPerRoundTrip chunks, each with a deadline of its own, the
+// tier stays healthy (its entries of other guards keep being served: no
+// fence discards them), every floor is raised and the marker follows. An
+// entry of a touched guard stored before is discarded; an untouched one is
+// still served.
+func TestLargeInvalidationInRoundTrips(t *testing.T) {
+	s := startRedis(t)
+	tier := newTier(t, s, func(o *Options) {
+		o.ProbeInterval = 2 * time.Minute // no probes in the count
+		o.CallTimeout = 5 * time.Second   // a round trip of 15,000 guards on a loaded machine
+	})
+	ctx := context.Background()
+	publish(t, tier, 1)
+	tier.Set(ctx, "touched", "addr7", entryAt(1))
+	tier.Set(ctx, "kept", "other", entryAt(1))
+	if _, ok := tier.Get(ctx, "kept", "other"); !ok {
+		t.Fatal("the entry of an untouched guard is not served before the invalidation")
+	}
+	h := &deadlines{}
+	tier.rdb.AddHook(h)
+	guards := make([]string, 10*maxKeysPerScript+1)
+	for i := range guards {
+		guards[i] = "addr" + strconv.Itoa(i)
+	}
+	if err := tier.Invalidate(ctx, 2, guards); err != nil {
+		t.Fatal(err)
+	}
+	n := (len(guards) + maxKeysPerScript - 1) / maxKeysPerScript
+	want := (n + maxScriptsPerRoundTrip - 1) / maxScriptsPerRoundTrip
+	rounds := h.take()
+	if len(rounds) != want {
+		t.Fatalf("an invalidation of %d guards in %d round trips, want %d of at most %d scripts", len(guards), len(rounds), want, maxScriptsPerRoundTrip)
+	}
+	for i, r := range rounds {
+		if r.cmds > maxScriptsPerRoundTrip {
+			t.Fatalf("round trip %d carried %d scripts, more than %d", i, r.cmds, maxScriptsPerRoundTrip)
+		}
+		if i > 0 && !r.deadline.After(rounds[i-1].deadline) {
+			t.Fatalf("round trip %d has the deadline of the one before (%v): the whole invalidation shares one CallTimeout", i, r.deadline)
+		}
+	}
+	if !tier.Healthy() {
+		t.Fatal("the tier degraded on a large invalidation")
+	}
+	raw := s.Client()
+	for _, g := range []string{guards[0], guards[len(guards)/2], guards[len(guards)-1]} {
+		if v := rawGet(t, raw, testNS+":f:"+g); v != "2" {
+			t.Fatalf("floor of %s = %s, want 2", g, v)
+		}
+	}
+	if v := rawGet(t, raw, testNS+":S"); v != "2" {
+		t.Fatalf("marker %s after the invalidation, want 2", v)
+	}
+	if _, ok := tier.Get(ctx, "touched", "addr7"); ok {
+		t.Fatal("an entry of an invalidated guard is served")
+	}
+	if _, ok := tier.Get(ctx, "kept", "other"); !ok {
+		t.Fatal("the entry of an untouched guard is gone: the invalidation discarded the tier")
+	}
+}
+
+// deadlines records each pipeline's size and context deadline.
+type deadlines struct {
+	mu     sync.Mutex
+	rounds []round
+}
+
+type round struct {
+	cmds     int
+	deadline time.Time
+}
+
+func (h *deadlines) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (h *deadlines) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return next
+}
+func (h *deadlines) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		d, _ := ctx.Deadline()
+		h.mu.Lock()
+		h.rounds = append(h.rounds, round{len(cmds), d})
+		h.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+func (h *deadlines) take() []round {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.rounds
+	h.rounds = nil
+	return r
 }
