@@ -98,7 +98,7 @@ func referenceOutPoint(t *testing.T, v *disk.View, op chain.OutPoint) ([]byte, i
 }
 
 // referencePage is the reference body of a page, and its cursor.
-func referencePage(t *testing.T, s *Server, v *disk.View, address string, desc bool, limit int, after *disk.Position) ([]byte, *disk.Position) {
+func referencePage(t *testing.T, s *Server, v *disk.View, address string, desc bool, limit int, after *chain.Position) ([]byte, *chain.Position) {
 	items, next, err := v.List(disk.ListQuery{Dim: disk.DimAddress, Value: []byte(address), After: after, Desc: desc, Limit: limit})
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +298,7 @@ func TestAnswersMatchReference(t *testing.T) {
 				for _, desc := range []bool{false, true} {
 					limit := []int{1, 3, 7, 100}[rng.IntN(4)]
 					cursor := ""
-					var after *disk.Position
+					var after *chain.Position
 					for pages := 0; ; pages++ {
 						want, next := referencePage(t, s, v, a, desc, limit, after)
 						ans, err := s.AddressUtxos(ctx, a, desc, limit, cursor)

@@ -231,7 +231,7 @@ func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []disk.AddressO
 	}
 	slices.SortFunc(cuts, func(x, y [2]int) int { return x[0] - y[0] })
 	slices.SortFunc(added, func(x, y *chain.Utxo) int {
-		return disk.ComparePositions(disk.PositionOf(x), disk.PositionOf(y))
+		return chain.ComparePositions(x.Position(), y.Position())
 	})
 	if desc {
 		slices.Reverse(added)
@@ -350,9 +350,9 @@ func (s *Server) pageUnchanged(a string, desc bool, e *Entry, span disk.Position
 		return false
 	}
 	if desc {
-		return disk.ComparePositions(span.Hi, last) < 0
+		return chain.ComparePositions(span.Hi, last) < 0
 	}
-	return disk.ComparePositions(span.Lo, last) > 0
+	return chain.ComparePositions(span.Lo, last) > 0
 }
 
 // restoreKept stores again, at cs, the entries collectKept kept for it: cs

@@ -17,7 +17,7 @@ import (
 // page it does not keep, never a panic.
 func TestPageUnchangedOddBodies(t *testing.T) {
 	s := &Server{cursors: newCursorCodec([]byte("secret"))}
-	span := disk.PositionSpan{Lo: disk.Position{Height: 9}, Hi: disk.Position{Height: 9}}
+	span := disk.PositionSpan{Lo: chain.Position{Height: 9}, Hi: chain.Position{Height: 9}}
 	for _, body := range []string{
 		``,
 		`"}`,

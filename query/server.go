@@ -464,7 +464,7 @@ func (s *Server) addressUtxos(ctx context.Context, address string, desc bool, li
 	if limit < 1 || limit > MaxPageLimit {
 		return Answer{}, fmt.Errorf("limit %d outside 1..%d: %w", limit, MaxPageLimit, chain.ErrInvalidArgument)
 	}
-	var after *disk.Position
+	var after *chain.Position
 	if cursor != "" {
 		p, err := s.cursors.decode(cursor, address, desc)
 		if err != nil {

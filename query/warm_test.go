@@ -472,18 +472,18 @@ func sameAnswer(got Entry, want Answer) bool {
 func TestChangeSetSpans(t *testing.T) {
 	ctx := context.Background()
 	r := newFeedRun(t, 11)
-	listing := func() map[string]map[disk.Position]bool {
+	listing := func() map[string]map[chain.Position]bool {
 		v, err := r.store.PublishedView()
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer v.Close()
-		out := map[string]map[disk.Position]bool{}
+		out := map[string]map[chain.Position]bool{}
 		for _, a := range r.g.Addresses() {
-			m := map[disk.Position]bool{}
+			m := map[chain.Position]bool{}
 			if _, _, err := v.ListFunc(disk.ListQuery{Dim: disk.DimAddress, Value: []byte(a), Limit: 1 << 20},
 				func(u *disk.UtxoRef) error {
-					m[disk.Position{Height: u.Height, TxPos: u.TxPos, Index: u.OutPoint.Index}] = true
+					m[chain.Position{Height: u.Height, TxPos: u.TxPos, Index: u.OutPoint.Index}] = true
 					return nil
 				}); err != nil {
 				t.Fatal(err)
@@ -514,7 +514,7 @@ func TestChangeSetSpans(t *testing.T) {
 			index[a] = i
 		}
 		for a := range after {
-			var flipped []disk.Position
+			var flipped []chain.Position
 			for p := range before[a] {
 				if !after[a][p] {
 					flipped = append(flipped, p)
@@ -535,10 +535,10 @@ func TestChangeSetSpans(t *testing.T) {
 			}
 			lo, hi := flipped[0], flipped[0]
 			for _, p := range flipped[1:] {
-				if disk.ComparePositions(p, lo) < 0 {
+				if chain.ComparePositions(p, lo) < 0 {
 					lo = p
 				}
-				if disk.ComparePositions(p, hi) > 0 {
+				if chain.ComparePositions(p, hi) > 0 {
 					hi = p
 				}
 			}

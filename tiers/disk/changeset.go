@@ -1,8 +1,6 @@
 package disk
 
 import (
-	"cmp"
-
 	"github.com/utxo-cache/utxo-cache/chain"
 )
 
@@ -48,19 +46,7 @@ type AddressOutput struct {
 
 // PositionSpan is the closed range [Lo, Hi] of index positions a change
 // touched in one address's chain order.
-type PositionSpan struct{ Lo, Hi Position }
-
-// ComparePositions orders index positions as the address index does (chain
-// order): by height, then position in the block, then output index.
-func ComparePositions(a, b Position) int {
-	if c := cmp.Compare(a.Height, b.Height); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.TxPos, b.TxPos); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Index, b.Index)
-}
+type PositionSpan struct{ Lo, Hi chain.Position }
 
 // changes accumulates a ChangeSet without duplicates.
 type changes struct {
@@ -120,7 +106,7 @@ func (c *changes) address(a string) {
 // output adds the address of u, whose DimAddress key k and position p the
 // caller has computed already, as changed by adding u to its listing
 // (added) or removing u from it.
-func (c *changes) output(u *chain.Utxo, k DimKey, p Position, added bool) {
+func (c *changes) output(u *chain.Utxo, k DimKey, p chain.Position, added bool) {
 	a := u.Address
 	i, ok := c.addrs[a]
 	if !ok {
@@ -138,10 +124,10 @@ func (c *changes) output(u *chain.Utxo, k DimKey, p Position, added bool) {
 		return
 	}
 	sp := &c.cs.Spans[i]
-	if ComparePositions(p, sp.Lo) < 0 {
+	if chain.ComparePositions(p, sp.Lo) < 0 {
 		sp.Lo = p
 	}
-	if ComparePositions(p, sp.Hi) > 0 {
+	if chain.ComparePositions(p, sp.Hi) > 0 {
 		sp.Hi = p
 	}
 }

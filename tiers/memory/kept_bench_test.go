@@ -47,7 +47,7 @@ func BenchmarkChangedKept(b *testing.B) {
 				for i := range n {
 					a := fmt.Sprintf("addr_test1q%08d", i)
 					cs.Addresses = append(cs.Addresses, a)
-					cs.Spans = append(cs.Spans, disk.PositionSpan{Lo: disk.Position{Height: 5}, Hi: disk.Position{Height: 5}})
+					cs.Spans = append(cs.Spans, disk.PositionSpan{Lo: chain.Position{Height: 5}, Hi: chain.Position{Height: 5}})
 					cs.Balances[a] = chain.Balance{Count: 1000}
 				}
 				b.ReportAllocs()
