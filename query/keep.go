@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -30,7 +31,7 @@ import (
 //
 //   - a first page whose every item and next_cursor the change leaves as
 //     they are: it ends with a next_cursor at position L, every position the
-//     change touched for the address (ChangeSet.Spans) lies strictly after L
+//     change touched for the address (changeset.Set.Spans) lies strictly after L
 //     in the page's order, and the address still has more outputs than the
 //     page holds (its balance count after the change): the page's items are
 //     the same and another item still follows;
@@ -119,7 +120,7 @@ type kept struct {
 // cs.Addresses[i]. A catch-up window (several blocks in one change) keeps
 // nothing: its addresses' entries are mostly long gone, and its change set
 // is large. Writer goroutine only.
-func (s *Server) collectKept(cs *disk.ChangeSet, guards []string) {
+func (s *Server) collectKept(cs *changeset.Set, guards []string) {
 	s.kept = kept{seq: cs.Seq, entries: s.kept.entries[:0], balances: s.kept.balances[:0]}
 	if s.peek == nil || cs.Rollback || len(cs.Spans) != len(cs.Addresses) ||
 		(!cs.OldTip.Empty && cs.NewTip.Height != cs.OldTip.Height+1) {
@@ -130,7 +131,7 @@ func (s *Server) collectKept(cs *disk.ChangeSet, guards []string) {
 	for j, p := range shapes {
 		prefixes[j] = pageKey("", p.desc, int(p.limit), "")
 	}
-	var byAddr map[int32][]disk.AddressOutput // built on the first complete page
+	var byAddr map[int32][]changeset.AddressOutput // built on the first complete page
 	for i, a := range cs.Addresses {
 		bal, known := cs.Balances[a]
 		if !known {
@@ -171,8 +172,8 @@ func (s *Server) collectKept(cs *disk.ChangeSet, guards []string) {
 }
 
 // outputsByAddress groups a change set's Outputs by address index.
-func outputsByAddress(outs []disk.AddressOutput) map[int32][]disk.AddressOutput {
-	m := make(map[int32][]disk.AddressOutput)
+func outputsByAddress(outs []changeset.AddressOutput) map[int32][]changeset.AddressOutput {
+	m := make(map[int32][]changeset.AddressOutput)
 	for _, o := range outs {
 		m[o.Address] = append(m[o.Address], o)
 	}
@@ -184,7 +185,7 @@ const nullTail = `],"next_cursor":null}`
 
 // patchedPage rebuilds the first page answer e of address a, in order
 // desc, for the state after a change that added and removed outs (a's
-// outputs in ChangeSet.Outputs), with no disk read. It applies only when e
+// outputs in changeset.Set.Outputs), with no disk read. It applies only when e
 // holds every output of a (next_cursor null) and so will the new page
 // (count, a's outputs after the change, is within the page's limit, which
 // the caller checked): the new items are e's items less the removed
@@ -197,7 +198,7 @@ const nullTail = `],"next_cursor":null}`
 // quotes would be escaped), so a removed output's item is found by that
 // prefix and cut out whole (itemEnd), and the added items are spliced in
 // at the page's end (or start, descending).
-func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []disk.AddressOutput, count uint64, oldTip chain.Tip) (Entry, bool) {
+func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []changeset.AddressOutput, count uint64, oldTip chain.Tip) (Entry, bool) {
 	if e.Status != 200 {
 		return Entry{}, false
 	}
@@ -332,7 +333,7 @@ func itemEnd(items []byte, from int) (int, bool) {
 // pageUnchanged reports whether the page answer e of address a, in order
 // desc, is left as it is by a change that touched a's positions in span
 // only, given that a still has more outputs than the page holds.
-func (s *Server) pageUnchanged(a string, desc bool, e *Entry, span disk.PositionSpan) bool {
+func (s *Server) pageUnchanged(a string, desc bool, e *Entry, span changeset.PositionSpan) bool {
 	if e.Status != 200 {
 		return false
 	}
@@ -357,7 +358,7 @@ func (s *Server) pageUnchanged(a string, desc bool, e *Entry, span disk.Position
 
 // restoreKept stores again, at cs, the entries collectKept kept for it: cs
 // is published now. Writer goroutine only.
-func (s *Server) restoreKept(cs *disk.ChangeSet) {
+func (s *Server) restoreKept(cs *changeset.Set) {
 	k := &s.kept
 	if k.seq != cs.Seq || s.peek == nil {
 		return

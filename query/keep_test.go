@@ -7,8 +7,7 @@ import (
 	"testing"
 
 	"github.com/utxo-cache/utxo-cache/chain"
-
-	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/changeset"
 )
 
 // TestPageUnchangedOddBodies: pageUnchanged runs on the writer goroutine over
@@ -17,7 +16,7 @@ import (
 // page it does not keep, never a panic.
 func TestPageUnchangedOddBodies(t *testing.T) {
 	s := &Server{cursors: newCursorCodec([]byte("secret"))}
-	span := disk.PositionSpan{Lo: chain.Position{Height: 9}, Hi: chain.Position{Height: 9}}
+	span := changeset.PositionSpan{Lo: chain.Position{Height: 9}, Hi: chain.Position{Height: 9}}
 	for _, body := range []string{
 		``,
 		`"}`,

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -291,7 +292,7 @@ func Satisfies(p Published, minSeq, minHeight uint64) bool {
 // Changed invalidates what cs changed in every tier. It is the writer's
 // listener: it runs on the writer goroutine after the commit and before the
 // change is published.
-func (s *Server) Changed(cs *disk.ChangeSet) {
+func (s *Server) Changed(cs *changeset.Set) {
 	guards := make([]string, 0, len(cs.Addresses)+len(cs.OutPoints))
 	for _, a := range cs.Addresses {
 		guards = append(guards, addressGuard(a))
@@ -322,7 +323,7 @@ func (s *Server) Changed(cs *disk.ChangeSet) {
 // read of the published state would, and is stored only now that cs is
 // published. The first pages readers ask of the address are queued for the
 // warmer, which reads them from the disk.
-func (s *Server) AfterPublish(cs *disk.ChangeSet) {
+func (s *Server) AfterPublish(cs *changeset.Set) {
 	s.m.tip(cs.NewTip)
 	next := make(chan struct{})
 	close(*s.published.Swap(&next))
@@ -371,7 +372,7 @@ func (s *Server) dequeued(a string) (balance bool) {
 // putBalance stores the balance answer of a at cs in the owned tiers (see
 // AfterPublish). Shared tiers are not filled: their entries are another
 // node's to invalidate.
-func (s *Server) putBalance(a string, b *chain.Balance, cs *disk.ChangeSet) {
+func (s *Server) putBalance(a string, b *chain.Balance, cs *changeset.Set) {
 	if s.owned == 0 {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/internal/model"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
@@ -62,11 +63,11 @@ func (r *recordTier) tooEarly() []string {
 // with every change set once the server has handled its publication, on the
 // writer goroutine (so the published state is cs's while fn runs).
 type published struct {
-	fn func(cs *disk.ChangeSet)
+	fn func(cs *changeset.Set)
 }
 
-func (*published) Changed(*disk.ChangeSet)           {}
-func (p *published) AfterPublish(cs *disk.ChangeSet) { p.fn(cs) }
+func (*published) Changed(*changeset.Set)           {}
+func (p *published) AfterPublish(cs *changeset.Set) { p.fn(cs) }
 
 // feedRun drives a writer with random blocks (one by one, and in catch-up
 // windows) and rollbacks, keeping a model of the chain for the generator.
@@ -169,7 +170,7 @@ func TestBalancesFromChangesExact(t *testing.T) {
 			}
 			var failures []string
 			windows, rollbacks := 0, 0
-			check := func(cs *disk.ChangeSet) {
+			check := func(cs *changeset.Set) {
 				if cs.Rollback {
 					rollbacks++
 				} else if cs.NewTip.Height > cs.OldTip.Height+1 {
@@ -266,7 +267,7 @@ func TestWarmedReadsUnderFeed(t *testing.T) {
 		mu.Unlock()
 	}
 	r.w.Subscribe(srv)
-	r.w.Subscribe(&published{fn: func(cs *disk.ChangeSet) { record(cs.Seq) }})
+	r.w.Subscribe(&published{fn: func(cs *changeset.Set) { record(cs.Seq) }})
 	r.step(ctx)
 	var acked atomic.Uint64
 	acked.Store(r.store.Published().Seq)
@@ -379,7 +380,7 @@ func TestKeptEntriesExact(t *testing.T) {
 				srv.shapes.counts[p] = 1
 			}
 			var failures []string
-			check := func(cs *disk.ChangeSet) {
+			check := func(cs *changeset.Set) {
 				for _, a := range r.g.Addresses() {
 					for _, p := range shapes {
 						key := pageKey(a, p.desc, int(p.limit), "")
@@ -464,7 +465,7 @@ func sameAnswer(got Entry, want Answer) bool {
 }
 
 // TestChangeSetSpans: for every change of a random feed (blocks, catch-up
-// windows, single-block rollbacks), ChangeSet.Spans[i] is exactly the lowest
+// windows, single-block rollbacks), changeset.Set.Spans[i] is exactly the lowest
 // and highest index position whose presence in Addresses[i]'s listing the
 // change flipped (the symmetric difference of the listings before and
 // after), Spans is nil only for a merged rollback, and every address whose
@@ -495,7 +496,7 @@ func TestChangeSetSpans(t *testing.T) {
 	before := listing()
 	checked, nilSpans := 0, 0
 	var failures []string
-	r.w.Subscribe(&published{fn: func(cs *disk.ChangeSet) {
+	r.w.Subscribe(&published{fn: func(cs *changeset.Set) {
 		after := listing()
 		defer func() { before = after }()
 		if cs.Spans == nil {
@@ -542,7 +543,7 @@ func TestChangeSetSpans(t *testing.T) {
 					hi = p
 				}
 			}
-			if cs.Spans[i] != (disk.PositionSpan{Lo: lo, Hi: hi}) {
+			if cs.Spans[i] != (changeset.PositionSpan{Lo: lo, Hi: hi}) {
 				failures = append(failures, fmt.Sprintf("seq %d (rollback %v): %q span %+v, flipped %+v..%+v", cs.Seq, cs.Rollback, a, cs.Spans[i], lo, hi))
 			}
 			checked++

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/tiers/memory"
@@ -43,11 +44,11 @@ func BenchmarkChangedKept(b *testing.B) {
 					ans, _ := srv.AddressUtxos(ctx, "addr", i%2 == 0, 10+10*(i%4/2), "")
 					ans.Release()
 				}
-				cs := &disk.ChangeSet{Balances: map[string]chain.Balance{}}
+				cs := &changeset.Set{Balances: map[string]chain.Balance{}}
 				for i := range n {
 					a := fmt.Sprintf("addr_test1q%08d", i)
 					cs.Addresses = append(cs.Addresses, a)
-					cs.Spans = append(cs.Spans, disk.PositionSpan{Lo: chain.Position{Height: 5}, Hi: chain.Position{Height: 5}})
+					cs.Spans = append(cs.Spans, changeset.PositionSpan{Lo: chain.Position{Height: 5}, Hi: chain.Position{Height: 5}})
 					cs.Balances[a] = chain.Balance{Count: 1000}
 				}
 				b.ReportAllocs()

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/internal/model"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -20,10 +21,10 @@ import (
 
 // afterPublish is a writer listener subscribed after the server: fn runs on
 // the writer goroutine once the server has handled cs's publication.
-type afterPublish struct{ fn func(cs *disk.ChangeSet) }
+type afterPublish struct{ fn func(cs *changeset.Set) }
 
-func (*afterPublish) Changed(*disk.ChangeSet)           {}
-func (a *afterPublish) AfterPublish(cs *disk.ChangeSet) { a.fn(cs) }
+func (*afterPublish) Changed(*changeset.Set)           {}
+func (a *afterPublish) AfterPublish(cs *changeset.Set) { a.fn(cs) }
 
 // TestKeptEntriesRealTier runs the kept-entries path (query/keep.go) over
 // the real Ristretto tier with readers filling it concurrently, through
@@ -64,7 +65,7 @@ func TestKeptEntriesRealTier(t *testing.T) {
 			addrs := g.Addresses()
 
 			var failures []string // writer goroutine only
-			check := func(cs *disk.ChangeSet) {
+			check := func(cs *changeset.Set) {
 				mem.Wait()
 				for _, a := range addrs {
 					guard := "a|" + a
