@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/workload"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -156,29 +157,28 @@ var oddAddresses = []string{
 	`q"uote`, `back\slash`, "ctl\x01\x1f\t\n\r", "ünïcødé €𝄞", "<tag>&\u2028\u2029", "\x7f del",
 }
 
-// mapTier is a Tier that keeps every entry (the memory tier imports this
-// package, so its tests cannot use it): it makes the server copy answers out
-// of its pooled buffers, and serves them back.
+// mapTier is a cache.Tier that keeps every entry: it makes the server copy
+// answers out of its pooled buffers, and serves them back.
 type mapTier struct {
 	mu      sync.Mutex
-	entries map[string]Entry
+	entries map[string]cache.Entry
 	floors  map[string]uint64
 }
 
 func newMapTier() *mapTier {
-	return &mapTier{entries: map[string]Entry{}, floors: map[string]uint64{}}
+	return &mapTier{entries: map[string]cache.Entry{}, floors: map[string]uint64{}}
 }
 
 func (m *mapTier) Name() string { return "map" }
 
-func (m *mapTier) Get(_ context.Context, key, guard string) (Entry, bool) {
+func (m *mapTier) Get(_ context.Context, key, guard string) (cache.Entry, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entries[key]
 	return e, ok && e.Seq >= m.floors[guard]
 }
 
-func (m *mapTier) Set(_ context.Context, key, guard string, e Entry) {
+func (m *mapTier) Set(_ context.Context, key, guard string, e cache.Entry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e.Seq >= m.floors[guard] {
@@ -218,7 +218,7 @@ func TestAnswersMatchReference(t *testing.T) {
 			t.Fatal(err)
 		}
 		bare := New(store, Options{HotAddresses: -1})
-		cached := New(store, Options{Tiers: []Tier{newMapTier()}, HotAddresses: -1})
+		cached := New(store, Options{Tiers: []cache.Tier{newMapTier()}, HotAddresses: -1})
 		w := writer.New(store, writer.Options{})
 		w.Subscribe(bare)
 		w.Subscribe(cached)

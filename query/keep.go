@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -53,7 +54,7 @@ import (
 // what the restored entry claims; if a later change touches the guard
 // before the store lands, the tier refuses it (the floor is above its Seq).
 
-// Peeker is an owned Tier that can return an entry without counting a read
+// Peeker is an owned cache.Tier that can return an entry without counting a read
 // and without I/O (the in-process memory tier): the server peeks on the
 // writer goroutine, between a commit and its invalidation.
 type Peeker interface {
@@ -61,12 +62,12 @@ type Peeker interface {
 	// without deleting anything. It may still count as a use of key in the
 	// tier's eviction policy (Ristretto's admission counters see every
 	// lookup).
-	Peek(key, guard string) (Entry, bool)
+	Peek(key, guard string) (cache.Entry, bool)
 }
 
 // peekTier is an owned tier that is also a Peeker.
 type peekTier interface {
-	Tier
+	cache.Tier
 	Peeker
 }
 
@@ -103,7 +104,7 @@ func (m *addressMarks) marked(a string) bool {
 // change is published.
 type keptEntry struct {
 	key, guard string
-	e          Entry
+	e          cache.Entry
 }
 
 // kept is what Changed found for one change, for AfterPublish. Writer
@@ -198,16 +199,16 @@ const nullTail = `],"next_cursor":null}`
 // quotes would be escaped), so a removed output's item is found by that
 // prefix and cut out whole (itemEnd), and the added items are spliced in
 // at the page's end (or start, descending).
-func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []changeset.AddressOutput, count uint64, oldTip chain.Tip) (Entry, bool) {
+func (s *Server) patchedPage(a string, desc bool, e *cache.Entry, outs []changeset.AddressOutput, count uint64, oldTip chain.Tip) (cache.Entry, bool) {
 	if e.Status != 200 {
-		return Entry{}, false
+		return cache.Entry{}, false
 	}
 	prefix := appendString([]byte(`"address":`), a)
 	prefix = append(prefix, `,"utxos":[`...)
 	body := e.Body
 	if !bytes.HasPrefix(body, prefix) || !bytes.HasSuffix(body, []byte(nullTail)) ||
 		len(body) < len(prefix)+len(nullTail) {
-		return Entry{}, false
+		return cache.Entry{}, false
 	}
 	items := body[len(prefix) : len(body)-len(nullTail)]
 	n := bytes.Count(items, []byte(itemHead))
@@ -216,19 +217,19 @@ func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []changeset.Add
 	for _, o := range outs {
 		if o.Added {
 			if !oldTip.Empty && o.Utxo.Height <= oldTip.Height {
-				return Entry{}, false // not at the end of the chain order
+				return cache.Entry{}, false // not at the end of the chain order
 			}
 			added = append(added, o.Utxo)
 			continue
 		}
 		from, to, ok := findItem(items, o.Utxo.OutPoint)
 		if !ok {
-			return Entry{}, false // the page does not hold what the change removed
+			return cache.Entry{}, false // the page does not hold what the change removed
 		}
 		cuts = append(cuts, [2]int{from, to})
 	}
 	if uint64(n-len(cuts)+len(added)) != count {
-		return Entry{}, false
+		return cache.Entry{}, false
 	}
 	slices.SortFunc(cuts, func(x, y [2]int) int { return x[0] - y[0] })
 	slices.SortFunc(added, func(x, y *chain.Utxo) int {
@@ -255,7 +256,7 @@ func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []changeset.Add
 		return true
 	}
 	if desc && !appendAdded(true) {
-		return Entry{}, false
+		return cache.Entry{}, false
 	}
 	// The items left are the runs between the cut ones, each run whole
 	// items with the commas between them, plus the comma that separated it
@@ -281,10 +282,10 @@ func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []changeset.Add
 		wrote = true
 	}
 	if !desc && !appendAdded(!wrote) {
-		return Entry{}, false
+		return cache.Entry{}, false
 	}
 	out = append(out, nullTail...)
-	return Entry{Status: 200, Body: out, ETag: etagOf(out)}, true
+	return cache.Entry{Status: 200, Body: out, ETag: etagOf(out)}, true
 }
 
 // itemHead starts every item of a page (appendUtxo).
@@ -333,7 +334,7 @@ func itemEnd(items []byte, from int) (int, bool) {
 // pageUnchanged reports whether the page answer e of address a, in order
 // desc, is left as it is by a change that touched a's positions in span
 // only, given that a still has more outputs than the page holds.
-func (s *Server) pageUnchanged(a string, desc bool, e *Entry, span changeset.PositionSpan) bool {
+func (s *Server) pageUnchanged(a string, desc bool, e *cache.Entry, span changeset.PositionSpan) bool {
 	if e.Status != 200 {
 		return false
 	}

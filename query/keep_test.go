@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/changeset"
 )
@@ -28,7 +29,7 @@ func TestPageUnchangedOddBodies(t *testing.T) {
 		`x],"next_cursor":"}`,
 	} {
 		for _, desc := range []bool{false, true} {
-			e := Entry{Status: 200, Body: []byte(body)}
+			e := cache.Entry{Status: 200, Body: []byte(body)}
 			func() {
 				defer func() {
 					if r := recover(); r != nil {

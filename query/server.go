@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -43,12 +44,12 @@ const (
 // Options configure a Server.
 type Options struct {
 	// Tiers are the caches in read order (memory, then Redis). May be empty.
-	Tiers []Tier
+	Tiers []cache.Tier
 	// Shared are tiers read and filled after Tiers but never invalidated by
 	// this server: on a replica, the Redis tier its writer invalidates.
 	// Entries from a state above this node's published one are not served
 	// from them (an answer from the node's future).
-	Shared []Tier
+	Shared []cache.Tier
 	// FillShared reports whether answers computed from this node's store may
 	// be filled into Shared: on a replica, only once its state has been
 	// compared with the writer's record of it (a store changed behind the
@@ -142,7 +143,7 @@ func renderedTip(t chain.Tip) []byte {
 // affected guard (address or outpoint) to the change's Seq; only then does
 // the writer publish the change (Store.Publish), tell Published, and
 // acknowledge it. A reader loads the published state P first, then asks the
-// tiers, which never return an entry below its guard's floor (the Tier
+// tiers, which never return an entry below its guard's floor (the cache.Tier
 // invariant). So a hit e with e.Seq <= P.Seq is the answer at P: no change in
 // (e.Seq, P.Seq] touched its guard, or its floor would be above e.Seq; it is
 // served with P's tip and seq. A hit with e.Seq > P.Seq is served with its own
@@ -157,8 +158,8 @@ func renderedTip(t chain.Tip) []byte {
 // only move forward in the commit sequence.
 type Server struct {
 	store Store
-	tiers []Tier // read order: the owned tiers, then the shared ones
-	owned int    // tiers[:owned] are invalidated by Changed
+	tiers []cache.Tier // read order: the owned tiers, then the shared ones
+	owned int          // tiers[:owned] are invalidated by Changed
 	// fillShared gates disk answers into tiers[owned:] (Options.FillShared).
 	fillShared func() bool
 	cursors    *cursorCodec
@@ -201,7 +202,7 @@ func New(store Store, opts Options) *Server {
 	}
 	s := &Server{
 		store:      store,
-		tiers:      append(append([]Tier(nil), opts.Tiers...), opts.Shared...),
+		tiers:      append(append([]cache.Tier(nil), opts.Tiers...), opts.Shared...),
 		owned:      len(opts.Tiers),
 		fillShared: opts.FillShared,
 		cursors:    newCursorCodec(store.Secret()),
@@ -304,7 +305,7 @@ func (s *Server) Changed(cs *changeset.Set) {
 	ctx := context.Background()
 	for _, t := range s.tiers[:s.owned] {
 		// A tier that fails to invalidate must stop serving what it held
-		// (the Tier contract): the error is for logs and metrics only.
+		// (the cache.Tier contract): the error is for logs and metrics only.
 		if err := t.Invalidate(ctx, cs.Seq, guards); err != nil {
 			s.log.Warn("cache invalidation failed", "tier", t.Name(), "seq", cs.Seq, "err", err)
 		}
@@ -377,7 +378,7 @@ func (s *Server) putBalance(a string, b *chain.Balance, cs *changeset.Set) {
 		return
 	}
 	body := appendBalanceBody(nil, a, b)
-	e := Entry{Seq: cs.Seq, Tip: cs.NewTip, Status: 200, Body: body, ETag: etagOf(body)}
+	e := cache.Entry{Seq: cs.Seq, Tip: cs.NewTip, Status: 200, Body: body, ETag: etagOf(body)}
 	ctx := context.Background()
 	key, guard := "b|"+a, addressGuard(a)
 	for _, t := range s.tiers[:s.owned] {
@@ -650,7 +651,7 @@ func (s *Server) read(ctx context.Context, key, guard string, fn compute) (Answe
 // e.Body: no tier keeps the entry, so the buffer can be reused once the
 // answer is written.
 type computed struct {
-	e   Entry
+	e   cache.Entry
 	buf *[]byte
 }
 
@@ -675,7 +676,7 @@ func (s *Server) compute(ctx context.Context, key, guard string, fn compute) (*c
 		putAnswerBuf(buf)
 		return nil, err
 	}
-	e := Entry{Seq: view.State().Seq, Tip: view.Tip(), Status: status, Body: body, ETag: etagOf(body)}
+	e := cache.Entry{Seq: view.State().Seq, Tip: view.Tip(), Status: status, Body: body, ETag: etagOf(body)}
 	fillTo := s.tiers
 	if s.fillShared != nil && !s.fillShared() {
 		fillTo = s.tiers[:s.owned]
@@ -691,16 +692,16 @@ func (s *Server) compute(ctx context.Context, key, guard string, fn compute) (*c
 	return &computed{e: e}, nil
 }
 
-// fill stores e in t, off the read path when t can (AsyncSetter).
-func fill(ctx context.Context, t Tier, key, guard string, e Entry) {
-	if a, ok := t.(AsyncSetter); ok {
+// fill stores e in t, off the read path when t can (cache.AsyncSetter).
+func fill(ctx context.Context, t cache.Tier, key, guard string, e cache.Entry) {
+	if a, ok := t.(cache.AsyncSetter); ok {
 		a.SetAsync(key, guard, e)
 		return
 	}
 	t.Set(ctx, key, guard, e)
 }
 
-func answerOf(e Entry, tip chain.Tip, seq uint64, tier string) Answer {
+func answerOf(e cache.Entry, tip chain.Tip, seq uint64, tier string) Answer {
 	return Answer{Status: e.Status, Tip: tip, Seq: seq, ETag: e.ETag, Body: e.Body, Tier: tier}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/internal/model"
@@ -19,7 +20,7 @@ import (
 )
 
 // recordTier is an owned tier that keeps every entry it is given (mapTier,
-// with the guard floors of the Tier contract, never replacing an entry by an
+// with the guard floors of the cache.Tier contract, never replacing an entry by an
 // older one), and records each entry stored with a Seq the store has not
 // published yet: an answer visible too early.
 type recordTier struct {
@@ -34,7 +35,7 @@ func newRecordTier(store Store) *recordTier {
 
 func (*recordTier) Name() string { return "memory" }
 
-func (r *recordTier) Set(_ context.Context, key, guard string, e Entry) {
+func (r *recordTier) Set(_ context.Context, key, guard string, e cache.Entry) {
 	published := r.store.Published().Seq
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -49,7 +50,7 @@ func (r *recordTier) Set(_ context.Context, key, guard string, e Entry) {
 
 // Peek makes recordTier a Peeker, as the memory tier is: the server keeps
 // the entries a change leaves as they are (keep.go).
-func (r *recordTier) Peek(key, guard string) (Entry, bool) {
+func (r *recordTier) Peek(key, guard string) (cache.Entry, bool) {
 	return r.Get(context.Background(), key, guard)
 }
 
@@ -159,7 +160,7 @@ func TestBalancesFromChangesExact(t *testing.T) {
 			ctx := context.Background()
 			r := newFeedRun(t, seed)
 			tier := newRecordTier(r.store)
-			srv := New(r.store, Options{Tiers: []Tier{tier}, HotAddresses: 64})
+			srv := New(r.store, Options{Tiers: []cache.Tier{tier}, HotAddresses: 64})
 			defer srv.Close()
 			ref := New(r.store, Options{HotAddresses: -1}) // no tiers: every answer from the disk
 			defer ref.Close()
@@ -225,7 +226,7 @@ func TestWarmedReadsUnderFeed(t *testing.T) {
 	ctx := context.Background()
 	r := newFeedRun(t, 7)
 	tier := newRecordTier(r.store)
-	srv := New(r.store, Options{Tiers: []Tier{tier}, HotAddresses: 64})
+	srv := New(r.store, Options{Tiers: []cache.Tier{tier}, HotAddresses: 64})
 	defer srv.Close()
 	ref := New(r.store, Options{HotAddresses: -1})
 	defer ref.Close()
@@ -362,7 +363,7 @@ func TestKeptEntriesExact(t *testing.T) {
 			// Every address hot, so complete pages are patched too; the
 			// warmer's entries, also at the change's seq, are disk reads.
 			m := NewMetrics(prometheus.NewRegistry())
-			srv := New(r.store, Options{Tiers: []Tier{tier}, HotAddresses: 64, Metrics: m})
+			srv := New(r.store, Options{Tiers: []cache.Tier{tier}, HotAddresses: 64, Metrics: m})
 			defer srv.Close()
 			for _, a := range r.g.Addresses() {
 				for range hotThreshold {
@@ -459,7 +460,7 @@ func TestKeptEntriesExact(t *testing.T) {
 
 // sameAnswer reports whether a cached entry is the answer want: the same
 // state, status, ETag and body.
-func sameAnswer(got Entry, want Answer) bool {
+func sameAnswer(got cache.Entry, want Answer) bool {
 	return got.Seq == want.Seq && got.Tip == want.Tip && got.Status == want.Status &&
 		got.ETag == want.ETag && bytes.Equal(got.Body, want.Body)
 }

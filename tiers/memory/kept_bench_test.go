@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/query"
@@ -13,7 +14,7 @@ import (
 )
 
 // tierOnly hides the memory tier's Peek: the server then keeps nothing.
-type tierOnly struct{ query.Tier }
+type tierOnly struct{ cache.Tier }
 
 // BenchmarkChangedKept measures the writer's Changed (the step before a
 // change is published) for a change touching many addresses whose answers
@@ -33,11 +34,11 @@ func BenchmarkChangedKept(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer mem.Close()
-				var tier query.Tier = mem
+				var tier cache.Tier = mem
 				if !peek {
 					tier = tierOnly{mem}
 				}
-				srv := query.New(store, query.Options{Tiers: []query.Tier{tier}, HotAddresses: -1})
+				srv := query.New(store, query.Options{Tiers: []cache.Tier{tier}, HotAddresses: -1})
 				defer srv.Close()
 				ctx := context.Background()
 				for i := range 4096 { // register the four shapes readers ask for

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/internal/model"
@@ -18,6 +19,11 @@ import (
 	"github.com/utxo-cache/utxo-cache/tiers/memory"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
+
+// The query server peeks into this tier between a commit and its
+// invalidation (query/keep.go). Checked here, in a test, so that the tier
+// does not import the query server.
+var _ query.Peeker = (*memory.Tier)(nil)
 
 // afterPublish is a writer listener subscribed after the server: fn runs on
 // the writer goroutine once the server has handled cs's publication.
@@ -55,7 +61,7 @@ func TestKeptEntriesRealTier(t *testing.T) {
 			}
 			defer mem.Close()
 			reg := prometheus.NewRegistry()
-			srv := query.New(store, query.Options{Tiers: []query.Tier{mem}, HotAddresses: -1, Metrics: query.NewMetrics(reg)})
+			srv := query.New(store, query.Options{Tiers: []cache.Tier{mem}, HotAddresses: -1, Metrics: query.NewMetrics(reg)})
 			defer srv.Close()
 			ref := query.New(store, query.Options{HotAddresses: -1})
 			defer ref.Close()
