@@ -12,7 +12,6 @@ import (
 	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/changeset"
-	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
 // # Entries a block leaves as they are
@@ -219,6 +218,9 @@ func (s *Server) patchedPage(a string, desc bool, e *cache.Entry, outs []changes
 			if !oldTip.Empty && o.Utxo.Height <= oldTip.Height {
 				return cache.Entry{}, false // not at the end of the chain order
 			}
+			if !storable(o.Utxo) {
+				return cache.Entry{}, false // its listing does not read
+			}
 			added = append(added, o.Utxo)
 			continue
 		}
@@ -240,23 +242,16 @@ func (s *Server) patchedPage(a string, desc bool, e *cache.Entry, outs []changes
 	}
 	out := make([]byte, 0, len(body)+len(added)*256)
 	out = append(out, prefix...)
-	var buf []byte
-	var r disk.UtxoRef
-	appendAdded := func(first bool) bool {
+	appendAdded := func(first bool) {
 		for i, u := range added {
-			var err error
-			if buf, err = disk.IndexRef(buf, u, &r); err != nil {
-				return false
-			}
 			if i > 0 || !first {
 				out = append(out, ',')
 			}
-			out = appendUtxo(out, &r)
+			out = appendChainUtxo(out, u)
 		}
-		return true
 	}
-	if desc && !appendAdded(true) {
-		return cache.Entry{}, false
+	if desc {
+		appendAdded(true)
 	}
 	// The items left are the runs between the cut ones, each run whole
 	// items with the commas between them, plus the comma that separated it
@@ -281,8 +276,8 @@ func (s *Server) patchedPage(a string, desc bool, e *cache.Entry, outs []changes
 		out = append(out, run...)
 		wrote = true
 	}
-	if !desc && !appendAdded(!wrote) {
-		return cache.Entry{}, false
+	if !desc {
+		appendAdded(!wrote)
 	}
 	out = append(out, nullTail...)
 	return cache.Entry{Status: 200, Body: out, ETag: etagOf(out)}, true
