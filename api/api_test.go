@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/model"
 	"github.com/utxo-cache/utxo-cache/query"
@@ -68,7 +69,7 @@ type stackConfig struct {
 	api      api.Options
 	noToken  bool // configure no admin token: writes disabled
 	noMemory bool // no memory tier
-	tiers    []query.Tier
+	tiers    []cache.Tier
 	hot      int // query.Options.HotAddresses (0: default)
 	noWriter bool
 	wrap     func(api.Reader) api.Reader
@@ -108,7 +109,7 @@ func newStack(t testing.TB, cfg stackConfig) *stack {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	s := &stack{t: t, store: store, spec: !cfg.noSpec}
-	var tiers []query.Tier
+	var tiers []cache.Tier
 	if !cfg.noMemory {
 		mem, err := memory.New(memory.Options{MaxBytes: 32 << 20, FloorSlots: 1 << 12})
 		if err != nil {

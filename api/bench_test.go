@@ -13,9 +13,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/testredis"
-	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/tiers/redis"
 )
 
@@ -99,7 +99,7 @@ func BenchmarkRead(b *testing.B) {
 		if !rt.Healthy() {
 			b.Fatal("redis tier not healthy")
 		}
-		s := newStack(b, stackConfig{noSpec: true, hot: -1, noMemory: true, tiers: []query.Tier{rt}})
+		s := newStack(b, stackConfig{noSpec: true, hot: -1, noMemory: true, tiers: []cache.Tier{rt}})
 		benchChain(s)
 		for _, r := range benchReads {
 			b.Run(r.name, func(b *testing.B) {

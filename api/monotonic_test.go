@@ -14,9 +14,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/testredis"
-	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/tiers/redis"
 )
 
@@ -52,7 +52,7 @@ func TestMonotonicReadsUnderWrites(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { _ = rt.Close() })
-				cfg.tiers = []query.Tier{rt}
+				cfg.tiers = []cache.Tier{rt}
 			}
 			runMonotonic(t, newStack(t, cfg), uint64(rand.Int64()))
 		})

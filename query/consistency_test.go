@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -67,7 +68,7 @@ func TestReadsNeverStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	srv := query.New(store, query.Options{Tiers: []query.Tier{mem}})
+	srv := query.New(store, query.Options{Tiers: []cache.Tier{mem}})
 	defer srv.Close()
 	w := writer.New(store, writer.Options{})
 	defer w.Close()

@@ -10,7 +10,6 @@ import (
 	"sync"
 
 	"github.com/utxo-cache/utxo-cache/chain"
-	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
 // A cursor is the position of the last item of a page, bound to the address
@@ -55,7 +54,7 @@ func newCursorCodec(secret []byte) *cursorCodec {
 }
 
 // append appends the cursor of position p, for address and order, to dst.
-func (c *cursorCodec) append(dst []byte, address string, desc bool, p disk.Position) []byte {
+func (c *cursorCodec) append(dst []byte, address string, desc bool, p chain.Position) []byte {
 	var b [cursorBody + cursorMAC]byte
 	b[0] = cursorVersion
 	if desc {
@@ -70,23 +69,23 @@ func (c *cursorCodec) append(dst []byte, address string, desc bool, p disk.Posit
 
 // decode returns the position of a cursor issued for address and order, or
 // an error matching chain.ErrInvalidArgument.
-func (c *cursorCodec) decode(s, address string, desc bool) (disk.Position, error) {
+func (c *cursorCodec) decode(s, address string, desc bool) (chain.Position, error) {
 	var b [cursorBody + cursorMAC]byte
 	if base64.RawURLEncoding.DecodedLen(len(s)) != len(b) {
-		return disk.Position{}, fmt.Errorf("cursor was not issued by this service: %w", chain.ErrInvalidArgument)
+		return chain.Position{}, fmt.Errorf("cursor was not issued by this service: %w", chain.ErrInvalidArgument)
 	}
 	if _, err := base64.RawURLEncoding.Decode(b[:], []byte(s)); err != nil {
-		return disk.Position{}, fmt.Errorf("cursor was not issued by this service: %w", chain.ErrInvalidArgument)
+		return chain.Position{}, fmt.Errorf("cursor was not issued by this service: %w", chain.ErrInvalidArgument)
 	}
 	var want [cursorMAC]byte
 	c.mac(want[:], address, b[:cursorBody])
 	if b[0] != cursorVersion || !hmac.Equal(b[cursorBody:], want[:]) {
-		return disk.Position{}, fmt.Errorf("cursor was not issued by this service for this address: %w", chain.ErrInvalidArgument)
+		return chain.Position{}, fmt.Errorf("cursor was not issued by this service for this address: %w", chain.ErrInvalidArgument)
 	}
 	if (b[1] == 1) != desc {
-		return disk.Position{}, fmt.Errorf("cursor was issued for the other order: %w", chain.ErrInvalidArgument)
+		return chain.Position{}, fmt.Errorf("cursor was issued for the other order: %w", chain.ErrInvalidArgument)
 	}
-	return disk.Position{
+	return chain.Position{
 		Height: binary.BigEndian.Uint64(b[2:]),
 		TxPos:  binary.BigEndian.Uint32(b[10:]),
 		Index:  binary.BigEndian.Uint32(b[14:]),

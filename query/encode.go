@@ -27,8 +27,9 @@ func AppendTip(dst []byte, t chain.Tip) []byte {
 
 // appendUtxo appends the contract's UTXO object for an output read in place
 // from the store (disk.UtxoRef): straight from the stored bytes, with no
-// intermediate chain.Utxo. TestUtxoEncodingMatchesReference holds it byte for
-// byte to the encoding of the decoded chain.Utxo.
+// intermediate chain.Utxo. TestAnswersMatchReference and FuzzUtxoEncoding
+// hold it byte for byte to the encoding of the decoded chain.Utxo, and to
+// appendChainUtxo.
 func appendUtxo(dst []byte, r *disk.UtxoRef) []byte {
 	dst = append(dst, `{"tx_hash":`...)
 	dst = appendHexString(dst, r.OutPoint.TxHash[:])
@@ -77,6 +78,79 @@ func appendUtxo(dst []byte, r *disk.UtxoRef) []byte {
 		dst = append(dst, `,"collateral_return":true`...)
 	}
 	return append(dst, '}')
+}
+
+// appendChainUtxo appends the contract's UTXO object for u, an output the
+// store holds (see storable): the bytes appendUtxo writes for u's stored
+// record. The store keeps an absent and an empty datum or script ref alike
+// (a zero length), so both are omitted here. Kept entries append the
+// outputs a change added from the change set's chain.Utxos with it
+// (patchedPage); TestChainUtxoEncodingMatchesStored and FuzzUtxoEncoding
+// hold the two encoders byte for byte.
+func appendChainUtxo(dst []byte, u *chain.Utxo) []byte {
+	dst = append(dst, `{"tx_hash":`...)
+	dst = appendHexString(dst, u.TxHash[:])
+	dst = append(dst, `,"index":`...)
+	dst = strconv.AppendUint(dst, uint64(u.Index), 10)
+	dst = append(dst, `,"address":`...)
+	dst = appendString(dst, u.Address)
+	dst = append(dst, `,"value":"`...)
+	dst = strconv.AppendUint(dst, u.Value, 10)
+	dst = append(dst, `","assets":[`...)
+	for i, a := range u.Assets {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"policy":`...)
+		dst = appendHexString(dst, a.Policy)
+		dst = append(dst, `,"name":`...)
+		dst = appendHexString(dst, a.Name)
+		dst = append(dst, `,"quantity":"`...)
+		dst = strconv.AppendUint(dst, a.Quantity, 10)
+		dst = append(dst, `"}`...)
+	}
+	dst = append(dst, ']')
+	if u.DatumHash != nil {
+		dst = append(dst, `,"datum_hash":`...)
+		dst = appendHexString(dst, u.DatumHash[:])
+	}
+	if len(u.Datum) > 0 {
+		dst = append(dst, `,"datum":`...)
+		dst = appendHexString(dst, u.Datum)
+	}
+	if len(u.ScriptRef) > 0 {
+		dst = append(dst, `,"script_ref":`...)
+		dst = appendHexString(dst, u.ScriptRef)
+	}
+	dst = append(dst, `,"height":`...)
+	dst = strconv.AppendUint(dst, u.Height, 10)
+	if u.Coinbase() {
+		dst = append(dst, `,"coinbase":true`...)
+	}
+	if u.CollateralReturn() {
+		dst = append(dst, `,"collateral_return":true`...)
+	}
+	return append(dst, '}')
+}
+
+// storable reports whether the store reads u's record back: its flags are
+// known and its fields within the contract's sizes. ValidateBlock holds
+// every decoded block to those sizes; only an in-process producer that
+// skips it can apply a larger output, whose listing then fails to read as
+// corrupt. Such an output is not patched into a kept page: the page's
+// invalidation stands, and its next read gets the store's error.
+func storable(u *chain.Utxo) bool {
+	if u.Flags&^(chain.FlagCoinbase|chain.FlagCollateralReturn) != 0 ||
+		len(u.Address) > chain.MaxAddressLen || len(u.Datum) > chain.MaxDatumLen ||
+		len(u.ScriptRef) > chain.MaxScriptRefLen {
+		return false
+	}
+	for _, a := range u.Assets {
+		if len(a.Policy) > chain.MaxPolicyLen || len(a.Name) > chain.MaxAssetNameLen {
+			return false
+		}
+	}
+	return true
 }
 
 // appendSpent appends the "spent" member's value of r: null while live.

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/workload"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -98,7 +99,7 @@ func referenceOutPoint(t *testing.T, v *disk.View, op chain.OutPoint) ([]byte, i
 }
 
 // referencePage is the reference body of a page, and its cursor.
-func referencePage(t *testing.T, s *Server, v *disk.View, address string, desc bool, limit int, after *disk.Position) ([]byte, *disk.Position) {
+func referencePage(t *testing.T, s *Server, v *disk.View, address string, desc bool, limit int, after *chain.Position) ([]byte, *chain.Position) {
 	items, next, err := v.List(disk.ListQuery{Dim: disk.DimAddress, Value: []byte(address), After: after, Desc: desc, Limit: limit})
 	if err != nil {
 		t.Fatal(err)
@@ -156,29 +157,28 @@ var oddAddresses = []string{
 	`q"uote`, `back\slash`, "ctl\x01\x1f\t\n\r", "ünïcødé €𝄞", "<tag>&\u2028\u2029", "\x7f del",
 }
 
-// mapTier is a Tier that keeps every entry (the memory tier imports this
-// package, so its tests cannot use it): it makes the server copy answers out
-// of its pooled buffers, and serves them back.
+// mapTier is a cache.Tier that keeps every entry: it makes the server copy
+// answers out of its pooled buffers, and serves them back.
 type mapTier struct {
 	mu      sync.Mutex
-	entries map[string]Entry
+	entries map[string]cache.Entry
 	floors  map[string]uint64
 }
 
 func newMapTier() *mapTier {
-	return &mapTier{entries: map[string]Entry{}, floors: map[string]uint64{}}
+	return &mapTier{entries: map[string]cache.Entry{}, floors: map[string]uint64{}}
 }
 
 func (m *mapTier) Name() string { return "map" }
 
-func (m *mapTier) Get(_ context.Context, key, guard string) (Entry, bool) {
+func (m *mapTier) Get(_ context.Context, key, guard string) (cache.Entry, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entries[key]
 	return e, ok && e.Seq >= m.floors[guard]
 }
 
-func (m *mapTier) Set(_ context.Context, key, guard string, e Entry) {
+func (m *mapTier) Set(_ context.Context, key, guard string, e cache.Entry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e.Seq >= m.floors[guard] {
@@ -218,7 +218,7 @@ func TestAnswersMatchReference(t *testing.T) {
 			t.Fatal(err)
 		}
 		bare := New(store, Options{HotAddresses: -1})
-		cached := New(store, Options{Tiers: []Tier{newMapTier()}, HotAddresses: -1})
+		cached := New(store, Options{Tiers: []cache.Tier{newMapTier()}, HotAddresses: -1})
 		w := writer.New(store, writer.Options{})
 		w.Subscribe(bare)
 		w.Subscribe(cached)
@@ -298,7 +298,7 @@ func TestAnswersMatchReference(t *testing.T) {
 				for _, desc := range []bool{false, true} {
 					limit := []int{1, 3, 7, 100}[rng.IntN(4)]
 					cursor := ""
-					var after *disk.Position
+					var after *chain.Position
 					for pages := 0; ; pages++ {
 						want, next := referencePage(t, s, v, a, desc, limit, after)
 						ans, err := s.AddressUtxos(ctx, a, desc, limit, cursor)
@@ -358,5 +358,93 @@ func FuzzUtxoEncoding(f *testing.F) {
 		if got, want := appendSpent(nil, &r), referenceSpent(nil, spent); !bytes.Equal(got, want) {
 			t.Fatalf("spent in place %s\nreference %s", got, want)
 		}
+		if got, want := appendChainUtxo(nil, &u), appendUtxo(nil, &r); !bytes.Equal(got, want) {
+			t.Fatalf("from chain.Utxo %s\nin place %s", got, want)
+		}
 	})
+}
+
+// TestChainUtxoEncodingMatchesStored: for random outputs, with every field
+// empty, nil, at its size limit or one past it, appendChainUtxo gives the
+// bytes appendUtxo gives for the output's stored form (the index row a
+// listing reads, disk.IndexRef), and storable holds exactly when the store
+// reads that form back. Kept pages append added outputs with the first and
+// skip the outputs storable refuses (patchedPage), so they hold what a disk
+// read of the listing encodes.
+func TestChainUtxoEncodingMatchesStored(t *testing.T) {
+	seed := *seedFlag
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (replay with -run '%s$' -seed=%d)", seed, t.Name(), seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	// blob returns nil, empty, short, at max or one past it, or random.
+	blob := func(max int) []byte {
+		switch rng.IntN(6) {
+		case 0:
+			return nil
+		case 1:
+			return []byte{}
+		case 2:
+			return []byte{byte(rng.Uint32())}
+		case 3:
+			return make([]byte, max)
+		case 4:
+			if rng.IntN(4) == 0 {
+				return make([]byte, max+1)
+			}
+		}
+		b := make([]byte, rng.IntN(max/4+1))
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	var buf []byte
+	var r disk.UtxoRef
+	stored := 0
+	for i := range 1000 {
+		u := chain.Utxo{
+			OutPoint: chain.OutPoint{TxHash: chain.Hash{byte(i), byte(i >> 8)}, Index: rng.Uint32()},
+			Height:   rng.Uint64() >> rng.IntN(64),
+			TxPos:    rng.Uint32() >> rng.IntN(32),
+			Flags:    uint8(rng.IntN(4)),
+		}
+		u.Value = rng.Uint64() >> rng.IntN(64)
+		switch rng.IntN(4) {
+		case 0:
+			u.Address = oddAddresses[rng.IntN(len(oddAddresses))]
+		case 1:
+			u.Address = string(blob(chain.MaxAddressLen))
+		default:
+			u.Address = "addr" + strconv.Itoa(rng.IntN(100))
+		}
+		if rng.IntN(50) == 0 {
+			u.Flags |= 1 << (2 + rng.IntN(6)) // a flag the store does not know
+		}
+		for range rng.IntN(4) {
+			u.Assets = append(u.Assets, chain.Asset{Policy: blob(chain.MaxPolicyLen), Name: blob(chain.MaxAssetNameLen), Quantity: rng.Uint64() >> rng.IntN(64)})
+		}
+		if rng.IntN(3) == 0 {
+			u.DatumHash = &chain.Hash{byte(rng.Uint32()), 1}
+		}
+		u.Datum = blob(chain.MaxDatumLen)
+		u.ScriptRef = blob(chain.MaxScriptRefLen)
+
+		var err error
+		buf, err = disk.IndexRef(buf, &u, &r)
+		if ok := storable(&u); ok != (err == nil) {
+			t.Fatalf("output %d: storable %v, but the stored form reads back with error %v", i, ok, err)
+		}
+		if err != nil {
+			continue
+		}
+		stored++
+		if got, want := appendChainUtxo(nil, &u), appendUtxo(nil, &r); !bytes.Equal(got, want) {
+			t.Fatalf("output %d from chain.Utxo %s\nstored form %s", i, got, want)
+		}
+	}
+	if stored < 200 {
+		t.Fatalf("only %d of the outputs were storable: the generator is off", stored)
+	}
 }

@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
-	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/changeset"
 )
 
 // # Entries a block leaves as they are
@@ -30,7 +31,7 @@ import (
 //
 //   - a first page whose every item and next_cursor the change leaves as
 //     they are: it ends with a next_cursor at position L, every position the
-//     change touched for the address (ChangeSet.Spans) lies strictly after L
+//     change touched for the address (changeset.Set.Spans) lies strictly after L
 //     in the page's order, and the address still has more outputs than the
 //     page holds (its balance count after the change): the page's items are
 //     the same and another item still follows;
@@ -52,7 +53,7 @@ import (
 // what the restored entry claims; if a later change touches the guard
 // before the store lands, the tier refuses it (the floor is above its Seq).
 
-// Peeker is an owned Tier that can return an entry without counting a read
+// Peeker is an owned cache.Tier that can return an entry without counting a read
 // and without I/O (the in-process memory tier): the server peeks on the
 // writer goroutine, between a commit and its invalidation.
 type Peeker interface {
@@ -60,12 +61,12 @@ type Peeker interface {
 	// without deleting anything. It may still count as a use of key in the
 	// tier's eviction policy (Ristretto's admission counters see every
 	// lookup).
-	Peek(key, guard string) (Entry, bool)
+	Peek(key, guard string) (cache.Entry, bool)
 }
 
 // peekTier is an owned tier that is also a Peeker.
 type peekTier interface {
-	Tier
+	cache.Tier
 	Peeker
 }
 
@@ -102,7 +103,7 @@ func (m *addressMarks) marked(a string) bool {
 // change is published.
 type keptEntry struct {
 	key, guard string
-	e          Entry
+	e          cache.Entry
 }
 
 // kept is what Changed found for one change, for AfterPublish. Writer
@@ -119,7 +120,7 @@ type kept struct {
 // cs.Addresses[i]. A catch-up window (several blocks in one change) keeps
 // nothing: its addresses' entries are mostly long gone, and its change set
 // is large. Writer goroutine only.
-func (s *Server) collectKept(cs *disk.ChangeSet, guards []string) {
+func (s *Server) collectKept(cs *changeset.Set, guards []string) {
 	s.kept = kept{seq: cs.Seq, entries: s.kept.entries[:0], balances: s.kept.balances[:0]}
 	if s.peek == nil || cs.Rollback || len(cs.Spans) != len(cs.Addresses) ||
 		(!cs.OldTip.Empty && cs.NewTip.Height != cs.OldTip.Height+1) {
@@ -130,7 +131,7 @@ func (s *Server) collectKept(cs *disk.ChangeSet, guards []string) {
 	for j, p := range shapes {
 		prefixes[j] = pageKey("", p.desc, int(p.limit), "")
 	}
-	var byAddr map[int32][]disk.AddressOutput // built on the first complete page
+	var byAddr map[int32][]changeset.AddressOutput // built on the first complete page
 	for i, a := range cs.Addresses {
 		bal, known := cs.Balances[a]
 		if !known {
@@ -171,8 +172,8 @@ func (s *Server) collectKept(cs *disk.ChangeSet, guards []string) {
 }
 
 // outputsByAddress groups a change set's Outputs by address index.
-func outputsByAddress(outs []disk.AddressOutput) map[int32][]disk.AddressOutput {
-	m := make(map[int32][]disk.AddressOutput)
+func outputsByAddress(outs []changeset.AddressOutput) map[int32][]changeset.AddressOutput {
+	m := make(map[int32][]changeset.AddressOutput)
 	for _, o := range outs {
 		m[o.Address] = append(m[o.Address], o)
 	}
@@ -184,7 +185,7 @@ const nullTail = `],"next_cursor":null}`
 
 // patchedPage rebuilds the first page answer e of address a, in order
 // desc, for the state after a change that added and removed outs (a's
-// outputs in ChangeSet.Outputs), with no disk read. It applies only when e
+// outputs in changeset.Set.Outputs), with no disk read. It applies only when e
 // holds every output of a (next_cursor null) and so will the new page
 // (count, a's outputs after the change, is within the page's limit, which
 // the caller checked): the new items are e's items less the removed
@@ -197,16 +198,16 @@ const nullTail = `],"next_cursor":null}`
 // quotes would be escaped), so a removed output's item is found by that
 // prefix and cut out whole (itemEnd), and the added items are spliced in
 // at the page's end (or start, descending).
-func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []disk.AddressOutput, count uint64, oldTip chain.Tip) (Entry, bool) {
+func (s *Server) patchedPage(a string, desc bool, e *cache.Entry, outs []changeset.AddressOutput, count uint64, oldTip chain.Tip) (cache.Entry, bool) {
 	if e.Status != 200 {
-		return Entry{}, false
+		return cache.Entry{}, false
 	}
 	prefix := appendString([]byte(`"address":`), a)
 	prefix = append(prefix, `,"utxos":[`...)
 	body := e.Body
 	if !bytes.HasPrefix(body, prefix) || !bytes.HasSuffix(body, []byte(nullTail)) ||
 		len(body) < len(prefix)+len(nullTail) {
-		return Entry{}, false
+		return cache.Entry{}, false
 	}
 	items := body[len(prefix) : len(body)-len(nullTail)]
 	n := bytes.Count(items, []byte(itemHead))
@@ -215,46 +216,42 @@ func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []disk.AddressO
 	for _, o := range outs {
 		if o.Added {
 			if !oldTip.Empty && o.Utxo.Height <= oldTip.Height {
-				return Entry{}, false // not at the end of the chain order
+				return cache.Entry{}, false // not at the end of the chain order
+			}
+			if !storable(o.Utxo) {
+				return cache.Entry{}, false // its listing does not read
 			}
 			added = append(added, o.Utxo)
 			continue
 		}
 		from, to, ok := findItem(items, o.Utxo.OutPoint)
 		if !ok {
-			return Entry{}, false // the page does not hold what the change removed
+			return cache.Entry{}, false // the page does not hold what the change removed
 		}
 		cuts = append(cuts, [2]int{from, to})
 	}
 	if uint64(n-len(cuts)+len(added)) != count {
-		return Entry{}, false
+		return cache.Entry{}, false
 	}
 	slices.SortFunc(cuts, func(x, y [2]int) int { return x[0] - y[0] })
 	slices.SortFunc(added, func(x, y *chain.Utxo) int {
-		return disk.ComparePositions(disk.PositionOf(x), disk.PositionOf(y))
+		return chain.ComparePositions(x.Position(), y.Position())
 	})
 	if desc {
 		slices.Reverse(added)
 	}
 	out := make([]byte, 0, len(body)+len(added)*256)
 	out = append(out, prefix...)
-	var buf []byte
-	var r disk.UtxoRef
-	appendAdded := func(first bool) bool {
+	appendAdded := func(first bool) {
 		for i, u := range added {
-			var err error
-			if buf, err = disk.IndexRef(buf, u, &r); err != nil {
-				return false
-			}
 			if i > 0 || !first {
 				out = append(out, ',')
 			}
-			out = appendUtxo(out, &r)
+			out = appendChainUtxo(out, u)
 		}
-		return true
 	}
-	if desc && !appendAdded(true) {
-		return Entry{}, false
+	if desc {
+		appendAdded(true)
 	}
 	// The items left are the runs between the cut ones, each run whole
 	// items with the commas between them, plus the comma that separated it
@@ -279,11 +276,11 @@ func (s *Server) patchedPage(a string, desc bool, e *Entry, outs []disk.AddressO
 		out = append(out, run...)
 		wrote = true
 	}
-	if !desc && !appendAdded(!wrote) {
-		return Entry{}, false
+	if !desc {
+		appendAdded(!wrote)
 	}
 	out = append(out, nullTail...)
-	return Entry{Status: 200, Body: out, ETag: etagOf(out)}, true
+	return cache.Entry{Status: 200, Body: out, ETag: etagOf(out)}, true
 }
 
 // itemHead starts every item of a page (appendUtxo).
@@ -332,7 +329,7 @@ func itemEnd(items []byte, from int) (int, bool) {
 // pageUnchanged reports whether the page answer e of address a, in order
 // desc, is left as it is by a change that touched a's positions in span
 // only, given that a still has more outputs than the page holds.
-func (s *Server) pageUnchanged(a string, desc bool, e *Entry, span disk.PositionSpan) bool {
+func (s *Server) pageUnchanged(a string, desc bool, e *cache.Entry, span changeset.PositionSpan) bool {
 	if e.Status != 200 {
 		return false
 	}
@@ -350,14 +347,14 @@ func (s *Server) pageUnchanged(a string, desc bool, e *Entry, span disk.Position
 		return false
 	}
 	if desc {
-		return disk.ComparePositions(span.Hi, last) < 0
+		return chain.ComparePositions(span.Hi, last) < 0
 	}
-	return disk.ComparePositions(span.Lo, last) > 0
+	return chain.ComparePositions(span.Lo, last) > 0
 }
 
 // restoreKept stores again, at cs, the entries collectKept kept for it: cs
 // is published now. Writer goroutine only.
-func (s *Server) restoreKept(cs *disk.ChangeSet) {
+func (s *Server) restoreKept(cs *changeset.Set) {
 	k := &s.kept
 	if k.seq != cs.Seq || s.peek == nil {
 		return

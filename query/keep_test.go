@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
-
-	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/changeset"
 )
 
 // TestPageUnchangedOddBodies: pageUnchanged runs on the writer goroutine over
@@ -17,7 +17,7 @@ import (
 // page it does not keep, never a panic.
 func TestPageUnchangedOddBodies(t *testing.T) {
 	s := &Server{cursors: newCursorCodec([]byte("secret"))}
-	span := disk.PositionSpan{Lo: disk.Position{Height: 9}, Hi: disk.Position{Height: 9}}
+	span := changeset.PositionSpan{Lo: chain.Position{Height: 9}, Hi: chain.Position{Height: 9}}
 	for _, body := range []string{
 		``,
 		`"}`,
@@ -29,7 +29,7 @@ func TestPageUnchangedOddBodies(t *testing.T) {
 		`x],"next_cursor":"}`,
 	} {
 		for _, desc := range []bool{false, true} {
-			e := Entry{Status: 200, Body: []byte(body)}
+			e := cache.Entry{Status: 200, Body: []byte(body)}
 			func() {
 				defer func() {
 					if r := recover(); r != nil {

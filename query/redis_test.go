@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/testredis"
 	"github.com/utxo-cache/utxo-cache/query"
@@ -56,7 +57,7 @@ func testRedisRestored(t *testing.T, withMemory bool) {
 	defer rt.Close()
 	poll(t, "the Redis tier healthy", rt.Healthy)
 
-	srv := query.New(store, query.Options{Tiers: []query.Tier{rt}, HotAddresses: -1})
+	srv := query.New(store, query.Options{Tiers: []cache.Tier{rt}, HotAddresses: -1})
 	defer srv.Close()
 	fresh := query.New(store, query.Options{HotAddresses: -1}) // no tiers: every answer read from the disk
 	defer fresh.Close()
@@ -128,7 +129,7 @@ func testRedisRestored(t *testing.T, withMemory bool) {
 			t.Fatal(err)
 		}
 		defer mem.Close()
-		after = query.New(store, query.Options{Tiers: []query.Tier{mem, rt}, HotAddresses: -1})
+		after = query.New(store, query.Options{Tiers: []cache.Tier{mem, rt}, HotAddresses: -1})
 		defer after.Close()
 		w.Subscribe(after)
 	}

@@ -15,7 +15,9 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -42,12 +44,12 @@ const (
 // Options configure a Server.
 type Options struct {
 	// Tiers are the caches in read order (memory, then Redis). May be empty.
-	Tiers []Tier
+	Tiers []cache.Tier
 	// Shared are tiers read and filled after Tiers but never invalidated by
 	// this server: on a replica, the Redis tier its writer invalidates.
 	// Entries from a state above this node's published one are not served
 	// from them (an answer from the node's future).
-	Shared []Tier
+	Shared []cache.Tier
 	// FillShared reports whether answers computed from this node's store may
 	// be filled into Shared: on a replica, only once its state has been
 	// compared with the writer's record of it (a store changed behind the
@@ -141,7 +143,7 @@ func renderedTip(t chain.Tip) []byte {
 // affected guard (address or outpoint) to the change's Seq; only then does
 // the writer publish the change (Store.Publish), tell Published, and
 // acknowledge it. A reader loads the published state P first, then asks the
-// tiers, which never return an entry below its guard's floor (the Tier
+// tiers, which never return an entry below its guard's floor (the cache.Tier
 // invariant). So a hit e with e.Seq <= P.Seq is the answer at P: no change in
 // (e.Seq, P.Seq] touched its guard, or its floor would be above e.Seq; it is
 // served with P's tip and seq. A hit with e.Seq > P.Seq is served with its own
@@ -156,8 +158,8 @@ func renderedTip(t chain.Tip) []byte {
 // only move forward in the commit sequence.
 type Server struct {
 	store Store
-	tiers []Tier // read order: the owned tiers, then the shared ones
-	owned int    // tiers[:owned] are invalidated by Changed
+	tiers []cache.Tier // read order: the owned tiers, then the shared ones
+	owned int          // tiers[:owned] are invalidated by Changed
 	// fillShared gates disk answers into tiers[owned:] (Options.FillShared).
 	fillShared func() bool
 	cursors    *cursorCodec
@@ -200,7 +202,7 @@ func New(store Store, opts Options) *Server {
 	}
 	s := &Server{
 		store:      store,
-		tiers:      append(append([]Tier(nil), opts.Tiers...), opts.Shared...),
+		tiers:      append(append([]cache.Tier(nil), opts.Tiers...), opts.Shared...),
 		owned:      len(opts.Tiers),
 		fillShared: opts.FillShared,
 		cursors:    newCursorCodec(store.Secret()),
@@ -291,7 +293,7 @@ func Satisfies(p Published, minSeq, minHeight uint64) bool {
 // Changed invalidates what cs changed in every tier. It is the writer's
 // listener: it runs on the writer goroutine after the commit and before the
 // change is published.
-func (s *Server) Changed(cs *disk.ChangeSet) {
+func (s *Server) Changed(cs *changeset.Set) {
 	guards := make([]string, 0, len(cs.Addresses)+len(cs.OutPoints))
 	for _, a := range cs.Addresses {
 		guards = append(guards, addressGuard(a))
@@ -303,7 +305,7 @@ func (s *Server) Changed(cs *disk.ChangeSet) {
 	ctx := context.Background()
 	for _, t := range s.tiers[:s.owned] {
 		// A tier that fails to invalidate must stop serving what it held
-		// (the Tier contract): the error is for logs and metrics only.
+		// (the cache.Tier contract): the error is for logs and metrics only.
 		if err := t.Invalidate(ctx, cs.Seq, guards); err != nil {
 			s.log.Warn("cache invalidation failed", "tier", t.Name(), "seq", cs.Seq, "err", err)
 		}
@@ -322,7 +324,7 @@ func (s *Server) Changed(cs *disk.ChangeSet) {
 // read of the published state would, and is stored only now that cs is
 // published. The first pages readers ask of the address are queued for the
 // warmer, which reads them from the disk.
-func (s *Server) AfterPublish(cs *disk.ChangeSet) {
+func (s *Server) AfterPublish(cs *changeset.Set) {
 	s.m.tip(cs.NewTip)
 	next := make(chan struct{})
 	close(*s.published.Swap(&next))
@@ -371,12 +373,12 @@ func (s *Server) dequeued(a string) (balance bool) {
 // putBalance stores the balance answer of a at cs in the owned tiers (see
 // AfterPublish). Shared tiers are not filled: their entries are another
 // node's to invalidate.
-func (s *Server) putBalance(a string, b *chain.Balance, cs *disk.ChangeSet) {
+func (s *Server) putBalance(a string, b *chain.Balance, cs *changeset.Set) {
 	if s.owned == 0 {
 		return
 	}
 	body := appendBalanceBody(nil, a, b)
-	e := Entry{Seq: cs.Seq, Tip: cs.NewTip, Status: 200, Body: body, ETag: etagOf(body)}
+	e := cache.Entry{Seq: cs.Seq, Tip: cs.NewTip, Status: 200, Body: body, ETag: etagOf(body)}
 	ctx := context.Background()
 	key, guard := "b|"+a, addressGuard(a)
 	for _, t := range s.tiers[:s.owned] {
@@ -464,7 +466,7 @@ func (s *Server) addressUtxos(ctx context.Context, address string, desc bool, li
 	if limit < 1 || limit > MaxPageLimit {
 		return Answer{}, fmt.Errorf("limit %d outside 1..%d: %w", limit, MaxPageLimit, chain.ErrInvalidArgument)
 	}
-	var after *disk.Position
+	var after *chain.Position
 	if cursor != "" {
 		p, err := s.cursors.decode(cursor, address, desc)
 		if err != nil {
@@ -649,7 +651,7 @@ func (s *Server) read(ctx context.Context, key, guard string, fn compute) (Answe
 // e.Body: no tier keeps the entry, so the buffer can be reused once the
 // answer is written.
 type computed struct {
-	e   Entry
+	e   cache.Entry
 	buf *[]byte
 }
 
@@ -674,7 +676,7 @@ func (s *Server) compute(ctx context.Context, key, guard string, fn compute) (*c
 		putAnswerBuf(buf)
 		return nil, err
 	}
-	e := Entry{Seq: view.State().Seq, Tip: view.Tip(), Status: status, Body: body, ETag: etagOf(body)}
+	e := cache.Entry{Seq: view.State().Seq, Tip: view.Tip(), Status: status, Body: body, ETag: etagOf(body)}
 	fillTo := s.tiers
 	if s.fillShared != nil && !s.fillShared() {
 		fillTo = s.tiers[:s.owned]
@@ -690,16 +692,16 @@ func (s *Server) compute(ctx context.Context, key, guard string, fn compute) (*c
 	return &computed{e: e}, nil
 }
 
-// fill stores e in t, off the read path when t can (AsyncSetter).
-func fill(ctx context.Context, t Tier, key, guard string, e Entry) {
-	if a, ok := t.(AsyncSetter); ok {
+// fill stores e in t, off the read path when t can (cache.AsyncSetter).
+func fill(ctx context.Context, t cache.Tier, key, guard string, e cache.Entry) {
+	if a, ok := t.(cache.AsyncSetter); ok {
 		a.SetAsync(key, guard, e)
 		return
 	}
 	t.Set(ctx, key, guard, e)
 }
 
-func answerOf(e Entry, tip chain.Tip, seq uint64, tier string) Answer {
+func answerOf(e cache.Entry, tip chain.Tip, seq uint64, tier string) Answer {
 	return Answer{Status: e.Status, Tip: tip, Seq: seq, ETag: e.ETag, Body: e.Body, Tier: tier}
 }
 

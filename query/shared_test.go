@@ -6,12 +6,13 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
-// setCounter is a Tier that holds nothing and counts the fills it is asked
+// setCounter is a cache.Tier that holds nothing and counts the fills it is asked
 // to store.
 type setCounter struct {
 	mu   sync.Mutex
@@ -19,10 +20,10 @@ type setCounter struct {
 }
 
 func (*setCounter) Name() string { return "shared" }
-func (*setCounter) Get(context.Context, string, string) (query.Entry, bool) {
-	return query.Entry{}, false
+func (*setCounter) Get(context.Context, string, string) (cache.Entry, bool) {
+	return cache.Entry{}, false
 }
-func (c *setCounter) Set(_ context.Context, key, _ string, _ query.Entry) {
+func (c *setCounter) Set(_ context.Context, key, _ string, _ cache.Entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.keys = append(c.keys, key)
@@ -51,7 +52,7 @@ func TestFillSharedGate(t *testing.T) {
 	}
 	shared := &setCounter{}
 	var verified atomic.Bool
-	srv := query.New(store, query.Options{Shared: []query.Tier{shared}, HotAddresses: -1,
+	srv := query.New(store, query.Options{Shared: []cache.Tier{shared}, HotAddresses: -1,
 		FillShared: verified.Load})
 	defer srv.Close()
 	if a, err := srv.Balance(ctx, "hot"); err != nil || a.Status != 200 {

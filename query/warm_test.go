@@ -11,14 +11,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/internal/model"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
 // recordTier is an owned tier that keeps every entry it is given (mapTier,
-// with the guard floors of the Tier contract, never replacing an entry by an
+// with the guard floors of the cache.Tier contract, never replacing an entry by an
 // older one), and records each entry stored with a Seq the store has not
 // published yet: an answer visible too early.
 type recordTier struct {
@@ -33,7 +35,7 @@ func newRecordTier(store Store) *recordTier {
 
 func (*recordTier) Name() string { return "memory" }
 
-func (r *recordTier) Set(_ context.Context, key, guard string, e Entry) {
+func (r *recordTier) Set(_ context.Context, key, guard string, e cache.Entry) {
 	published := r.store.Published().Seq
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -48,7 +50,7 @@ func (r *recordTier) Set(_ context.Context, key, guard string, e Entry) {
 
 // Peek makes recordTier a Peeker, as the memory tier is: the server keeps
 // the entries a change leaves as they are (keep.go).
-func (r *recordTier) Peek(key, guard string) (Entry, bool) {
+func (r *recordTier) Peek(key, guard string) (cache.Entry, bool) {
 	return r.Get(context.Background(), key, guard)
 }
 
@@ -62,11 +64,11 @@ func (r *recordTier) tooEarly() []string {
 // with every change set once the server has handled its publication, on the
 // writer goroutine (so the published state is cs's while fn runs).
 type published struct {
-	fn func(cs *disk.ChangeSet)
+	fn func(cs *changeset.Set)
 }
 
-func (*published) Changed(*disk.ChangeSet)           {}
-func (p *published) AfterPublish(cs *disk.ChangeSet) { p.fn(cs) }
+func (*published) Changed(*changeset.Set)           {}
+func (p *published) AfterPublish(cs *changeset.Set) { p.fn(cs) }
 
 // feedRun drives a writer with random blocks (one by one, and in catch-up
 // windows) and rollbacks, keeping a model of the chain for the generator.
@@ -158,7 +160,7 @@ func TestBalancesFromChangesExact(t *testing.T) {
 			ctx := context.Background()
 			r := newFeedRun(t, seed)
 			tier := newRecordTier(r.store)
-			srv := New(r.store, Options{Tiers: []Tier{tier}, HotAddresses: 64})
+			srv := New(r.store, Options{Tiers: []cache.Tier{tier}, HotAddresses: 64})
 			defer srv.Close()
 			ref := New(r.store, Options{HotAddresses: -1}) // no tiers: every answer from the disk
 			defer ref.Close()
@@ -169,7 +171,7 @@ func TestBalancesFromChangesExact(t *testing.T) {
 			}
 			var failures []string
 			windows, rollbacks := 0, 0
-			check := func(cs *disk.ChangeSet) {
+			check := func(cs *changeset.Set) {
 				if cs.Rollback {
 					rollbacks++
 				} else if cs.NewTip.Height > cs.OldTip.Height+1 {
@@ -224,7 +226,7 @@ func TestWarmedReadsUnderFeed(t *testing.T) {
 	ctx := context.Background()
 	r := newFeedRun(t, 7)
 	tier := newRecordTier(r.store)
-	srv := New(r.store, Options{Tiers: []Tier{tier}, HotAddresses: 64})
+	srv := New(r.store, Options{Tiers: []cache.Tier{tier}, HotAddresses: 64})
 	defer srv.Close()
 	ref := New(r.store, Options{HotAddresses: -1})
 	defer ref.Close()
@@ -266,7 +268,7 @@ func TestWarmedReadsUnderFeed(t *testing.T) {
 		mu.Unlock()
 	}
 	r.w.Subscribe(srv)
-	r.w.Subscribe(&published{fn: func(cs *disk.ChangeSet) { record(cs.Seq) }})
+	r.w.Subscribe(&published{fn: func(cs *changeset.Set) { record(cs.Seq) }})
 	r.step(ctx)
 	var acked atomic.Uint64
 	acked.Store(r.store.Published().Seq)
@@ -361,7 +363,7 @@ func TestKeptEntriesExact(t *testing.T) {
 			// Every address hot, so complete pages are patched too; the
 			// warmer's entries, also at the change's seq, are disk reads.
 			m := NewMetrics(prometheus.NewRegistry())
-			srv := New(r.store, Options{Tiers: []Tier{tier}, HotAddresses: 64, Metrics: m})
+			srv := New(r.store, Options{Tiers: []cache.Tier{tier}, HotAddresses: 64, Metrics: m})
 			defer srv.Close()
 			for _, a := range r.g.Addresses() {
 				for range hotThreshold {
@@ -379,7 +381,7 @@ func TestKeptEntriesExact(t *testing.T) {
 				srv.shapes.counts[p] = 1
 			}
 			var failures []string
-			check := func(cs *disk.ChangeSet) {
+			check := func(cs *changeset.Set) {
 				for _, a := range r.g.Addresses() {
 					for _, p := range shapes {
 						key := pageKey(a, p.desc, int(p.limit), "")
@@ -458,13 +460,13 @@ func TestKeptEntriesExact(t *testing.T) {
 
 // sameAnswer reports whether a cached entry is the answer want: the same
 // state, status, ETag and body.
-func sameAnswer(got Entry, want Answer) bool {
+func sameAnswer(got cache.Entry, want Answer) bool {
 	return got.Seq == want.Seq && got.Tip == want.Tip && got.Status == want.Status &&
 		got.ETag == want.ETag && bytes.Equal(got.Body, want.Body)
 }
 
 // TestChangeSetSpans: for every change of a random feed (blocks, catch-up
-// windows, single-block rollbacks), ChangeSet.Spans[i] is exactly the lowest
+// windows, single-block rollbacks), changeset.Set.Spans[i] is exactly the lowest
 // and highest index position whose presence in Addresses[i]'s listing the
 // change flipped (the symmetric difference of the listings before and
 // after), Spans is nil only for a merged rollback, and every address whose
@@ -472,18 +474,18 @@ func sameAnswer(got Entry, want Answer) bool {
 func TestChangeSetSpans(t *testing.T) {
 	ctx := context.Background()
 	r := newFeedRun(t, 11)
-	listing := func() map[string]map[disk.Position]bool {
+	listing := func() map[string]map[chain.Position]bool {
 		v, err := r.store.PublishedView()
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer v.Close()
-		out := map[string]map[disk.Position]bool{}
+		out := map[string]map[chain.Position]bool{}
 		for _, a := range r.g.Addresses() {
-			m := map[disk.Position]bool{}
+			m := map[chain.Position]bool{}
 			if _, _, err := v.ListFunc(disk.ListQuery{Dim: disk.DimAddress, Value: []byte(a), Limit: 1 << 20},
 				func(u *disk.UtxoRef) error {
-					m[disk.Position{Height: u.Height, TxPos: u.TxPos, Index: u.OutPoint.Index}] = true
+					m[chain.Position{Height: u.Height, TxPos: u.TxPos, Index: u.OutPoint.Index}] = true
 					return nil
 				}); err != nil {
 				t.Fatal(err)
@@ -495,7 +497,7 @@ func TestChangeSetSpans(t *testing.T) {
 	before := listing()
 	checked, nilSpans := 0, 0
 	var failures []string
-	r.w.Subscribe(&published{fn: func(cs *disk.ChangeSet) {
+	r.w.Subscribe(&published{fn: func(cs *changeset.Set) {
 		after := listing()
 		defer func() { before = after }()
 		if cs.Spans == nil {
@@ -514,7 +516,7 @@ func TestChangeSetSpans(t *testing.T) {
 			index[a] = i
 		}
 		for a := range after {
-			var flipped []disk.Position
+			var flipped []chain.Position
 			for p := range before[a] {
 				if !after[a][p] {
 					flipped = append(flipped, p)
@@ -535,14 +537,14 @@ func TestChangeSetSpans(t *testing.T) {
 			}
 			lo, hi := flipped[0], flipped[0]
 			for _, p := range flipped[1:] {
-				if disk.ComparePositions(p, lo) < 0 {
+				if chain.ComparePositions(p, lo) < 0 {
 					lo = p
 				}
-				if disk.ComparePositions(p, hi) > 0 {
+				if chain.ComparePositions(p, hi) > 0 {
 					hi = p
 				}
 			}
-			if cs.Spans[i] != (disk.PositionSpan{Lo: lo, Hi: hi}) {
+			if cs.Spans[i] != (changeset.PositionSpan{Lo: lo, Hi: hi}) {
 				failures = append(failures, fmt.Sprintf("seq %d (rollback %v): %q span %+v, flipped %+v..%+v", cs.Seq, cs.Rollback, a, cs.Spans[i], lo, hi))
 			}
 			checked++

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/internal/model"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
@@ -190,7 +191,7 @@ func newCatchUpReplica(t testing.TB, cw *catchUpWriter, dir string, liveMargin u
 	return rp
 }
 
-func (rp *catchUpReplica) Changed(*writer.ChangeSet) {}
+func (rp *catchUpReplica) Changed(*changeset.Set) {}
 
 // metric returns the value of the replica's metric name (a counter or
 // gauge), or a histogram's count.
@@ -218,7 +219,7 @@ func (rp *catchUpReplica) metric(name string) float64 {
 	return 0
 }
 
-func (rp *catchUpReplica) AfterPublish(cs *writer.ChangeSet) {
+func (rp *catchUpReplica) AfterPublish(cs *changeset.Set) {
 	st := rp.store.Published()
 	rp.mu.Lock()
 	defer rp.mu.Unlock()

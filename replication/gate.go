@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/utxo-cache/utxo-cache/writer"
+	"github.com/utxo-cache/utxo-cache/changeset"
 )
 
 // DefaultApplyPriorityWait is the bound of a replica's apply priority
@@ -138,11 +138,11 @@ func (g *ApplyGate) open(h *gateHold) (opened bool) {
 }
 
 // Changed implements writer.Listener: nothing to do before the publish.
-func (g *ApplyGate) Changed(*writer.ChangeSet) {}
+func (g *ApplyGate) Changed(*changeset.Set) {}
 
 // AfterPublish implements writer.PublishListener: the change is published,
 // the reads held for it may go (and answer from it).
-func (g *ApplyGate) AfterPublish(*writer.ChangeSet) { g.Release() }
+func (g *ApplyGate) AfterPublish(*changeset.Set) { g.Release() }
 
 // Holding reports whether a hold is raised: new reads wait.
 func (g *ApplyGate) Holding() bool { return g != nil && g.cur.Load() != nil }

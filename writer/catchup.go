@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -182,7 +183,7 @@ func (w *Writer) windowLen(blocks []*chain.Block, target uint64) int {
 // The free-space guard checks the window as a whole once its blocks are
 // known valid: a window that does not fit is refused, and applyBatch then
 // applies its blocks one by one, each through the guard again.
-func (w *Writer) applyWindow(blocks []*chain.Block) (*disk.ChangeSet, error) {
+func (w *Writer) applyWindow(blocks []*chain.Block) (*changeset.Set, error) {
 	txn, err := w.store.NewWindow(blocks[len(blocks)-1].Height)
 	if err != nil {
 		return nil, err

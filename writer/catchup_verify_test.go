@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/internal/model"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
@@ -51,9 +52,9 @@ func newVerifyingReplica(t *testing.T, opts disk.Options, want map[uint64]chain.
 	return r
 }
 
-func (r *verifyingReplica) Changed(*ChangeSet) {}
+func (r *verifyingReplica) Changed(*changeset.Set) {}
 
-func (r *verifyingReplica) AfterPublish(*ChangeSet) {
+func (r *verifyingReplica) AfterPublish(*changeset.Set) {
 	r.mu.Lock()
 	r.published = append(r.published, r.store.Published().Seq)
 	r.mu.Unlock()

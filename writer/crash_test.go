@@ -485,7 +485,7 @@ func diffStoreModel(v *disk.View, m *model.Model, ops []chain.OutPoint, addrs []
 	for _, addr := range addrs {
 		for _, desc := range []bool{false, true} {
 			var got []chain.Utxo
-			var after *disk.Position
+			var after *chain.Position
 			for {
 				page, next, err := v.List(disk.ListQuery{Dim: disk.DimAddress, Value: []byte(addr), After: after, Desc: desc, Limit: 7})
 				if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -146,7 +147,7 @@ func (m *Metrics) refused(reason string) {
 	m.refusedWrites.WithLabelValues(reason).Inc()
 }
 
-func (m *Metrics) applyDone(d time.Duration, cs *ChangeSet, err error) {
+func (m *Metrics) applyDone(d time.Duration, cs *changeset.Set, err error) {
 	if m == nil {
 		return
 	}
@@ -172,7 +173,7 @@ func (m *Metrics) applyDone(d time.Duration, cs *ChangeSet, err error) {
 
 // windowDone counts a catch-up window of n blocks as n applied blocks; its
 // duration is observed once.
-func (m *Metrics) windowDone(d time.Duration, n int, cs *ChangeSet) {
+func (m *Metrics) windowDone(d time.Duration, n int, cs *changeset.Set) {
 	if m == nil {
 		return
 	}
@@ -183,7 +184,7 @@ func (m *Metrics) windowDone(d time.Duration, n int, cs *ChangeSet) {
 	m.applySeconds.WithLabelValues("window").Observe(d.Seconds())
 }
 
-func (m *Metrics) rollbackDone(d time.Duration, cs *ChangeSet, err error) {
+func (m *Metrics) rollbackDone(d time.Duration, cs *changeset.Set, err error) {
 	if m == nil {
 		return
 	}

@@ -416,7 +416,7 @@ func (h *harness) cursorAcrossBlocks() {
 	q := disk.ListQuery{Dim: disk.DimAddress, Value: []byte(addr), Desc: desc}
 	v := h.view()
 	var got []chain.Utxo
-	var cursor *disk.Position
+	var cursor *chain.Position
 	for pages := 1 + h.rng.IntN(2); pages > 0; pages-- {
 		q.After, q.Limit = cursor, 1+h.rng.IntN(2)
 		page, next, err := v.List(q)
@@ -440,7 +440,7 @@ func (h *harness) cursorAcrossBlocks() {
 	// The resumed part is exactly the current listing beyond the cursor.
 	var want []chain.Utxo
 	for _, u := range after {
-		p := disk.Position{Height: u.Height, TxPos: u.TxPos, Index: u.Index}
+		p := chain.Position{Height: u.Height, TxPos: u.TxPos, Index: u.Index}
 		if beyond(p, *cursor, desc) {
 			want = append(want, u)
 		}
@@ -484,12 +484,12 @@ func direction(desc bool) int {
 	return 1
 }
 
-func beyond(p, cursor disk.Position, desc bool) bool {
+func beyond(p, cursor chain.Position, desc bool) bool {
 	c := comparePos(p, cursor)
 	return (!desc && c > 0) || (desc && c < 0)
 }
 
-func comparePos(a, b disk.Position) int {
+func comparePos(a, b chain.Position) int {
 	return model.CompareChainOrder(
 		chain.Utxo{Height: a.Height, TxPos: a.TxPos, OutPoint: chain.OutPoint{Index: a.Index}},
 		chain.Utxo{Height: b.Height, TxPos: b.TxPos, OutPoint: chain.OutPoint{Index: b.Index}})
@@ -506,7 +506,7 @@ func (h *harness) view() *disk.View {
 
 // walk lists addr from after (nil: the start) to the end with random page
 // sizes, checking the cursor protocol on the way.
-func (h *harness) walk(addr string, desc bool, after *disk.Position) []chain.Utxo {
+func (h *harness) walk(addr string, desc bool, after *chain.Position) []chain.Utxo {
 	v := h.view()
 	defer v.Close()
 	var all []chain.Utxo
@@ -521,7 +521,7 @@ func (h *harness) walk(addr string, desc bool, after *disk.Position) []chain.Utx
 		}
 		if next != nil {
 			last := page[len(page)-1]
-			if *next != (disk.Position{Height: last.Height, TxPos: last.TxPos, Index: last.Index}) {
+			if *next != (chain.Position{Height: last.Height, TxPos: last.TxPos, Index: last.Index}) {
 				h.fatalf("list %s: cursor %+v is not the last item's position", addr, *next)
 			}
 		}
@@ -595,7 +595,7 @@ func (h *harness) compare() {
 // walkView is walk on an open view (one snapshot for the whole compare).
 func (h *harness) walkView(v *disk.View, addr string, desc bool) []chain.Utxo {
 	var all []chain.Utxo
-	var after *disk.Position
+	var after *chain.Position
 	for {
 		limit := 1 + h.rng.IntN(4)
 		if h.rng.IntN(3) == 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -22,15 +23,12 @@ var ErrClosed = errors.New("writer: closed")
 // readers keep the last published state.
 var ErrFailed = disk.ErrFailed
 
-// ChangeSet is what one acknowledged apply or rollback changed.
-type ChangeSet = disk.ChangeSet
-
 // Listener is told of every change, in commit order, on the writer
 // goroutine, after the change is committed and before it is published: it
 // invalidates what the change made stale (the cache tiers). It must not block
 // for long and must not call the writer.
 type Listener interface {
-	Changed(cs *ChangeSet)
+	Changed(cs *changeset.Set)
 }
 
 // PublishListener is a Listener that is also told, on the writer goroutine,
@@ -38,7 +36,7 @@ type Listener interface {
 // acknowledged.
 type PublishListener interface {
 	Listener
-	AfterPublish(cs *ChangeSet)
+	AfterPublish(cs *changeset.Set)
 }
 
 // Options configure a Writer.
@@ -89,7 +87,7 @@ type Result struct {
 	// Seq is the commit sequence of the state the request left (the current
 	// one when it changed nothing).
 	Seq     uint64
-	Changes *ChangeSet // nil when nothing was applied
+	Changes *changeset.Set // nil when nothing was applied
 }
 
 // Writer is the single writer. Its methods are safe for concurrent use;
@@ -403,7 +401,7 @@ func (w *Writer) finish(res Result, err error) (Result, error) {
 
 // publish runs the invalidate and publish steps of a committed change (see
 // the type comment). Writer goroutine only.
-func (w *Writer) publish(cs *ChangeSet) {
+func (w *Writer) publish(cs *changeset.Set) {
 	w.mu.Lock()
 	ls := append([]Listener(nil), w.listeners...)
 	w.mu.Unlock()

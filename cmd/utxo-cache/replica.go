@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -444,7 +445,7 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 		return nil, err
 	}
 	n := &replicaNode{name: name, store: store, reg: prometheus.NewRegistry()}
-	var tiers, shared []query.Tier
+	var tiers, shared []cache.Tier
 	if r.mem != nil {
 		tiers = append(tiers, r.mem)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/bitcoin"
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/follow"
 	"github.com/utxo-cache/utxo-cache/query"
@@ -225,7 +226,7 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 		defer adminLn.Close()
 	}
 
-	var tiers []query.Tier
+	var tiers []cache.Tier
 	if memBytes > 0 {
 		mem, err := memory.New(memory.Options{MaxBytes: memBytes, Metrics: reg})
 		if err != nil {

@@ -4,6 +4,9 @@
 // imports_test.go keeps each third-party library in the one package that
 // owns it (CONTRIBUTING.md, one library, one package): everyone else sees the project's domain types, so a
 // library can be replaced, upgraded or mocked in one place.
+//
+// layers_test.go keeps the module's own packages in layers: each imports
+// only packages listed above it in its table, so every arrow points down.
 package lint
 
 import (

@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/utxo-cache/utxo-cache/changeset"
 )
 
 // keyBatch collects the writes of one commit (a block's, a window's, a
@@ -97,7 +99,7 @@ func (s *Store) releaseScratch() {
 		s.logBuf = nil
 	}
 	c := &s.changes
-	c.cs = ChangeSet{}
+	c.cs = changeset.Set{}
 	if len(c.addrs) > scratchKeepEntries || len(c.ops) > scratchKeepEntries {
 		c.addrs, c.ops = nil, nil
 	}

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -30,10 +31,10 @@ func heapNow() uint64 {
 type peakTier struct{ peak *uint64 }
 
 func (peakTier) Name() string { return "peak" }
-func (peakTier) Get(context.Context, string, string) (query.Entry, bool) {
-	return query.Entry{}, false
+func (peakTier) Get(context.Context, string, string) (cache.Entry, bool) {
+	return cache.Entry{}, false
 }
-func (peakTier) Set(context.Context, string, string, query.Entry) {}
+func (peakTier) Set(context.Context, string, string, cache.Entry) {}
 func (p peakTier) Invalidate(context.Context, uint64, []string) error {
 	*p.peak = max(*p.peak, heapNow())
 	return nil
@@ -155,7 +156,7 @@ func testBlockMemory(t *testing.T, txs, outs, addrLen int) {
 	w := writer.New(st, writer.Options{})
 	t.Cleanup(func() { w.Close() })
 	var invalidatePeak uint64
-	w.Subscribe(query.New(st, query.Options{Tiers: []query.Tier{peakTier{&invalidatePeak}}}))
+	w.Subscribe(query.New(st, query.Options{Tiers: []cache.Tier{peakTier{&invalidatePeak}}}))
 
 	// Ordinary blocks first: the caches fill, and the store's reused
 	// buffers take their everyday size.

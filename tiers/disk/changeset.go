@@ -1,72 +1,15 @@
 package disk
 
 import (
-	"cmp"
-
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 )
 
-// ChangeSet says what a commit or rollback changed, for the cache tiers to
-// invalidate: every address whose listing or balance changed and every
-// outpoint whose lookup answer changed (created, spent, restored, or whose
-// spent record just passed or came back within PruneDepth).
-type ChangeSet struct {
-	OldTip, NewTip chain.Tip
-	Seq            uint64 // State.Seq after the change
-	Rollback       bool
-	Addresses      []string
-	OutPoints      []chain.OutPoint
-	Created, Spent int // live outputs added and removed
-	Skipped        int // unknown inputs skipped (apply only)
-	// Balances holds the balance of addresses of Addresses after the
-	// change: the balance row the change itself wrote, so exactly what
-	// View.Balance(DimAddress, address) answers at Seq (the zero Balance
-	// when no output is left). An address of Addresses missing from it has
-	// no balance known here. Read-only: its values share memory with the
-	// store's balance cache.
-	Balances map[string]chain.Balance
-	// Spans[i] holds the lowest and highest index positions among the
-	// outputs the change added to or removed from Addresses[i] (their live
-	// rows: an output created and spent inside the change is in neither).
-	// Nil when not known (a rollback: its batches are merged): a reader must
-	// then take every position of those addresses as changed.
-	Spans []PositionSpan
-	// Outputs lists, when Spans is set, every output the change added to or
-	// removed from the listing of an address of Addresses (Outputs[j].Address
-	// indexes Addresses), in no particular order. Read-only: the Utxos are
-	// the writer's.
-	Outputs []AddressOutput
-}
-
-// AddressOutput is one output a change added to an address's listing, or
-// removed from it.
-type AddressOutput struct {
-	Address int32 // index in ChangeSet.Addresses
-	Added   bool
-	Utxo    *chain.Utxo
-}
-
-// PositionSpan is the closed range [Lo, Hi] of index positions a change
-// touched in one address's chain order.
-type PositionSpan struct{ Lo, Hi Position }
-
-// ComparePositions orders index positions as the address index does (chain
-// order): by height, then position in the block, then output index.
-func ComparePositions(a, b Position) int {
-	if c := cmp.Compare(a.Height, b.Height); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.TxPos, b.TxPos); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Index, b.Index)
-}
-
-// changes accumulates a ChangeSet without duplicates.
+// changes accumulates a changeset.Set without duplicates.
 type changes struct {
 	addrs map[string]int // address -> its index in cs.Addresses
 	ops   map[chain.OutPoint]struct{}
-	cs    ChangeSet
+	cs    changeset.Set
 	// merged is set once an address came without a position (merge): Spans
 	// is then nil for good.
 	merged bool
@@ -77,7 +20,7 @@ type changes struct {
 }
 
 // blockChanges is newChanges for a single block's commit, reusing the
-// store's dedup maps (emptied) from block to block; the ChangeSet's slices
+// store's dedup maps (emptied) from block to block; the change set's slices
 // are new. The caller returns a copy of ch.cs, never &ch.cs. Writer
 // goroutine only, one commit at a time.
 func (s *Store) blockChanges(old chain.Tip, n int) *changes {
@@ -91,8 +34,8 @@ func (s *Store) blockChanges(old chain.Tip, n int) *changes {
 	}
 	c.addrKeys = c.addrKeys[:0]
 	c.merged = false
-	c.cs = ChangeSet{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n),
-		Spans: make([]PositionSpan, 0, n), Outputs: make([]AddressOutput, 0, n)}
+	c.cs = changeset.Set{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n),
+		Spans: make([]changeset.PositionSpan, 0, n), Outputs: make([]changeset.AddressOutput, 0, n)}
 	return c
 }
 
@@ -102,8 +45,8 @@ func newChanges(old chain.Tip, n int) *changes {
 	return &changes{
 		addrs: make(map[string]int, n),
 		ops:   make(map[chain.OutPoint]struct{}, n),
-		cs: ChangeSet{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n),
-			Spans: make([]PositionSpan, 0, n), Outputs: make([]AddressOutput, 0, n)},
+		cs: changeset.Set{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n),
+			Spans: make([]changeset.PositionSpan, 0, n), Outputs: make([]changeset.AddressOutput, 0, n)},
 	}
 }
 
@@ -120,7 +63,7 @@ func (c *changes) address(a string) {
 // output adds the address of u, whose DimAddress key k and position p the
 // caller has computed already, as changed by adding u to its listing
 // (added) or removing u from it.
-func (c *changes) output(u *chain.Utxo, k DimKey, p Position, added bool) {
+func (c *changes) output(u *chain.Utxo, k DimKey, p chain.Position, added bool) {
 	a := u.Address
 	i, ok := c.addrs[a]
 	if !ok {
@@ -132,16 +75,16 @@ func (c *changes) output(u *chain.Utxo, k DimKey, p Position, added bool) {
 	if c.merged {
 		return
 	}
-	c.cs.Outputs = append(c.cs.Outputs, AddressOutput{Address: int32(i), Added: added, Utxo: u})
+	c.cs.Outputs = append(c.cs.Outputs, changeset.AddressOutput{Address: int32(i), Added: added, Utxo: u})
 	if !ok {
-		c.cs.Spans = append(c.cs.Spans, PositionSpan{Lo: p, Hi: p})
+		c.cs.Spans = append(c.cs.Spans, changeset.PositionSpan{Lo: p, Hi: p})
 		return
 	}
 	sp := &c.cs.Spans[i]
-	if ComparePositions(p, sp.Lo) < 0 {
+	if chain.ComparePositions(p, sp.Lo) < 0 {
 		sp.Lo = p
 	}
-	if ComparePositions(p, sp.Hi) > 0 {
+	if chain.ComparePositions(p, sp.Hi) > 0 {
 		sp.Hi = p
 	}
 }
@@ -184,7 +127,7 @@ func (c *changes) setBalances(d *derived) {
 // batch each): its addresses and outpoints, and its balances, which replace
 // the earlier ones; an address cs changed without a balance loses the one
 // an earlier batch gave it.
-func (c *changes) merge(cs *ChangeSet) {
+func (c *changes) merge(cs *changeset.Set) {
 	for _, a := range cs.Addresses {
 		c.address(a)
 		if c.cs.Balances == nil {

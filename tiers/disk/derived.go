@@ -50,7 +50,7 @@ func (d *derived) delta(k DimKey) *balanceDelta {
 
 // add records that u became live.
 func (d *derived) add(u *chain.Utxo) {
-	pos := PositionOf(u)
+	pos := u.Position()
 	d.valBuf = appendIndexValue(d.valBuf[:0], u)
 	d.dimKeys = appendDimKeys(d.dimKeys[:0], d.dims, u)
 	for _, k := range d.dimKeys {
@@ -68,7 +68,7 @@ func (d *derived) add(u *chain.Utxo) {
 
 // remove records that u stopped being live.
 func (d *derived) remove(u *chain.Utxo) {
-	pos := PositionOf(u)
+	pos := u.Position()
 	d.dimKeys = appendDimKeys(d.dimKeys[:0], d.dims, u)
 	for _, k := range d.dimKeys {
 		d.keyBuf = appendIndexKey(d.keyBuf[:0], k, pos)

@@ -472,7 +472,7 @@ func (r *faultRun) checkView(v *disk.View, m *model.Model, seq uint64, ops []cha
 	}
 	for _, addr := range addrs {
 		var got []chain.Utxo
-		var after *disk.Position
+		var after *chain.Position
 		for {
 			page, next, err := v.List(disk.ListQuery{Dim: disk.DimAddress, Value: []byte(addr), After: after, Limit: 25})
 			if err != nil {

@@ -62,7 +62,7 @@ var goldDimKey = DimKey{0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x
 const hexDimKey = "000102030405060708090a0b0c0d0e0f"
 
 func TestGoldenKeys(t *testing.T) {
-	maxPos := Position{Height: math.MaxUint64, TxPos: math.MaxUint32, Index: math.MaxUint32}
+	maxPos := chain.Position{Height: math.MaxUint64, TxPos: math.MaxUint32, Index: math.MaxUint32}
 	cases := []struct {
 		name string
 		got  []byte
@@ -74,9 +74,9 @@ func TestGoldenKeys(t *testing.T) {
 		{"outpoint index 0", appendOutPointKey(nil, chain.OutPoint{TxHash: goldHash(0xaa), Index: 0}), "02 " + hexAA + " 00000000"},
 		{"outpoint index max", appendOutPointKey(nil, chain.OutPoint{TxHash: goldHash(0xaa), Index: math.MaxUint32}), "02 " + hexAA + " ffffffff"},
 		{"outpoint appends", appendOutPointKey([]byte{0xee}, chain.OutPoint{TxHash: goldHash(0xbb), Index: 0x01020304}), "ee 02 " + hexBB + " 01020304"},
-		{"index key zero position", appendIndexKey(nil, goldDimKey, Position{}), "03 " + hexDimKey + " 0000000000000000 00000000 00000000"},
+		{"index key zero position", appendIndexKey(nil, goldDimKey, chain.Position{}), "03 " + hexDimKey + " 0000000000000000 00000000 00000000"},
 		{"index key max position", appendIndexKey(nil, goldDimKey, maxPos), "03 " + hexDimKey + " ffffffffffffffff ffffffff ffffffff"},
-		{"index key fields in order", appendIndexKey(nil, goldDimKey, Position{Height: 0x0102030405060708, TxPos: 0x090a0b0c, Index: 0x0d0e0f10}),
+		{"index key fields in order", appendIndexKey(nil, goldDimKey, chain.Position{Height: 0x0102030405060708, TxPos: 0x090a0b0c, Index: 0x0d0e0f10}),
 			"03 " + hexDimKey + " 0102030405060708 090a0b0c 0d0e0f10"},
 		{"balance key", appendBalanceKey(nil, goldDimKey), "04 " + hexDimKey},
 		{"spent-at height 0", heightKey(prefixSpentAt, 0), "05 0000000000000000"},
@@ -114,7 +114,7 @@ func TestGoldenOutPointKeyDecode(t *testing.T) {
 		"short":          good[:len(good)-1],
 		"long":           append(append([]byte(nil), good...), 0),
 		"wrong prefix":   append([]byte{prefixIndex}, good[1:]...),
-		"index key size": appendIndexKey(nil, goldDimKey, Position{}),
+		"index key size": appendIndexKey(nil, goldDimKey, chain.Position{}),
 	} {
 		if op, ok := decodeOutPointKey(k); ok {
 			t.Errorf("%s: decodeOutPointKey(%x) = %s, want rejected", name, k, op)
@@ -123,7 +123,7 @@ func TestGoldenOutPointKeyDecode(t *testing.T) {
 }
 
 func TestGoldenIndexPositionDecode(t *testing.T) {
-	for _, p := range []Position{
+	for _, p := range []chain.Position{
 		{},
 		{Height: math.MaxUint64, TxPos: math.MaxUint32, Index: math.MaxUint32},
 		{Height: 1, TxPos: 2, Index: 3},
@@ -134,7 +134,7 @@ func TestGoldenIndexPositionDecode(t *testing.T) {
 		}
 	}
 	good := unhex(t, "03 "+hexDimKey+" 0000000000000009 00000001 00000002")
-	if p, ok := decodeIndexPosition(good); !ok || p != (Position{Height: 9, TxPos: 1, Index: 2}) {
+	if p, ok := decodeIndexPosition(good); !ok || p != (chain.Position{Height: 9, TxPos: 1, Index: 2}) {
 		t.Errorf("golden decodes to %+v %v", p, ok)
 	}
 	for name, k := range map[string][]byte{
@@ -168,7 +168,7 @@ func TestGoldenIndexBounds(t *testing.T) {
 		// the bound is the next keyspace.
 		{"all 0xff carries into the prefix", allFF, "03 ffffffffffffffffffffffffffffffff", "04"},
 	}
-	maxPos := Position{Height: math.MaxUint64, TxPos: math.MaxUint32, Index: math.MaxUint32}
+	maxPos := chain.Position{Height: math.MaxUint64, TxPos: math.MaxUint32, Index: math.MaxUint32}
 	for _, c := range cases {
 		lo, hi := indexBounds(nil, c.dk)
 		if want := unhex(t, c.lo); !bytes.Equal(lo, want) {
@@ -178,7 +178,7 @@ func TestGoldenIndexBounds(t *testing.T) {
 			t.Errorf("%s: hi %x, want %x", c.name, hi, want)
 		}
 		// Every index key of dk is inside [lo, hi).
-		for _, p := range []Position{{}, maxPos} {
+		for _, p := range []chain.Position{{}, maxPos} {
 			k := appendIndexKey(nil, c.dk, p)
 			if bytes.Compare(k, lo) < 0 || bytes.Compare(k, hi) >= 0 {
 				t.Errorf("%s: key %x outside [%x, %x)", c.name, k, lo, hi)

@@ -87,20 +87,7 @@ func decodeOutPointKey(k []byte) (chain.OutPoint, bool) {
 	return op, true
 }
 
-// Position is a place in chain order: (created height, tx position, output
-// index). It is the suffix of an index key and what a listing cursor encodes.
-type Position struct {
-	Height uint64
-	TxPos  uint32
-	Index  uint32
-}
-
-// PositionOf is u's place in the chain order of every index it is listed in.
-func PositionOf(u *chain.Utxo) Position {
-	return Position{Height: u.Height, TxPos: u.TxPos, Index: u.OutPoint.Index}
-}
-
-func appendIndexKey(dst []byte, dk DimKey, p Position) []byte {
+func appendIndexKey(dst []byte, dk DimKey, p chain.Position) []byte {
 	dst = append(dst, prefixIndex)
 	dst = append(dst, dk[:]...)
 	dst = binary.BigEndian.AppendUint64(dst, p.Height)
@@ -108,12 +95,12 @@ func appendIndexKey(dst []byte, dk DimKey, p Position) []byte {
 	return binary.BigEndian.AppendUint32(dst, p.Index)
 }
 
-func decodeIndexPosition(k []byte) (Position, bool) {
+func decodeIndexPosition(k []byte) (chain.Position, bool) {
 	if len(k) != indexKeyLen || k[0] != prefixIndex {
-		return Position{}, false
+		return chain.Position{}, false
 	}
 	s := k[1+dimKeySize:]
-	return Position{
+	return chain.Position{
 		Height: binary.BigEndian.Uint64(s),
 		TxPos:  binary.BigEndian.Uint32(s[8:]),
 		Index:  binary.BigEndian.Uint32(s[12:]),

@@ -144,7 +144,8 @@ func ParseRecord(op chain.OutPoint, b []byte, r *UtxoRef) error { return parseRe
 
 // IndexRef fills r with u exactly as a View's listing parses u's index row
 // (what a page answer encodes), encoding the row into buf[:0]; it returns
-// the buffer, which r aliases until the next call with it.
+// the buffer, which r aliases until the next call with it. For tests that
+// hold an encoding of a chain.Utxo to the one of its stored form.
 func IndexRef(buf []byte, u *chain.Utxo, r *UtxoRef) ([]byte, error) {
 	buf = appendIndexValue(buf[:0], u)
 	return buf, parseIndexValue(u.OutPoint.Index, buf, r)

@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 )
 
 // HeightOfHash returns the height of the block with hash h on the current
@@ -102,7 +103,7 @@ func (s *Store) CheckRollback(target uint64) error {
 // On an error the blocks reverted so far stay reverted, the rollback stays
 // recorded as in progress, and the store takes no more writes (ErrFailed):
 // reopening it completes the rollback.
-func (s *Store) RollbackTo(target uint64) (*ChangeSet, error) {
+func (s *Store) RollbackTo(target uint64) (*changeset.Set, error) {
 	if err := s.writable(); err != nil {
 		return nil, err
 	}
@@ -123,7 +124,7 @@ func (s *Store) RollbackTo(target uint64) (*ChangeSet, error) {
 
 // rollbackBlock reverts the tip block in one synced batch, on the way down
 // to target. Writer goroutine only.
-func (s *Store) rollbackBlock(target uint64) (*ChangeSet, error) {
+func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 	prev := s.State()
 	if prev.Tip.Empty {
 		return nil, fmt.Errorf("disk: rollback of an empty store: %w", chain.ErrInvalidArgument)

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 )
 
 // BlockTxn collects the changes of one block and commits them as one batch.
@@ -282,7 +283,7 @@ func (t *BlockTxn) SkipInput() {
 // state (readers see it once the writer calls Publish). On error the
 // committed state is unchanged; an error of the commit itself fails the
 // store (ErrFailed). The BlockTxn is spent either way.
-func (t *BlockTxn) Commit() (*ChangeSet, error) {
+func (t *BlockTxn) Commit() (*changeset.Set, error) {
 	if t.done {
 		return nil, errors.New("disk: block already committed")
 	}

@@ -137,7 +137,7 @@ type ListQuery struct {
 	Value []byte
 	// After, when set, resumes after this position (exclusive) in the
 	// listing's direction; nil starts at the first (or, Desc, the last) item.
-	After *Position
+	After *chain.Position
 	Desc  bool
 	Limit int // items per page, >= 1
 }
@@ -147,7 +147,7 @@ type ListQuery struct {
 // complete. It reads at most q.Limit+1 index entries: O(page), whatever the
 // number of outputs the value has. Positions are stable across new blocks, so
 // a resumed listing neither repeats nor skips an output live all along.
-func (v *View) List(q ListQuery) ([]chain.Utxo, *Position, error) {
+func (v *View) List(q ListQuery) ([]chain.Utxo, *chain.Position, error) {
 	if q.Limit < 1 {
 		return nil, nil, fmt.Errorf("disk: list limit %d: %w", q.Limit, chain.ErrInvalidArgument)
 	}
@@ -168,17 +168,17 @@ func (v *View) List(q ListQuery) ([]chain.Utxo, *Position, error) {
 // One iterator serves the page, bounded by the value's index keys (and the
 // resume position); it reads q.Limit+1 keys at most, decoding only the key of
 // the last. fn's error stops the listing and is returned.
-func (v *View) ListFunc(q ListQuery, fn func(r *UtxoRef) error) (next Position, more bool, err error) {
+func (v *View) ListFunc(q ListQuery, fn func(r *UtxoRef) error) (next chain.Position, more bool, err error) {
 	if err := v.s.checkDim(q.Dim); err != nil {
-		return Position{}, false, err
+		return chain.Position{}, false, err
 	}
 	if q.Limit < 1 {
-		return Position{}, false, fmt.Errorf("disk: list limit %d: %w", q.Limit, chain.ErrInvalidArgument)
+		return chain.Position{}, false, fmt.Errorf("disk: list limit %d: %w", q.Limit, chain.ErrInvalidArgument)
 	}
 	lo, hi := listBounds(MakeDimKey(q.Dim, q.Value), q.After, q.Desc)
 	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return Position{}, false, fmt.Errorf("disk: list: %w", err)
+		return chain.Position{}, false, fmt.Errorf("disk: list: %w", err)
 	}
 	defer it.Close()
 	first, step := it.First, it.Next
@@ -194,26 +194,26 @@ func (v *View) ListFunc(q ListQuery, fn func(r *UtxoRef) error) (next Position, 
 		}
 		pos, ok := decodeIndexPosition(it.Key())
 		if !ok {
-			return Position{}, false, fmt.Errorf("disk: index key %x: %w", it.Key(), ErrCorrupt)
+			return chain.Position{}, false, fmt.Errorf("disk: index key %x: %w", it.Key(), ErrCorrupt)
 		}
 		val, err := it.ValueAndErr()
 		if err != nil {
-			return Position{}, false, fmt.Errorf("disk: list: %w", err)
+			return chain.Position{}, false, fmt.Errorf("disk: list: %w", err)
 		}
 		if err := parseIndexValue(pos.Index, val, &r); err != nil {
-			return Position{}, false, err
+			return chain.Position{}, false, err
 		}
 		if err := fn(&r); err != nil {
-			return Position{}, false, err
+			return chain.Position{}, false, err
 		}
 		next = pos
 		n++
 	}
 	if err := it.Error(); err != nil {
-		return Position{}, false, fmt.Errorf("disk: list: %w", err)
+		return chain.Position{}, false, fmt.Errorf("disk: list: %w", err)
 	}
 	if !more {
-		return Position{}, false, nil
+		return chain.Position{}, false, nil
 	}
 	return next, true, nil
 }
@@ -221,7 +221,7 @@ func (v *View) ListFunc(q ListQuery, fn func(r *UtxoRef) error) (next Position, 
 // listBounds returns the iterator bounds [lo, hi) of a page of dk's index
 // keys resuming after pos (nil: from the first, or the last when desc), in
 // one allocation: Pebble keeps the bounds for the iterator's life.
-func listBounds(dk DimKey, after *Position, desc bool) (lo, hi []byte) {
+func listBounds(dk DimKey, after *chain.Position, desc bool) (lo, hi []byte) {
 	buf := make([]byte, 0, 2*indexKeyLen+1)
 	lo, hi = indexBounds(buf, dk)
 	if after != nil {

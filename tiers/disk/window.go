@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 )
 
 // # Catch-up windows
@@ -123,7 +124,7 @@ type window struct {
 
 	blocks []windowBlock
 	// created and spent count each block's outputs as a block alone does
-	// (ChangeSet.Created, Spent): one created and spent in the same block
+	// (changeset.Set.Created, Spent): one created and spent in the same block
 	// is in neither.
 	created, spent int
 }
@@ -330,7 +331,7 @@ func (w *window) batchOps(rows int) int { return 3*rows + 8*len(w.blocks) + 16 }
 
 // commitWindow writes the window's ended blocks in one synced batch (see
 // Commit).
-func (t *BlockTxn) commitWindow() (*ChangeSet, error) {
+func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 	s, w := t.s, t.win
 	if w.open {
 		return nil, fmt.Errorf("disk: window committed with block %d not ended", t.block.Height)

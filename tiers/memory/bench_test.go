@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/cache"
 )
 
 // BenchmarkMemoryGet measures parallel Gets that hit: 1024 cached entries of
@@ -20,7 +20,7 @@ func BenchmarkMemoryGet(b *testing.B) {
 	for i := range n {
 		guards[i] = "bc1qaddress" + strconv.Itoa(i)
 		keys[i] = guards[i] + "/utxos"
-		tr.Set(ctx, keys[i], guards[i], query.Entry{Seq: 1, Status: 200, Body: body})
+		tr.Set(ctx, keys[i], guards[i], cache.Entry{Seq: 1, Status: 200, Body: body})
 	}
 	tr.Wait()
 	for i := range n {

@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/cache"
 )
 
 // TestEntryCostHoldsHeap holds entryCost, what an entry costs the budget
@@ -38,7 +38,7 @@ func TestEntryCostHoldsHeap(t *testing.T) {
 		var cost int64
 		for i := range int(2 * budget / (size + 160)) {
 			g := fmt.Sprintf("a|addr1qxy2kgdygjrsqtzq2n0yrf2493p83kkfjhx%07d", i)
-			e := query.Entry{Seq: 1, Status: 200, ETag: fmt.Sprintf(`W/"%016x"`, i), Body: bytes.Clone(body)}
+			e := cache.Entry{Seq: 1, Status: 200, ETag: fmt.Sprintf(`W/"%016x"`, i), Body: bytes.Clone(body)}
 			cost = entryCost(g, &e)
 			for range 3 { // seen often enough to be admitted
 				tr.Set(ctx, fmt.Sprintf("u|%d", i), g, e)

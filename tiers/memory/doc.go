@@ -1,7 +1,7 @@
 // Package memory is the in-process cache tier: prepared query answers
-// (query.Entry) held in a Ristretto cache in front of Redis and the disk, with
+// (cache.Entry) held in a Ristretto cache in front of Redis and the disk, with
 // per-guard floors that keep a slow reader's stale fill from ever being
-// served. It implements query.Tier and is the only package that imports
+// served. It implements cache.Tier and is the only package that imports
 // Ristretto.
 //
 // It owns nothing durable: a restart starts empty, and its floors start at

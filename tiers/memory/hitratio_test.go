@@ -7,7 +7,7 @@ import (
 
 	"github.com/dgraph-io/ristretto/v2"
 
-	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/cache"
 )
 
 // zipfWorkload is a read-through workload over keys 0..keys-1 with Zipf
@@ -52,7 +52,7 @@ func (w zipfWorkload) onTier(tr *Tier) (get func(int) bool, set func(int)) {
 	body := make([]byte, w.body)
 	name := func(k int) string { return "addr" + strconv.Itoa(k) }
 	get = func(k int) bool { _, ok := tr.Get(ctx, name(k)+"/utxos", name(k)); return ok }
-	set = func(k int) { tr.Set(ctx, name(k)+"/utxos", name(k), query.Entry{Seq: 1, Status: 200, Body: body}) }
+	set = func(k int) { tr.Set(ctx, name(k)+"/utxos", name(k), cache.Entry{Seq: 1, Status: 200, Body: body}) }
 	return get, set
 }
 
@@ -136,7 +136,7 @@ func TestCostModelTrap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v := &stored{entry: query.Entry{Body: make([]byte, w.body)}}
+		v := &stored{entry: cache.Entry{Body: make([]byte, w.body)}}
 		name := func(k int) string { return "addr" + strconv.Itoa(k) }
 		get := func(k int) bool { _, ok := rc.Get(name(k)); return ok }
 		set := func(k int) { rc.Set(name(k), v, c.cost) }

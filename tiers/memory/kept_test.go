@@ -10,7 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/internal/model"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -18,12 +20,17 @@ import (
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
+// The query server peeks into this tier between a commit and its
+// invalidation (query/keep.go). Checked here, in a test, so that the tier
+// does not import the query server.
+var _ query.Peeker = (*memory.Tier)(nil)
+
 // afterPublish is a writer listener subscribed after the server: fn runs on
 // the writer goroutine once the server has handled cs's publication.
-type afterPublish struct{ fn func(cs *disk.ChangeSet) }
+type afterPublish struct{ fn func(cs *changeset.Set) }
 
-func (*afterPublish) Changed(*disk.ChangeSet)           {}
-func (a *afterPublish) AfterPublish(cs *disk.ChangeSet) { a.fn(cs) }
+func (*afterPublish) Changed(*changeset.Set)           {}
+func (a *afterPublish) AfterPublish(cs *changeset.Set) { a.fn(cs) }
 
 // TestKeptEntriesRealTier runs the kept-entries path (query/keep.go) over
 // the real Ristretto tier with readers filling it concurrently, through
@@ -54,7 +61,7 @@ func TestKeptEntriesRealTier(t *testing.T) {
 			}
 			defer mem.Close()
 			reg := prometheus.NewRegistry()
-			srv := query.New(store, query.Options{Tiers: []query.Tier{mem}, HotAddresses: -1, Metrics: query.NewMetrics(reg)})
+			srv := query.New(store, query.Options{Tiers: []cache.Tier{mem}, HotAddresses: -1, Metrics: query.NewMetrics(reg)})
 			defer srv.Close()
 			ref := query.New(store, query.Options{HotAddresses: -1})
 			defer ref.Close()
@@ -64,7 +71,7 @@ func TestKeptEntriesRealTier(t *testing.T) {
 			addrs := g.Addresses()
 
 			var failures []string // writer goroutine only
-			check := func(cs *disk.ChangeSet) {
+			check := func(cs *changeset.Set) {
 				mem.Wait()
 				for _, a := range addrs {
 					guard := "a|" + a

@@ -8,7 +8,7 @@ import (
 
 	"github.com/dgraph-io/ristretto/v2"
 
-	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/cache"
 )
 
 // Tier is the in-process cache tier. It is safe for concurrent use, except
@@ -47,7 +47,7 @@ import (
 // is deleted and reported as a miss. A Get that begins after Invalidate
 // returned loads a floor of at least seq (the floors are atomics), so it can
 // never return an entry computed before the invalidated change, whenever that
-// entry was stored. That is query.Tier's guard invariant, and it rests on the
+// entry was stored. That is cache.Tier's guard invariant, and it rests on the
 // check in Get alone, so nothing Ristretto does can break it: a Set is
 // applied asynchronously and may land after the Invalidate that made it
 // stale, or be dropped; a Del racing a fill may lose. Set's own floor check
@@ -82,15 +82,12 @@ type Tier struct {
 	closing  atomic.Bool // set by Close, so its clearing is not counted as evictions
 }
 
-var (
-	_ query.Tier   = (*Tier)(nil)
-	_ query.Peeker = (*Tier)(nil)
-)
+var _ cache.Tier = (*Tier)(nil)
 
 // stored is a cached value. It is immutable once handed to Ristretto.
 type stored struct {
 	guard string
-	entry query.Entry
+	entry cache.Entry
 }
 
 // entryOverhead is what an entry holds beyond its strings: the stored value
@@ -103,7 +100,7 @@ const entryOverhead = 384
 
 // entryCost is what e under guard costs the budget: its strings as the Go
 // allocator sizes them (allocSize), and entryOverhead.
-func entryCost(guard string, e *query.Entry) int64 {
+func entryCost(guard string, e *cache.Entry) int64 {
 	return costOf(len(e.Body), len(e.ETag), len(guard))
 }
 
@@ -178,18 +175,18 @@ func (t *Tier) Name() string { return "memory" }
 
 // Get returns the entry stored under key for guard, unless it is below the
 // guard's floor (then it is deleted) or was stored under another guard.
-func (t *Tier) Get(_ context.Context, key, guard string) (query.Entry, bool) {
+func (t *Tier) Get(_ context.Context, key, guard string) (cache.Entry, bool) {
 	s, ok := t.cache.Get(key)
 	if !ok || s.guard != guard {
 		t.counters.misses.inc()
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
 	if s.entry.Seq < max(t.floors.slot(t.floors.hash(guard)).Load(), t.global.Load()) {
 		// The Del may also remove a fresh entry stored since the Get: a miss.
 		t.cache.Del(key)
 		t.counters.staleDiscards.inc()
 		t.counters.misses.inc()
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
 	t.counters.hits.inc()
 	return s.entry, true
@@ -198,10 +195,10 @@ func (t *Tier) Get(_ context.Context, key, guard string) (query.Entry, bool) {
 // Peek returns what Get would, without counting a hit or miss and without
 // deleting a stale entry (query.Peeker): the query server looks, on the
 // writer goroutine, for answers a change leaves as they are.
-func (t *Tier) Peek(key, guard string) (query.Entry, bool) {
+func (t *Tier) Peek(key, guard string) (cache.Entry, bool) {
 	s, ok := t.cache.Get(key)
 	if !ok || s.guard != guard || s.entry.Seq < max(t.floors.slot(t.floors.hash(guard)).Load(), t.global.Load()) {
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
 	return s.entry, true
 }
@@ -209,7 +206,7 @@ func (t *Tier) Peek(key, guard string) (query.Entry, bool) {
 // Set stores e under key, guarded by guard, unless e.Seq is below the guard's
 // floor or the entry is larger than Options.MaxEntryBytes. The store is
 // asynchronous and Ristretto may decline it.
-func (t *Tier) Set(_ context.Context, key, guard string, e query.Entry) {
+func (t *Tier) Set(_ context.Context, key, guard string, e cache.Entry) {
 	cost := entryCost(guard, &e)
 	if cost > t.maxEntry {
 		t.counters.tooLarge.Add(1)

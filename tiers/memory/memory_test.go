@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
-	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/cache"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -26,8 +26,8 @@ func newTier(t testing.TB, opts Options) *Tier {
 	return tr
 }
 
-func entry(seq uint64, body string) query.Entry {
-	return query.Entry{Seq: seq, Status: 200, ETag: `W/"e"`, Body: []byte(body)}
+func entry(seq uint64, body string) cache.Entry {
+	return cache.Entry{Seq: seq, Status: 200, ETag: `W/"e"`, Body: []byte(body)}
 }
 
 // distinctGuards returns n guards in n distinct floor slots of tr, so that
@@ -46,7 +46,7 @@ func distinctGuards(tr *Tier, n int) []string {
 	return gs
 }
 
-func mustGet(t *testing.T, tr *Tier, key, guard string) query.Entry {
+func mustGet(t *testing.T, tr *Tier, key, guard string) cache.Entry {
 	t.Helper()
 	e, ok := tr.Get(ctx, key, guard)
 	if !ok {
@@ -166,7 +166,7 @@ func TestLargeEntriesNotCached(t *testing.T) {
 		{maxBytes, false},
 	} {
 		key := "k" + string(rune('0'+tc.body%10)) + strings.Repeat("x", tc.body%7)
-		e := query.Entry{Seq: 1, ETag: etag, Body: make([]byte, tc.body)}
+		e := cache.Entry{Seq: 1, ETag: etag, Body: make([]byte, tc.body)}
 		if got := entryCost(guard, &e) <= limit; got != tc.cached {
 			t.Fatalf("body %d: cost %d, limit %d", tc.body, entryCost(guard, &e), limit)
 		}

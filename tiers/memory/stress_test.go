@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/cache"
 )
 
 var seedFlag = flag.Uint64("seed", 0, "seed for randomized tests (0: from the clock)")
@@ -87,7 +87,7 @@ func stressTier(t *testing.T, slots int) {
 	// long enough for the writer to commit and invalidate in between.
 	fill := func(r *rand.Rand, g, page int) {
 		s := disk.Load()
-		e := query.Entry{Seq: s.seq, Status: 200, Body: []byte(value(g, s.changed[g]))}
+		e := cache.Entry{Seq: s.seq, Status: 200, Body: []byte(value(g, s.changed[g]))}
 		if r.IntN(3) == 0 {
 			for range r.IntN(200) {
 				runtime.Gosched()

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/cache"
 )
 
 // quiet keeps the tier's log lines out of the benchmark output.
@@ -23,7 +23,7 @@ func BenchmarkRedisGet(b *testing.B) {
 			s := startRedis(b)
 			tier := newTier(b, s, quiet)
 			ctx := context.Background()
-			e := query.Entry{Seq: 7, Status: 200, ETag: `W/"bench"`, Body: bytes.Repeat([]byte("x"), size)}
+			e := cache.Entry{Seq: 7, Status: 200, ETag: `W/"bench"`, Body: bytes.Repeat([]byte("x"), size)}
 			if got := tier.set(ctx, "addr/A?limit=100", "A", &e); got != fillStored {
 				b.Fatalf("set: %v", got)
 			}
@@ -44,7 +44,7 @@ func BenchmarkRedisGetParallel(b *testing.B) {
 	s := startRedis(b)
 	tier := newTier(b, s, quiet)
 	ctx := context.Background()
-	e := query.Entry{Seq: 7, Status: 200, ETag: `W/"bench"`, Body: bytes.Repeat([]byte("x"), 256)}
+	e := cache.Entry{Seq: 7, Status: 200, ETag: `W/"bench"`, Body: bytes.Repeat([]byte("x"), 256)}
 	if got := tier.set(ctx, "addr/A?limit=100", "A", &e); got != fillStored {
 		b.Fatalf("set: %v", got)
 	}
@@ -65,7 +65,7 @@ func BenchmarkRedisSet(b *testing.B) {
 	s := startRedis(b)
 	tier := newTier(b, s, quiet)
 	ctx := context.Background()
-	e := query.Entry{Seq: 7, Status: 200, ETag: `W/"bench"`, Body: bytes.Repeat([]byte("x"), 256)}
+	e := cache.Entry{Seq: 7, Status: 200, ETag: `W/"bench"`, Body: bytes.Repeat([]byte("x"), 256)}
 	b.ReportAllocs()
 	for b.Loop() {
 		if got := tier.set(ctx, "addr/A?limit=100", "A", &e); got != fillStored {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/cache"
 )
 
 // Fills off the read path. SetAsync queues a fill and returns; a few fill
@@ -33,7 +33,7 @@ const (
 
 type fillCall struct {
 	key, guard string
-	e          query.Entry // Body is shared, never written
+	e          cache.Entry // Body is shared, never written
 }
 
 func (t *Tier) startFillPipelines() {
@@ -45,7 +45,7 @@ func (t *Tier) startFillPipelines() {
 
 // SetAsync stores e like Set, later: it queues the fill and returns at once.
 // query.Server uses it for fills when the tier offers it.
-func (t *Tier) SetAsync(key, guard string, e query.Entry) {
+func (t *Tier) SetAsync(key, guard string, e cache.Entry) {
 	if !t.up.Load() {
 		return
 	}
@@ -112,7 +112,7 @@ func (t *Tier) runFills(batch []fillCall) {
 	calls := make([]scriptCall, len(batch))
 	for i := range batch {
 		c := &batch[i]
-		buf := query.AppendEntry(make([]byte, 0, entryHeaderMax+len(c.e.ETag)+len(c.e.Body)), &c.e)
+		buf := appendEntry(make([]byte, 0, entryHeaderMax+len(c.e.ETag)+len(c.e.Body)), &c.e)
 		calls[i] = scriptCall{
 			keys: t.fillKeys(c.key, c.guard),
 			args: []any{strconv.FormatUint(c.e.Seq, 10), buf, t.ttlMillis},

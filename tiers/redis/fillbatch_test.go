@@ -11,10 +11,10 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/cache"
 )
 
-var _ query.AsyncSetter = (*Tier)(nil)
+var _ cache.AsyncSetter = (*Tier)(nil)
 
 // gateFills holds every pipeline of setScript calls at a gate until it
 // opens, and counts them; other pipelines (invalidations) pass.

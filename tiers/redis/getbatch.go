@@ -3,7 +3,7 @@ package redis
 import (
 	"context"
 
-	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/cache"
 )
 
 // Concurrent Gets are coalesced. At most getPipelines MGETs are in flight
@@ -120,7 +120,7 @@ func finishGets(batch []*getCall, err error) {
 
 // coalescedGet queues one Get and waits for its reply, the caller's ctx, or
 // the tier's end.
-func (t *Tier) coalescedGet(ctx context.Context, key, guard string) (query.Entry, bool) {
+func (t *Tier) coalescedGet(ctx context.Context, key, guard string) (cache.Entry, bool) {
 	entry, floor := t.entryPrefix+key, t.floorPrefix+guard
 	select {
 	case t.slots <- struct{}{}: // a free slot: no queue, no hand-off
@@ -131,7 +131,7 @@ func (t *Tier) coalescedGet(ctx context.Context, key, guard string) (query.Entry
 		<-t.slots
 		if err != nil {
 			t.failed(ctx, opGet, err)
-			return query.Entry{}, false
+			return cache.Entry{}, false
 		}
 		return t.judge(vals, need)
 	default:
@@ -141,19 +141,19 @@ func (t *Tier) coalescedGet(ctx context.Context, key, guard string) (query.Entry
 	case t.gets <- c:
 		t.counters.coalesced.Add(1)
 	default: // the queue is full: the tier is overloaded, read the disk
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
 	wctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
 	defer cancel()
 	select {
 	case <-c.done:
 	case <-wctx.Done(): // the caller gave up, or CallTimeout passed
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	case <-t.ctx.Done():
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
 	if c.err != nil {
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
 	return t.judge(c.vals[:], c.need)
 }

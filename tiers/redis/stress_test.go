@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/cache"
 )
 
 var (
@@ -160,7 +160,7 @@ func runStress(t *testing.T, tier *Tier, d time.Duration, disturb func()) *stres
 			g := rng.IntN(stressGuards)
 			key, guard := stressKey(g, rng.IntN(stressVariants))
 			floor := m.raised[g].Load()
-			var e query.Entry
+			var e cache.Entry
 			var ok bool
 			timed(0, func() { e, ok = tier.Get(ctx, key, guard) })
 			if !ok {

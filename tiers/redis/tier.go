@@ -14,7 +14,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
-	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/cache"
 )
 
 // ErrClosed is returned by Invalidate and Ping after Close.
@@ -49,7 +49,7 @@ const maxKeysPerScript = 5000
 // CallTimeout (see Tier, "Large invalidations").
 const maxScriptsPerRoundTrip = 3
 
-// Tier is the shared cache tier, an implementation of query.Tier over one
+// Tier is the shared cache tier, an implementation of cache.Tier over one
 // Redis server. It is safe for concurrent use. New starts a prober goroutine
 // that Close stops; after Close, Get misses, Set does nothing, and
 // Invalidate and Ping return ErrClosed.
@@ -59,7 +59,7 @@ const maxScriptsPerRoundTrip = 3
 // With ns the Namespace:
 //
 //	key             value                                     lifetime
-//	ns:e:{key}      entry, query.AppendEntry bytes (v1)       TTL
+//	ns:e:{key}      entry, appendEntry bytes (v1)             TTL
 //	ns:f:{guard}    the guard's floor, decimal seq            FloorTTL, renewed by each raise
 //	ns:F            the global floor, decimal seq: a floor    none
 //	                under every guard
@@ -146,7 +146,7 @@ const maxScriptsPerRoundTrip = 3
 // when it finds Redis behind or restarted (see Rewinds). A degraded tier does
 // not touch the network but for the prober: Get misses and Set returns, so
 // reads fall through to memory and disk and clients see no error; Invalidate
-// records its seq and returns nil, which is what query.Tier asks of a tier
+// records its seq and returns nil, which is what cache.Tier asks of a tier
 // that cannot hold the invariant: to serve nothing stored before the failure
 // until it can. The tier remembers the highest seq ever passed to Invalidate
 // (maxSeen). Every ProbeInterval the prober tries to fence: raise ns:F and
@@ -392,7 +392,7 @@ func New(opts Options) (*Tier, error) {
 	return t, nil
 }
 
-// Name implements query.Tier.
+// Name implements cache.Tier.
 func (t *Tier) Name() string { return "redis" }
 
 // Healthy reports whether the tier is serving: open, and not degraded.
@@ -416,18 +416,18 @@ func (t *Tier) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Get implements query.Tier: the entry, its guard's floor and the global
+// Get implements cache.Tier: the entry, its guard's floor and the global
 // floor from one MGET (shared with concurrent Gets: getbatch.go), judged
 // against both floors.
-func (t *Tier) Get(ctx context.Context, key, guard string) (query.Entry, bool) {
+func (t *Tier) Get(ctx context.Context, key, guard string) (cache.Entry, bool) {
 	if !t.up.Load() {
 		t.counters.misses.Add(1)
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
 	e, ok := t.coalescedGet(ctx, key, guard)
 	if !ok {
 		t.counters.misses.Add(1)
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
 	t.counters.hits.Add(1)
 	return e, true
@@ -436,38 +436,38 @@ func (t *Tier) Get(ctx context.Context, key, guard string) (query.Entry, bool) {
 // judge returns the entry of an MGET of (entry, guard floor, global floor,
 // marker) if it may be served to a node that needed the marker at need
 // when the MGET was sent.
-func (t *Tier) judge(vals []any, need uint64) (query.Entry, bool) {
+func (t *Tier) judge(vals []any, need uint64) (cache.Entry, bool) {
 	if len(vals) != 4 {
 		t.counters.errorsOf(opGet).Add(1)
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
 	if vals[2] == nil || vals[3] == nil {
 		t.degrade(opGet, 0, errUnfenced)
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
 	marker, merr := parseSeq(vals[3])
 	if merr != nil {
 		t.counters.errorsOf(opGet).Add(1)
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
 	if marker < need {
 		t.behind(opGet, fmt.Errorf("%w: marker %d, this node at %d", errBehind, marker, need))
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
 	raw, ok := vals[0].(string)
 	if !ok { // absent
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
-	e, err := query.DecodeEntry([]byte(raw))
+	e, err := decodeEntry([]byte(raw))
 	floor, ferr := parseSeq(vals[1])
 	global, gerr := parseSeq(vals[2])
 	if err != nil || ferr != nil || gerr != nil {
 		t.counters.errorsOf(opGet).Add(1)
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
 	if e.Seq < max(floor, global) {
 		t.counters.staleDiscards.Add(1)
-		return query.Entry{}, false
+		return cache.Entry{}, false
 	}
 	return e, true
 }
@@ -512,13 +512,13 @@ func parseSeq(v any) (uint64, error) {
 	}
 }
 
-// Set implements query.Tier: one setScript call, which writes nothing if
+// Set implements cache.Tier: one setScript call, which writes nothing if
 // e.Seq is below either floor or above the marker.
-func (t *Tier) Set(ctx context.Context, key, guard string, e query.Entry) {
+func (t *Tier) Set(ctx context.Context, key, guard string, e cache.Entry) {
 	t.set(ctx, key, guard, &e)
 }
 
-// entryHeaderMax bounds the bytes query.AppendEntry writes besides the ETag
+// entryHeaderMax bounds the bytes appendEntry writes besides the ETag
 // and the body (62 in version 1), to size the buffer in one allocation.
 const entryHeaderMax = 64
 
@@ -532,11 +532,11 @@ const (
 	fillFailed  // the call failed, the namespace is not fenced, or Redis is behind
 )
 
-func (t *Tier) set(ctx context.Context, key, guard string, e *query.Entry) fillOutcome {
+func (t *Tier) set(ctx context.Context, key, guard string, e *cache.Entry) fillOutcome {
 	if !t.up.Load() {
 		return fillSkipped
 	}
-	buf := query.AppendEntry(make([]byte, 0, entryHeaderMax+len(e.ETag)+len(e.Body)), e)
+	buf := appendEntry(make([]byte, 0, entryHeaderMax+len(e.ETag)+len(e.Body)), e)
 	cctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
 	res, err := setScript.Run(cctx, t.rdb, t.fillKeys(key, guard),
 		strconv.FormatUint(e.Seq, 10), buf, t.ttlMillis).Int64()
@@ -574,7 +574,7 @@ func (t *Tier) filled(res int64, seq uint64) fillOutcome {
 	}
 }
 
-// Invalidate implements query.Tier: one round trip (more for more than
+// Invalidate implements cache.Tier: one round trip (more for more than
 // 15,000 guards: see Tier, "Large invalidations") raises every guard's floor
 // to seq, then the marker. It returns nil whenever the guard invariant holds,
 // which is always while the tier is open: a call that fails degrades the tier
@@ -696,7 +696,7 @@ func (t *Tier) isClosed() bool {
 	return t.mu.closed
 }
 
-var _ query.Tier = (*Tier)(nil)
+var _ cache.Tier = (*Tier)(nil)
 
 // goredisLog sends go-redis's own log lines (a line per failed dial, for
 // one) to the first tier's logger at debug level: the tier reports an

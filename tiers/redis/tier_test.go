@@ -18,8 +18,8 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
-	"github.com/utxo-cache/utxo-cache/query"
 )
 
 const testNS = "test"
@@ -80,8 +80,8 @@ func publish(t testing.TB, tier *Tier, seq uint64) {
 	}
 }
 
-func entryAt(seq uint64) query.Entry {
-	return query.Entry{Seq: seq, Status: 200, ETag: fmt.Sprintf(`W/"%d"`, seq),
+func entryAt(seq uint64) cache.Entry {
+	return cache.Entry{Seq: seq, Status: 200, ETag: fmt.Sprintf(`W/"%d"`, seq),
 		Body: fmt.Appendf(nil, `"seq":%d}`, seq)}
 }
 
@@ -116,7 +116,7 @@ func TestSetGetRoundTrip(t *testing.T) {
 	ctx := context.Background()
 
 	publish(t, tier, 42)
-	want := query.Entry{Seq: 42, Tip: chain.Tip{Height: 812345, Hash: chain.Hash{0xaa, 31: 0xbb}},
+	want := cache.Entry{Seq: 42, Tip: chain.Tip{Height: 812345, Hash: chain.Hash{0xaa, 31: 0xbb}},
 		Status: 404, ETag: `W/"abc"`, Body: []byte(`"error":{"code":"not_found"}}`)}
 	if got := tier.set(ctx, "utxo/aa:0", "aa:0", &want); got != fillStored {
 		t.Fatalf("set: %v, want stored", got)
@@ -135,7 +135,7 @@ func TestSetGetRoundTrip(t *testing.T) {
 	if err != nil || ttl <= 0 || ttl > DefaultTTL {
 		t.Fatalf("entry PTTL = %v, %v; want in (0, %v]", ttl, err, DefaultTTL)
 	}
-	if v := rawGet(t, raw, testNS+":e:utxo/aa:0"); v != string(query.AppendEntry(nil, &want)) {
+	if v := rawGet(t, raw, testNS+":e:utxo/aa:0"); v != string(appendEntry(nil, &want)) {
 		t.Fatalf("entry bytes %x", v)
 	}
 	if v := rawGet(t, raw, testNS+":F"); v != "0" {

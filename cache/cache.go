@@ -1,10 +1,13 @@
-package query
+// Package cache defines what the cache tiers hold and the contract they
+// keep: Entry, a prepared answer, and Tier, a cache of entries in front of
+// the disk with its guard invariant. The query server fills and reads the
+// tiers; tiers/memory and tiers/redis implement them. It is a leaf (it names
+// only chain types), so a tier depends on this contract and not on the
+// query server or the store behind it.
+package cache
 
 import (
 	"context"
-	"encoding/binary"
-	"errors"
-	"fmt"
 
 	"github.com/utxo-cache/utxo-cache/chain"
 )
@@ -14,8 +17,8 @@ import (
 // snapshot.
 //
 // The body omits the tip: the server splices in the tip current at serve time
-// (see Server), which is correct because an entry is only served while no
-// change after Seq touched its guard, so its content is also the answer at
+// (see query.Server), which is correct because an entry is only served while
+// no change after Seq touched its guard, so its content is also the answer at
 // the current tip.
 type Entry struct {
 	// Seq is disk.State.Seq of the snapshot the answer was computed from.
@@ -36,7 +39,9 @@ type Entry struct {
 }
 
 // Tier is a cache of entries in front of the disk (the memory and Redis
-// tiers). It is declared here, where it is consumed.
+// tiers). It is declared here rather than by its consumer, the query
+// server, because it is a contract with two sides: the server relies on the
+// guard invariant below, and each tier holds it and is tested for it.
 //
 // Guard invariant: every entry is stored with a guard (the address or
 // outpoint its answer depends on). Invalidate(seq, guards) raises each
@@ -64,61 +69,10 @@ type Tier interface {
 }
 
 // AsyncSetter is a Tier whose fills can leave the read path: SetAsync queues
-// what Set stores, and returns at once. Server fills through it when a tier
-// offers it. The guard invariant must hold for a fill stored late exactly as
-// for a Set (the tier compares the entry's Seq with the floors when it
-// stores, not when it queues).
+// what Set stores, and returns at once. The query server fills through it
+// when a tier offers it. The guard invariant must hold for a fill stored
+// late exactly as for a Set (the tier compares the entry's Seq with the
+// floors when it stores, not when it queues).
 type AsyncSetter interface {
 	SetAsync(key, guard string, e Entry)
-}
-
-// ErrCorruptEntry marks an encoded entry that does not decode.
-var ErrCorruptEntry = errors.New("query: corrupt cache entry")
-
-// Entry encoding for tiers that store bytes (Redis), version 1:
-//
-//	version  1 byte = 0x01
-//	seq      uint64
-//	tip      1 byte empty flag, uint64 height, 32 bytes hash
-//	status   uint16
-//	etag     uvarint length, bytes
-//	body     the rest
-const entryVersion byte = 0x01
-
-// AppendEntry appends e's encoding to dst.
-func AppendEntry(dst []byte, e *Entry) []byte {
-	dst = append(dst, entryVersion)
-	dst = binary.BigEndian.AppendUint64(dst, e.Seq)
-	if e.Tip.Empty {
-		dst = append(dst, 1)
-	} else {
-		dst = append(dst, 0)
-	}
-	dst = binary.BigEndian.AppendUint64(dst, e.Tip.Height)
-	dst = append(dst, e.Tip.Hash[:]...)
-	dst = binary.BigEndian.AppendUint16(dst, uint16(e.Status))
-	dst = binary.AppendUvarint(dst, uint64(len(e.ETag)))
-	dst = append(dst, e.ETag...)
-	return append(dst, e.Body...)
-}
-
-// DecodeEntry decodes an encoded entry; Body aliases b.
-func DecodeEntry(b []byte) (Entry, error) {
-	const fixed = 1 + 8 + 1 + 8 + chain.HashSize + 2
-	if len(b) < fixed || b[0] != entryVersion || b[9] > 1 {
-		return Entry{}, fmt.Errorf("entry of %d bytes: %w", len(b), ErrCorruptEntry)
-	}
-	e := Entry{Seq: binary.BigEndian.Uint64(b[1:])}
-	e.Tip.Empty = b[9] == 1
-	e.Tip.Height = binary.BigEndian.Uint64(b[10:])
-	copy(e.Tip.Hash[:], b[18:])
-	e.Status = int(binary.BigEndian.Uint16(b[18+chain.HashSize:]))
-	n, k := binary.Uvarint(b[fixed:])
-	if k <= 0 || n > uint64(len(b)-fixed-k) {
-		return Entry{}, fmt.Errorf("entry etag length: %w", ErrCorruptEntry)
-	}
-	rest := b[fixed+k:]
-	e.ETag = string(rest[:n])
-	e.Body = rest[n:]
-	return e, nil
 }

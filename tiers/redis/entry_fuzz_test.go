@@ -1,33 +1,34 @@
-package query
+package redis
 
 import (
 	"bytes"
 	"errors"
 	"testing"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 )
 
 // FuzzDecodeEntry: bytes read back from Redis never panic the decoder; a
-// failure is ErrCorruptEntry; a decoded entry encodes to bytes that decode
+// failure is errCorruptEntry; a decoded entry encodes to bytes that decode
 // to the same entry.
 func FuzzDecodeEntry(f *testing.F) {
-	for _, e := range []Entry{
+	for _, e := range []cache.Entry{
 		{Seq: 1, Tip: chain.Tip{Empty: true}, Status: 200, ETag: `W/"x"`, Body: []byte(`"a":1}`)},
 		{Seq: 1 << 60, Tip: chain.Tip{Height: 9, Hash: chain.Hash{9}}, Status: 404, Body: nil},
 	} {
-		f.Add(AppendEntry(nil, &e))
+		f.Add(appendEntry(nil, &e))
 	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := DecodeEntry(b)
+		e, err := decodeEntry(b)
 		if err != nil {
-			if !errors.Is(err, ErrCorruptEntry) {
-				t.Fatalf("error %v is not ErrCorruptEntry", err)
+			if !errors.Is(err, errCorruptEntry) {
+				t.Fatalf("error %v is not errCorruptEntry", err)
 			}
 			return
 		}
-		again, err := DecodeEntry(AppendEntry(nil, &e))
+		again, err := decodeEntry(appendEntry(nil, &e))
 		if err != nil {
 			t.Fatalf("re-encoded entry does not decode: %v", err)
 		}
