@@ -13,6 +13,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/diskspace"
+	"github.com/utxo-cache/utxo-cache/internal/durable"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
@@ -288,11 +289,8 @@ func install(r io.Reader, dir string, o installOptions) (Manifest, error) {
 		return fail(fmt.Errorf("checkpoint's outputs recount to %d UTXOs, digest %s; its state says %d, %s: %w",
 			count, digest, st.UtxoCount, st.Digest, ErrMismatch))
 	}
-	if err := os.Rename(tmp, dir); err != nil {
+	if err := durable.Rename(tmp, dir); err != nil {
 		return fail(err)
-	}
-	if err := syncDir(filepath.Dir(dir)); err != nil {
-		return Manifest{}, err
 	}
 	return m, nil
 }

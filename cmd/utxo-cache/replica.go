@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/internal/durable"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -74,19 +75,10 @@ func writeCurrent(dataDir, name string) error {
 		return err
 	}
 	_, err = f.WriteString(name + "\n")
-	if err == nil {
-		err = f.Sync()
+	if err = durable.SyncClose(f, err); err != nil {
+		return err
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dataDir, currentFile))
-	}
-	if err == nil {
-		err = syncDirOf(dataDir)
-	}
-	return err
+	return durable.Rename(tmp, filepath.Join(dataDir, currentFile))
 }
 
 // forgetCurrent removes CURRENT: a restart bootstraps instead of reopening
@@ -95,16 +87,7 @@ func forgetCurrent(dataDir string) error {
 	if err := os.Remove(filepath.Join(dataDir, currentFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return syncDirOf(dataDir)
-}
-
-func syncDirOf(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return durable.SyncDir(dataDir)
 }
 
 // removeStoresBut removes every store directory (and interrupted install)
