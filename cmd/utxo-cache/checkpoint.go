@@ -11,6 +11,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/internal/durable"
 	"github.com/utxo-cache/utxo-cache/replication"
+	"github.com/utxo-cache/utxo-cache/replication/storedir"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -110,7 +111,7 @@ func storeDir(dataDir string) (string, error) {
 		return "", fmt.Errorf("%s is not a directory", dataDir)
 	}
 	dir := dataDir
-	name, err := readCurrent(dataDir)
+	name, err := storedir.New(storedir.OS(), dataDir).Current()
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", dataDir, err)
 	}
