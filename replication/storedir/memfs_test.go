@@ -229,21 +229,21 @@ func (m *memFS) Rename(oldname, newname string) error {
 	if err := m.step(); err != nil {
 		return err
 	}
-	op, opath := "rename", oldname
-	oldParent, oldBase, err := m.split(op, oldname)
+	oldParent, oldBase, err := m.split("rename", oldname)
 	if err != nil {
 		return err
 	}
 	n := oldParent.children[oldBase]
 	if n == nil {
-		return &fs.PathError{Op: op, Path: opath, Err: fs.ErrNotExist}
+		return &fs.PathError{Op: "rename", Path: oldname, Err: fs.ErrNotExist}
 	}
-	newParent, newBase, err := m.split(op, newname)
+	newParent, newBase, err := m.split("rename", newname)
 	if err != nil {
 		return err
 	}
+	// As rename(2): a file replaces a file, a directory an empty one.
 	if old := newParent.children[newBase]; old != nil && (old.dir != n.dir || old.dir && len(old.children) > 0) {
-		return &fs.PathError{Op: op, Path: newname, Err: fs.ErrExist}
+		return &fs.PathError{Op: "rename", Path: newname, Err: fs.ErrExist}
 	}
 	delete(oldParent.children, oldBase)
 	newParent.children[newBase] = n

@@ -70,6 +70,9 @@ var ErrBadCurrent = errors.New("storedir: CURRENT names no store of this replica
 // it is the writer's, and a crash before its replacement is named restarts
 // on it.
 //
+// TestCrashAtEveryStep lives this example (and a replacement of a store that
+// fell behind) on a crashable file system, crashing before each change.
+//
 // A Dir holds no state of its own: its methods may be called from any
 // goroutine, but the replica calls the ones that change the directory from
 // one goroutine only, in the order above.
