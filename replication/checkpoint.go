@@ -13,6 +13,8 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/diskspace"
+	"github.com/utxo-cache/utxo-cache/internal/durable"
+	"github.com/utxo-cache/utxo-cache/replication/storedir"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
@@ -170,13 +172,14 @@ func TakeOffline(s *disk.Store, staging string) (*Checkpoint, error) {
 }
 
 // Install extracts the checkpoint archive r into dir (which must not exist),
-// by way of a temporary directory beside it: it opens the store there,
+// by way of a temporary directory beside it (storedir.Installing(dir),
+// replaced if an interrupted install left one): it opens the store there,
 // checks its state against want (the HTTP headers; nil: the archive's own
 // manifest, which must then be present and is checked anyway when both are),
 // recounts the UTXO set from the outpoint rows, and only then renames it into
-// place. Nothing is left at dir unless the store verified; a refused archive
-// is removed at once. opts are the options the store is opened with for
-// verification.
+// place and syncs dir's parent. Nothing is left at dir unless the store
+// verified; a refused archive is removed at once. opts are the options the
+// store is opened with for verification.
 //
 // What it writes is bounded, whatever the archive claims: maxBytes in all;
 // the sizes the manifest lists (see Manifest), checked against the free
@@ -248,7 +251,7 @@ func install(r io.Reader, dir string, o installOptions) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, err
 	}
-	tmp := dir + ".installing"
+	tmp := storedir.Installing(dir)
 	if err := os.RemoveAll(tmp); err != nil {
 		return Manifest{}, err
 	}
@@ -288,11 +291,8 @@ func install(r io.Reader, dir string, o installOptions) (Manifest, error) {
 		return fail(fmt.Errorf("checkpoint's outputs recount to %d UTXOs, digest %s; its state says %d, %s: %w",
 			count, digest, st.UtxoCount, st.Digest, ErrMismatch))
 	}
-	if err := os.Rename(tmp, dir); err != nil {
+	if err := durable.Rename(tmp, dir); err != nil {
 		return fail(err)
-	}
-	if err := syncDir(filepath.Dir(dir)); err != nil {
-		return Manifest{}, err
 	}
 	return m, nil
 }

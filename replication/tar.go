@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/utxo-cache/utxo-cache/internal/durable"
 )
 
 // ErrBadArchive marks a checkpoint archive that is not one this package
@@ -206,7 +208,7 @@ func extractTar(r io.Reader, dir string, want *Manifest, lim extractLimits) (m M
 	if x.files != nil && x.next < len(x.files) {
 		return m, found, fmt.Errorf("archive ends after %d of its %d files: %w", x.next, len(x.files), ErrBadArchive)
 	}
-	return m, found, syncDir(dir)
+	return m, found, durable.SyncDir(dir)
 }
 
 // manifest reads the manifest entry, checks it, and plans the extraction
@@ -296,14 +298,7 @@ func (x *extraction) writeFile(path string, r io.Reader, size int64) error {
 	if err != nil {
 		return err
 	}
-	err = x.copy(f, r, size)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return durable.SyncClose(f, x.copy(f, r, size))
 }
 
 func (x *extraction) copy(f *os.File, r io.Reader, size int64) error {
@@ -353,13 +348,4 @@ func (s *stickyReader) blame(err error) error {
 		return s.err
 	}
 	return err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

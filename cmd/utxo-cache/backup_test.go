@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/utxo-cache/utxo-cache/replication/storedir"
 )
 
 // The backup tests: checkpoint writes an archive of a store, restore installs
@@ -185,7 +187,7 @@ func TestCheckpointOfAReplicaDataDir(t *testing.T) {
 	if err := os.Rename(store, filepath.Join(replica, "store-42")); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, replica, currentFile, []byte("store-42\n"))
+	writeFile(t, replica, storedir.CurrentFile, []byte("store-42\n"))
 	r := mustCLI(t, "checkpoint", "--data-dir", replica, "--out", "-")
 	wantManifest(t, manifestOf(t, []byte(r.stdout)), 3, c.stats(3))
 	entries, err := os.ReadDir(replica)

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/utxo-cache/utxo-cache/internal/durable"
 	"github.com/utxo-cache/utxo-cache/replication"
+	"github.com/utxo-cache/utxo-cache/replication/storedir"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -85,7 +87,7 @@ func runCheckpoint(e *env, args []string) error {
 		n, err = streamTo(e.stdout, cp)
 	} else {
 		where = *out
-		n, err = writeFileAtomically(*out, func(w io.Writer) (int64, error) { return streamTo(w, cp) })
+		n, err = durable.WriteFileAtomic(*out, func(w io.Writer) (int64, error) { return streamTo(w, cp) })
 	}
 	if err != nil {
 		return fmt.Errorf("write the archive to %s: %w", where, err)
@@ -109,7 +111,7 @@ func storeDir(dataDir string) (string, error) {
 		return "", fmt.Errorf("%s is not a directory", dataDir)
 	}
 	dir := dataDir
-	name, err := readCurrent(dataDir)
+	name, err := storedir.New(storedir.OS(), dataDir).Current()
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", dataDir, err)
 	}
@@ -146,37 +148,4 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
-}
-
-// writeFileAtomically creates path with what write writes: into a temporary
-// file beside it, synced, then renamed over path and the directory synced.
-// On any error the temporary file is removed and path is untouched.
-func writeFileAtomically(path string, write func(io.Writer) (int64, error)) (n int64, err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-*")
-	if err != nil {
-		return 0, err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp)
-		}
-	}()
-	n, err = write(f)
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if closeErr := f.Close(); err == nil {
-		err = closeErr
-	}
-	if err != nil {
-		return n, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return n, err
-	}
-	return n, syncDirOf(filepath.Dir(path))
 }

@@ -9,9 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,25 +21,12 @@ import (
 	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
+	"github.com/utxo-cache/utxo-cache/replication/storedir"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/tiers/memory"
 	"github.com/utxo-cache/utxo-cache/tiers/redis"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
-
-// A replica's data directory holds its stores, one active at a time:
-//
-//	DATA_DIR/CURRENT            the active store's directory name, one line
-//	DATA_DIR/store-<nanos>/     a verified store (Pebble)
-//	DATA_DIR/store-<nanos>.installing/   a bootstrap in progress (removed at start)
-//
-// A store is only ever named in CURRENT after it was verified against its
-// writer's checkpoint (replication.Install), and before it serves; CURRENT is
-// replaced atomically (written beside, synced, renamed), and removed as soon
-// as the active store is found to have diverged from the writer. So a replica
-// killed at any moment restarts on a verified store that is at least as new
-// as anything it served, or bootstraps when it has none.
-const currentFile = "CURRENT"
 
 // contactTimeout is how long a replica stays ready without hearing from its
 // writer (a long poll answers at least every 10 s).
@@ -52,74 +36,6 @@ const contactTimeout = 30 * time.Second
 // the archive's manifest and the free space bound it further
 // (replication.Install).
 const maxCheckpointBytes = 1 << 40
-
-func readCurrent(dataDir string) (string, error) {
-	raw, err := os.ReadFile(filepath.Join(dataDir, currentFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	name := strings.TrimSpace(string(raw))
-	if !strings.HasPrefix(name, "store-") || name != filepath.Base(name) {
-		return "", fmt.Errorf("%s names %q, not a store of this replica", currentFile, name)
-	}
-	return name, nil
-}
-
-func writeCurrent(dataDir, name string) error {
-	tmp := filepath.Join(dataDir, currentFile+".tmp")
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(name + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dataDir, currentFile))
-	}
-	if err == nil {
-		err = syncDirOf(dataDir)
-	}
-	return err
-}
-
-// forgetCurrent removes CURRENT: a restart bootstraps instead of reopening
-// the active store.
-func forgetCurrent(dataDir string) error {
-	if err := os.Remove(filepath.Join(dataDir, currentFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return syncDirOf(dataDir)
-}
-
-func syncDirOf(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-// removeStoresBut removes every store directory (and interrupted install)
-// but keep.
-func removeStoresBut(dataDir, keep string, log *slog.Logger) {
-	entries, _ := os.ReadDir(dataDir)
-	for _, e := range entries {
-		if e.IsDir() && strings.HasPrefix(e.Name(), "store-") && e.Name() != keep {
-			if err := os.RemoveAll(filepath.Join(dataDir, e.Name())); err != nil {
-				log.Warn("could not remove an old store", "dir", e.Name(), "err", err)
-			}
-		}
-	}
-}
 
 // nodeRef counts the requests a node is serving, so that a replaced node
 // closes only after its last request.
@@ -204,6 +120,18 @@ type replica struct {
 	sw       switchHandler
 	node     atomic.Pointer[replicaNode]
 	draining atomic.Bool
+}
+
+// dir is the replica's data directory (storedir.Dir: its layout, and what
+// survives a crash).
+func (r *replica) dir() *storedir.Dir { return storedir.New(storedir.OS(), r.s.dataDir) }
+
+// removeStoresBut removes every store directory (and interrupted install)
+// but keep, warning of what it could not remove: it is removed next time.
+func (r *replica) removeStoresBut(keep string) {
+	if err := r.dir().RemoveAllBut(keep); err != nil {
+		r.log.Warn("could not remove an old store", "err", err)
+	}
 }
 
 // serveReplica runs a read replica of s.replicaOf until ctx is cancelled:
@@ -305,11 +233,11 @@ func (r *replica) publishedSeq() uint64 {
 
 // run bootstraps and follows until ctx ends.
 func (r *replica) run(ctx context.Context) error {
-	name, err := readCurrent(r.s.dataDir)
+	name, err := r.dir().Current()
 	if err != nil {
 		return err
 	}
-	removeStoresBut(r.s.dataDir, name, r.log)
+	r.removeStoresBut(name)
 	for ctx.Err() == nil {
 		var minSeq uint64
 		cur := r.node.Load()
@@ -339,7 +267,7 @@ func (r *replica) run(ctx context.Context) error {
 		}
 		// Named before it serves: once a reader has seen the new store's
 		// state, a restart must not go back to the old one.
-		if err := writeCurrent(r.s.dataDir, name); err != nil {
+		if err := r.dir().SetCurrent(name); err != nil {
 			r.closeNode(n)
 			return fmt.Errorf("record the current store: %w", err)
 		}
@@ -353,7 +281,7 @@ func (r *replica) run(ctx context.Context) error {
 		if cur != nil {
 			r.closeNode(cur)
 		}
-		removeStoresBut(r.s.dataDir, name, r.log)
+		r.removeStoresBut(name)
 		st := n.store.Published()
 		r.log.Info("serving", "store", name, "seq", st.Seq, "tip", st.Tip.String(), "utxos", st.UtxoCount)
 
@@ -367,7 +295,7 @@ func (r *replica) run(ctx context.Context) error {
 			// a restart before its replacement is in place must bootstrap,
 			// not serve it. (A store the writer's log merely left behind,
 			// 410, stays named: it is the writer's, and a restart serves it.)
-			if ferr := forgetCurrent(r.s.dataDir); ferr != nil {
+			if ferr := r.dir().Forget(); ferr != nil {
 				return fmt.Errorf("forget the diverged store: %w", ferr)
 			}
 		}
@@ -390,8 +318,8 @@ func (r *replica) run(ctx context.Context) error {
 func (r *replica) bootstrap(ctx context.Context, minSeq uint64) (string, error) {
 	backoff := 200 * time.Millisecond
 	for {
-		name := "store-" + strconv.FormatInt(time.Now().UnixNano(), 10)
-		dir := filepath.Join(r.s.dataDir, name)
+		name := storedir.NewStoreName(time.Now())
+		dir := r.dir().Path(name)
 		start := time.Now()
 		m, err := replication.Bootstrap(ctx, r.followerOptions(), dir, maxCheckpointBytes, disk.Options{NoChangeLog: true})
 		switch {
@@ -440,7 +368,7 @@ func (r *replica) followerOptions() replication.FollowerOptions {
 // openNode opens store name with its reads, writer and follower.
 // It returns early when ctx ends (disk.OpenContext).
 func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, error) {
-	store, err := disk.OpenContext(ctx, filepath.Join(r.s.dataDir, name), disk.Options{NoChangeLog: true, Logger: r.log})
+	store, err := disk.OpenContext(ctx, r.dir().Path(name), disk.Options{NoChangeLog: true, Logger: r.log})
 	if err != nil {
 		return nil, err
 	}

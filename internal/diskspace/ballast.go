@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/utxo-cache/utxo-cache/internal/durable"
 )
 
 // BallastName is the ballast file's name inside the data directory. Pebble
@@ -71,11 +73,8 @@ func EnsureBallast(dataDir string, size, keepFree uint64) (Ballast, error) {
 		_ = os.Remove(tmp)
 		return b, fmt.Errorf("diskspace: create ballast: %w", err)
 	}
-	if err := os.Rename(tmp, b.Path); err != nil {
-		_ = os.Remove(tmp)
-		return b, fmt.Errorf("diskspace: create ballast: %w", err)
-	}
-	if err := syncDir(dataDir); err != nil {
+	if err := durable.Rename(tmp, b.Path); err != nil {
+		_ = os.Remove(tmp) // gone already if the rename was done
 		return b, fmt.Errorf("diskspace: create ballast: %w", err)
 	}
 	b.Size, b.Created = size, true
@@ -114,7 +113,7 @@ func RemoveBallast(dataDir string) (uint64, error) {
 	if err := os.Remove(p); err != nil {
 		return 0, fmt.Errorf("diskspace: remove ballast: %w", err)
 	}
-	return uint64(fi.Size()), syncDir(dataDir)
+	return uint64(fi.Size()), durable.SyncDir(dataDir)
 }
 
 func writeBallast(path string, size uint64) error {
@@ -122,14 +121,7 @@ func writeBallast(path string, size uint64) error {
 	if err != nil {
 		return err
 	}
-	err = allocate(f, size)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return durable.SyncClose(f, allocate(f, size))
 }
 
 // writeZeros fills f with size zero bytes: the portable way to take the
@@ -144,16 +136,4 @@ func writeZeros(f *os.File, size uint64) error {
 		size -= n
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
