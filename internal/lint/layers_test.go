@@ -22,11 +22,13 @@ var layers = []struct {
 }{
 	// Leaves: they import nothing of the module.
 	{"chain", nil},
-	{"internal/diskspace", nil},
+	{"internal/durable", nil},
 	{"internal/testredis", nil},
 	{"internal/lint", nil},
 	{"api/bare", nil},
 	// Values that cross packages, and the block sources and generators.
+	{"internal/diskspace", []string{"internal/durable"}},
+	{"replication/storedir", []string{"internal/durable"}},
 	{"cache", []string{"chain"}},
 	{"changeset", []string{"chain"}},
 	{"bitcoin", []string{"chain"}},
@@ -40,11 +42,11 @@ var layers = []struct {
 	// The read path, the write path and what feeds the writer.
 	{"query", []string{"cache", "chain", "changeset", "tiers/disk"}},
 	{"writer", []string{"chain", "changeset", "tiers/disk"}},
-	{"replication", []string{"chain", "changeset", "internal/diskspace", "tiers/disk", "writer"}},
+	{"replication", []string{"chain", "changeset", "internal/diskspace", "internal/durable", "replication/storedir", "tiers/disk", "writer"}},
 	{"follow", []string{"bitcoin", "chain", "writer"}},
 	// Serving, and the tools and binary built on it.
 	{"api", []string{"chain", "query", "replication", "writer"}},
-	{"cmd/utxo-cache", []string{"api", "bitcoin", "cache", "chain", "follow", "internal/diskspace", "query", "replication", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
+	{"cmd/utxo-cache", []string{"api", "bitcoin", "cache", "chain", "follow", "internal/diskspace", "internal/durable", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.
 	{"loadtest", []string{"api/bare", "chain", "internal/model", "internal/workload"}},
