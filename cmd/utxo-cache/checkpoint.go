@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
@@ -61,7 +62,7 @@ func runCheckpoint(e *env, args []string) error {
 	}
 	// With the store open here, nobody else is staging a checkpoint of it:
 	// what checkpoints.staging holds was left by a killed process.
-	staging := filepath.Join(dir, checkpointStaging)
+	staging := filepath.Join(dir, node.CheckpointStaging)
 	err = os.RemoveAll(staging)
 	var cp *replication.Checkpoint
 	if err == nil {

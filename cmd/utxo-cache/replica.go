@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -244,7 +245,7 @@ func serveReplica(ctx context.Context, e *env, s serveSettings, memBytes int64, 
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.listen, err)
 	}
-	srv := newHTTPServer(&r.sw, log)
+	srv := node.NewHTTPServer(&r.sw, log)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	var admin *http.Server

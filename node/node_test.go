@@ -1,0 +1,184 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/node"
+	"github.com/utxo-cache/utxo-cache/writer"
+)
+
+// writerConfig is a small writer node in dir.
+func writerConfig(dir string) node.Config {
+	return node.Config{
+		DataDir: dir, MemTableBytes: 4 << 20, MemoryCacheBytes: 8 << 20,
+		AdminToken: "admin", ReplicationToken: "repl",
+	}
+}
+
+func block(height uint64) *chain.Block {
+	h := func(parts ...any) chain.Hash { return sha256.Sum256(fmt.Append(nil, parts...)) }
+	b := &chain.Block{Height: height, Hash: h("block", height), Time: 1_700_000_000, Txs: []chain.Tx{{
+		Hash: h("tx", height), Outputs: []chain.Output{{Address: "addr", Value: 1}}}}}
+	if height > 0 {
+		b.PrevHash = h("block", height-1)
+	}
+	return b
+}
+
+func do(t *testing.T, srv *httptest.Server, method, target, token string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+target, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
+}
+
+// TestStartServeClose starts a writer node, applies a block through its
+// API and one through its writer, and shuts it down in the documented
+// steps; the store it leaves reopens at the same tip.
+func TestStartServeClose(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	n, err := node.Start(context.Background(), writerConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(n.Handler())
+	if code, body := do(t, srv, http.MethodPost, "/v1/blocks", "admin", chain.AppendBlockJSON(nil, block(0))); code != http.StatusOK {
+		t.Fatalf("POST /v1/blocks: %d %s", code, body)
+	}
+	if res, err := n.Writer().Apply(context.Background(), block(1)); err != nil || !res.Applied {
+		t.Fatalf("Writer().Apply: %+v, %v", res, err)
+	}
+	if code, body := do(t, srv, http.MethodGet, "/v1/tip", "", nil); code != http.StatusOK || !strings.Contains(body, `"height":1`) {
+		t.Fatalf("GET /v1/tip: %d %s", code, body)
+	}
+	if code, _ := do(t, srv, http.MethodGet, "/readyz", "", nil); code != http.StatusOK {
+		t.Fatalf("GET /readyz before Drain: %d", code)
+	}
+	if err := n.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := do(t, srv, http.MethodGet, "/readyz", "", nil); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
+		t.Fatalf("GET /readyz after Drain: %d %s", code, body)
+	}
+	srv.Close()
+	w := n.Writer()
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	if _, err := w.Apply(context.Background(), block(2)); !errors.Is(err, writer.ErrClosed) {
+		t.Fatalf("Apply after Close: %v, want writer.ErrClosed", err)
+	}
+
+	n, err = node.Start(context.Background(), writerConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(context.Background())
+	if tip := n.Store().Published().Tip; tip.Height != 1 {
+		t.Fatalf("reopened at %s, want height 1", tip)
+	}
+}
+
+// TestStartRefused: a setting refused before the store opens leaves no
+// store behind, and nothing running.
+func TestStartRefused(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	cfg := writerConfig(dir)
+	cfg.RedisURL = "not a url"
+	if _, err := node.Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "redis tier") {
+		t.Fatalf("Start with a bad Redis URL: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused start left %s behind (%v)", dir, err)
+	}
+}
+
+// noDir is a replica's directory record that records nothing.
+type noDir struct{}
+
+func (noDir) Current() (string, error) { return "", nil }
+func (noDir) SetCurrent(string) error  { return nil }
+func (noDir) ForgetCurrent() error     { return nil }
+func (noDir) RemoveStoresBut(string)   {}
+
+func TestValidate(t *testing.T) {
+	ok := writerConfig("dir")
+	for _, tc := range []struct {
+		name string
+		edit func(*node.Config)
+		want string // "" valid
+	}{
+		{"writer", func(*node.Config) {}, ""},
+		{"no data dir", func(c *node.Config) { c.DataDir = "" }, "no data directory"},
+		{"negative memory", func(c *node.Config) { c.MemoryCacheBytes = -1 }, "memory cache bytes"},
+		{"ballast below auto", func(c *node.Config) { c.BallastBytes = -2 }, "ballast bytes"},
+		{"negative apply wait", func(c *node.Config) { c.ApplyPriorityWait = -1 }, "apply priority wait"},
+		{"replica", func(c *node.Config) { c.ReplicaOf, c.AdminToken, c.ReplicaDir = "http://w", "", noDir{} }, ""},
+		{"replica without its directory", func(c *node.Config) { c.ReplicaOf, c.AdminToken = "http://w", "" }, "active store"},
+		{"replica without token", func(c *node.Config) {
+			c.ReplicaOf, c.AdminToken, c.ReplicationToken, c.ReplicaDir = "http://w", "", "", noDir{}
+		}, "replication token"},
+		{"replica taking writes", func(c *node.Config) { c.ReplicaOf, c.ReplicaDir = "http://w", noDir{} }, "takes no writes"},
+		{"replica following bitcoin", func(c *node.Config) {
+			c.ReplicaOf, c.AdminToken, c.FollowBitcoinREST, c.ReplicaDir = "http://w", "", "http://b", noDir{}
+		}, "not a Bitcoin node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.edit(&c)
+			err := c.EnsureDefaults().Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("Validate: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEnsureDefaults(t *testing.T) {
+	c := node.Config{DataDir: "d"}.EnsureDefaults()
+	if c.Logger == nil || c.StallTimeout <= 0 || c.MaxChangeStreams <= 0 || c.CheckpointIdleTimeout <= 0 ||
+		c.MaxBlockBytes <= 0 {
+		t.Fatalf("EnsureDefaults left a default unset: %+v", c)
+	}
+	if c.ApplyPriorityWait != 0 || c.MaxWait != 0 || c.DiskReserve != 0 {
+		t.Fatalf("EnsureDefaults set a value whose zero means something: %+v", c)
+	}
+	log := slog.New(slog.DiscardHandler)
+	if c := (node.Config{Logger: log}).EnsureDefaults(); c.Logger != log {
+		t.Fatal("EnsureDefaults replaced a given logger")
+	}
+}
