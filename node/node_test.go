@@ -13,7 +13,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -180,5 +182,103 @@ func TestEnsureDefaults(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	if c := (node.Config{Logger: log}).EnsureDefaults(); c.Logger != log {
 		t.Fatal("EnsureDefaults replaced a given logger")
+	}
+}
+
+// memDir is a replica's directory record held in memory.
+type memDir struct {
+	mu      sync.Mutex
+	current string
+}
+
+func (d *memDir) Current() (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.current, nil
+}
+
+func (d *memDir) SetCurrent(name string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.current = name
+	return nil
+}
+
+func (d *memDir) ForgetCurrent() error   { return d.SetCurrent("") }
+func (d *memDir) RemoveStoresBut(string) {}
+
+// waitFor polls cond until it holds, failing after 20s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 20s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReplicaStartClose starts a writer node and a replica node of it in
+// process: the replica bootstraps from the writer's checkpoint, follows its
+// change log, names its verified store, and both shut down leaving nothing
+// running.
+func TestReplicaStartClose(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	wn, err := node.Start(context.Background(), writerConfig(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wsrv := httptest.NewServer(wn.Handler())
+	for h := range uint64(3) {
+		if _, err := wn.Writer().Apply(context.Background(), block(h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	dir := &memDir{}
+	rn, err := node.Start(context.Background(), node.Config{
+		DataDir: t.TempDir(), ReplicaOf: wsrv.URL, ReplicationToken: "repl", ReplicaDir: dir, MemoryCacheBytes: 8 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsrv := httptest.NewServer(rn.Handler())
+	waitFor(t, "the replica serves the writer's tip", func() bool {
+		code, body := do(t, rsrv, http.MethodGet, "/v1/tip", "", nil)
+		return code == http.StatusOK && strings.Contains(body, `"height":2`)
+	})
+	if name, _ := dir.Current(); !strings.HasPrefix(name, "store-") {
+		t.Fatalf("the replica serves without naming its store (%q)", name)
+	}
+	if _, err := wn.Writer().Apply(context.Background(), block(3)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the replica follows the writer", func() bool {
+		code, body := do(t, rsrv, http.MethodGet, "/v1/tip", "", nil)
+		return code == http.StatusOK && strings.Contains(body, `"height":3`)
+	})
+	select {
+	case err := <-rn.Err():
+		t.Fatalf("replica: %v", err)
+	default:
+	}
+
+	if err := rn.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := do(t, rsrv, http.MethodGet, "/readyz", "", nil); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
+		t.Fatalf("replica's /readyz after Drain: %d %s", code, body)
+	}
+	rsrv.Close()
+	if err := rn.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := wn.Drain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wsrv.Close()
+	if err := wn.Close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -190,7 +190,6 @@ func runServe(e *env, args []string) error {
 		case cl.given("disk-reserve-bytes") || cl.given("ballast-bytes"):
 			return usagef("--disk-reserve-bytes and --ballast-bytes: the free-space guard and the ballast are the writer's (docs/disk-full.md)")
 		}
-		return serveReplica(ctx, e, s, memBytes, logger)
 	}
 	return serve(ctx, e, s, memBytes, logger)
 }
@@ -211,15 +210,18 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		MaxWait:          s.maxWait,
 		ReplicationToken: s.replicationToken, StallTimeout: s.stallTimeout, MaxChangeStreams: s.maxChangeStreams,
 		FollowBitcoinREST: s.followURL, BitcoinNetwork: network,
-		ReplicaOf: s.replicaOf, MaxLagBlocks: s.maxLagBlocks,
+		ReplicaOf: s.replicaOf, ReplicaDir: replicaDir{s.dataDir, log.With("role", "replica")},
+		MaxLagBlocks:      s.maxLagBlocks,
 		ApplyPriorityWait: s.applyPriorityWait, CheckpointIdleTimeout: s.checkpointIdleTimeout,
 	}
 }
 
-// serve runs until ctx is cancelled, then shuts down in order: stop taking
-// requests and drain them (a POST /v1/blocks in flight completes), stop the
-// writer (the block in flight finishes, queued ones are refused), close the
-// tiers and the store.
+// serve runs the node of settings s, the writer or a read replica, until
+// ctx is cancelled, then shuts down in order: stop the follower (the
+// Bitcoin node's, or the replica's of its writer) after its block in
+// flight, answer the long polls, stop taking requests and drain them (a
+// POST /v1/blocks in flight completes), stop the writer (the block in
+// flight finishes, queued ones are refused), close the tiers and the store.
 func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *slog.Logger) error {
 	// The listeners are opened before the node starts: a refused serve
 	// leaves no new store behind.
@@ -251,14 +253,22 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	var admin *http.Server
 	if adminLn != nil {
 		admin = startAdmin(adminLn, errc)
-		fmt.Fprintf(e.stderr, "utxo-cache: pprof on http://%s/debug/pprof/ (no authentication: keep it private)\n", adminLn.Addr())
 	}
-	store := n.Store()
-	st := store.Published()
-	log.Info("serving", "listen", ln.Addr().String(), "data_dir", s.dataDir, "tip", st.Tip.String(), "seq", st.Seq,
-		"prune_depth", store.Options().PruneDepth, "rollback_window", store.Options().RollbackWindow,
-		"utxos", st.UtxoCount, "memory_tier_bytes", memBytes, "redis", s.redisURL != "", "writes", s.adminToken != "")
-	fmt.Fprintf(e.stderr, "utxo-cache: serving on http://%s (tip %s)\n", ln.Addr(), st.Tip)
+	stopped := "server failed" // what a background part's error is logged as
+	if s.replicaOf != "" {
+		stopped = "replica stopped"
+		fmt.Fprintf(e.stderr, "utxo-cache: serving on http://%s (replica of %s)\n", ln.Addr(), s.replicaOf)
+	} else {
+		if adminLn != nil {
+			fmt.Fprintf(e.stderr, "utxo-cache: pprof on http://%s/debug/pprof/ (no authentication: keep it private)\n", adminLn.Addr())
+		}
+		store := n.Store()
+		st := store.Published()
+		log.Info("serving", "listen", ln.Addr().String(), "data_dir", s.dataDir, "tip", st.Tip.String(), "seq", st.Seq,
+			"prune_depth", store.Options().PruneDepth, "rollback_window", store.Options().RollbackWindow,
+			"utxos", st.UtxoCount, "memory_tier_bytes", memBytes, "redis", s.redisURL != "", "writes", s.adminToken != "")
+		fmt.Fprintf(e.stderr, "utxo-cache: serving on http://%s (tip %s)\n", ln.Addr(), st.Tip)
+	}
 
 	var runErr error
 	select {
@@ -267,7 +277,7 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	case runErr = <-errc:
 		log.Error("server failed", "err", runErr)
 	case runErr = <-n.Err():
-		log.Error("server failed", "err", runErr)
+		log.Error(stopped, "err", runErr)
 	}
 	_ = n.Drain(context.Background()) // the follower, then the long polls
 	sctx, cancel := context.WithTimeout(context.Background(), s.shutdownTimeout)
@@ -370,9 +380,4 @@ func newLogger(e *env, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(e.stderr, opts)), nil
 	}
 	return nil, usagef("--log-format %q: want text or json", format)
-}
-
-// blockLimits are the limits blocks are decoded with.
-func blockLimits(s serveSettings) chain.Limits {
-	return chain.Limits{MaxBlockBytes: int(s.maxBlockBytes), MaxBlockMemory: s.blockMemory}.WithDefaults()
 }

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/utxo-cache/utxo-cache/chain"
-	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
@@ -38,7 +37,7 @@ type gateRig struct {
 func newGateRig(t *testing.T, wait time.Duration) *gateRig {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	wn, err := node.Start(ctx, node.Config{DataDir: t.TempDir(), MemTableBytes: 4 << 20, ReplicationToken: "repl"})
+	wn, err := Start(ctx, Config{DataDir: t.TempDir(), MemTableBytes: 4 << 20, ReplicationToken: "repl"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +73,8 @@ func newGateRig(t *testing.T, wait time.Duration) *gateRig {
 	}))
 
 	r := &replica{
-		s: serveSettings{dataDir: t.TempDir(), replicaOf: srv.URL, replicationToken: "repl",
-			applyPriorityWait: wait, maxWait: 2 * time.Second},
+		cfg: Config{DataDir: t.TempDir(), ReplicaOf: srv.URL, ReplicationToken: "repl",
+			ApplyPriorityWait: wait, MaxWait: 2 * time.Second}.EnsureDefaults(),
 		log:  slog.New(slog.DiscardHandler),
 		base: prometheus.NewRegistry(),
 	}
