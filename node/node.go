@@ -213,8 +213,11 @@ func (n *Node) Handler() http.Handler {
 }
 
 // Err delivers the error that stopped a background part of the node (the
-// Bitcoin follower; on a replica, what follows the writer), at most once. The node still serves reads; the
-// caller decides whether to stop it.
+// Bitcoin follower; on a replica, what follows its writer), at most once.
+// The node still serves reads; the caller decides whether to stop it. A
+// writer whose store failed is not reported here, as serve never stopped
+// for one: it refuses every write with writer.ErrFailed (until restarted)
+// and its reads keep the last published state.
 func (n *Node) Err() <-chan error { return n.errc }
 
 // Store is the writer node's store, for reading its state (nil on a
@@ -229,8 +232,9 @@ func (n *Node) Writer() *writer.Writer { return n.w }
 // Drain begins shutting down without closing anything: /readyz answers
 // 503, the follower (a replica's, of its writer) finishes its block or
 // change in flight and stops (before the writer does), and the API's long
-// polls answer now, or an http.Server.Shutdown would wait for them. ctx bounds the wait for the
-// follower. Drain may be called more than once; Close calls it.
+// polls answer now, or an http.Server.Shutdown would wait for them. ctx
+// bounds the wait for the follower. Drain may be called more than once;
+// Close calls it.
 func (n *Node) Drain(ctx context.Context) error {
 	n.drainOnce.Do(func() {
 		n.draining.Store(true)
@@ -251,10 +255,13 @@ func (n *Node) Drain(ctx context.Context) error {
 }
 
 // Close shuts the node down in order: Drain, then the writer (the block in
-// flight finishes, queued ones are refused), the reads and the tiers, and
-// the store last. The caller stops serving Handler between Drain and Close
-// (http.Server.Shutdown); a request that reaches Handler after Close may
-// fail. ctx bounds the wait for the follower.
+// flight finishes, queued ones are refused), the reads, the Redis tier, the
+// store, and the memory tier (it holds no file). The caller stops serving
+// Handler between Drain and Close (http.Server.Shutdown); a request that
+// reaches Handler after Close may fail. ctx bounds the wait for the
+// follower: when it ends first, Close returns its error and closes nothing
+// (the follower may still use the store), and may be called again. A
+// replica closes its store and what serves it, then its tiers.
 func (n *Node) Close(ctx context.Context) error {
 	if err := n.Drain(ctx); err != nil {
 		return err
