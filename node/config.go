@@ -70,7 +70,7 @@ type Config struct {
 	MaxChangeStreams int
 
 	// FollowBitcoinREST is a Bitcoin Core node's REST interface the writer
-	// follows, on BitcoinNetwork; "": none.
+	// follows, on BitcoinNetwork (default bitcoin.Mainnet); "": none.
 	FollowBitcoinREST string
 	BitcoinNetwork    bitcoin.Network
 
@@ -105,6 +105,9 @@ func (c Config) EnsureDefaults() Config {
 	}
 	if c.MaxChangeStreams == 0 {
 		c.MaxChangeStreams = replication.DefaultMaxChangeStreams
+	}
+	if c.BitcoinNetwork == "" {
+		c.BitcoinNetwork = bitcoin.Mainnet
 	}
 	if c.CheckpointIdleTimeout == 0 {
 		c.CheckpointIdleTimeout = replication.DefaultCheckpointIdleTimeout

@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/utxo-cache/utxo-cache/bitcoin"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/writer"
@@ -173,7 +174,7 @@ func TestValidate(t *testing.T) {
 func TestEnsureDefaults(t *testing.T) {
 	c := node.Config{DataDir: "d"}.EnsureDefaults()
 	if c.Logger == nil || c.StallTimeout <= 0 || c.MaxChangeStreams <= 0 || c.CheckpointIdleTimeout <= 0 ||
-		c.MaxBlockBytes <= 0 {
+		c.MaxBlockBytes <= 0 || c.BitcoinNetwork != bitcoin.Mainnet {
 		t.Fatalf("EnsureDefaults left a default unset: %+v", c)
 	}
 	if c.ApplyPriorityWait != 0 || c.MaxWait != 0 || c.DiskReserve != 0 {
