@@ -283,3 +283,26 @@ func TestReplicaStartClose(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestErrReportsTheFollower: a Bitcoin follower that stops with an error
+// is reported on Err, once; the node still closes in order.
+func TestErrReportsTheFollower(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	cfg := writerConfig(t.TempDir())
+	cfg.FollowBitcoinREST = "ftp://node" // refused by the follower when it runs
+	n, err := node.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-n.Err():
+		if !strings.Contains(err.Error(), "bitcoin follower") {
+			t.Fatalf("Err: %v, want the follower's", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower's error was not reported within 10s")
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
