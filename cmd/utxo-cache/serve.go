@@ -198,22 +198,44 @@ func runServe(e *env, args []string) error {
 func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config {
 	network, _ := bitcoin.ParseNetwork(s.bitcoinNetwork) // checked by runServe
 	ballast, _ := parseBallastFlag(s.disk.ballast)       // checked by runServe
-	return node.Config{
-		DataDir: s.dataDir, Logger: log,
-		PruneDepth: s.pruneDepth, RollbackWindow: s.rollbackWindow,
-		ReplicationRetention: s.replicationRetention, MemTableBytes: s.memtableBytes,
-		DiskReserve: s.reserve, BallastBytes: ballast,
+	cfg := node.Config{
+		DataDir: s.dataDir,
+		Logger:  log,
+
+		PruneDepth:           s.pruneDepth,
+		RollbackWindow:       s.rollbackWindow,
+		ReplicationRetention: s.replicationRetention,
+		MemTableBytes:        s.memtableBytes,
+		DiskReserve:          s.reserve,
+		BallastBytes:         ballast,
+
 		MemoryCacheBytes: memBytes,
-		RedisURL:         s.redisURL, RedisTTL: s.redisTTL, RedisTimeout: s.redisTimeout,
-		AdminToken: s.adminToken, SkipUnknownInputs: s.skipUnknown,
-		MaxBlockBytes: s.maxBlockBytes, MaxBlockMemory: s.blockMemory,
-		MaxWait:          s.maxWait,
-		ReplicationToken: s.replicationToken, StallTimeout: s.stallTimeout, MaxChangeStreams: s.maxChangeStreams,
-		FollowBitcoinREST: s.followURL, BitcoinNetwork: network,
-		ReplicaOf: s.replicaOf, ReplicaDir: replicaDir{s.dataDir, log.With("role", "replica")},
-		MaxLagBlocks:      s.maxLagBlocks,
-		ApplyPriorityWait: s.applyPriorityWait, CheckpointIdleTimeout: s.checkpointIdleTimeout,
+		RedisURL:         s.redisURL,
+		RedisTTL:         s.redisTTL,
+		RedisTimeout:     s.redisTimeout,
+
+		AdminToken:        s.adminToken,
+		SkipUnknownInputs: s.skipUnknown,
+		MaxBlockBytes:     s.maxBlockBytes,
+		MaxBlockMemory:    s.blockMemory,
+		MaxWait:           s.maxWait,
+
+		ReplicationToken: s.replicationToken,
+		StallTimeout:     s.stallTimeout,
+		MaxChangeStreams: s.maxChangeStreams,
+
+		FollowBitcoinREST: s.followURL,
+		BitcoinNetwork:    network,
+
+		ReplicaOf:             s.replicaOf,
+		MaxLagBlocks:          s.maxLagBlocks,
+		ApplyPriorityWait:     s.applyPriorityWait,
+		CheckpointIdleTimeout: s.checkpointIdleTimeout,
 	}
+	if s.replicaOf != "" {
+		cfg.ReplicaDir = replicaDir{s.dataDir, log.With("role", "replica")}
+	}
+	return cfg
 }
 
 // serve runs the node of settings s, the writer or a read replica, until
