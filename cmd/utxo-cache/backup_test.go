@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/replication/storedir"
 )
 
@@ -137,7 +138,7 @@ func TestBackupRoundTrip(t *testing.T) {
 		t.Errorf("checkpoint --out FILE wrote to stdout: %q", r.stdout)
 	}
 	wantManifest(t, manifestOf(t, archive), 6, c.stats(4))
-	wantNothingAt(t, filepath.Join(store, checkpointStaging))
+	wantNothingAt(t, filepath.Join(store, node.CheckpointStaging))
 	if left, _ := filepath.Glob(filepath.Join(dir, ".backup.tar.partial-*")); len(left) > 0 {
 		t.Errorf("temporary files left beside the archive: %v", left)
 	}
@@ -218,7 +219,7 @@ func TestCheckpointRefusals(t *testing.T) {
 	}
 	wantFail(t, cli(t, nil, nil, "checkpoint", "--data-dir", store, "--out", dir), 1, "is a directory")
 	wantFail(t, cli(t, nil, nil, "checkpoint", "--data-dir", store, "--out", filepath.Join(dir, "no", "such.tar")), 1, "write the archive")
-	wantNothingAt(t, filepath.Join(store, checkpointStaging))
+	wantNothingAt(t, filepath.Join(store, node.CheckpointStaging))
 	wantNothingAt(t, out)
 
 	for _, args := range [][]string{

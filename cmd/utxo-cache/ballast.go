@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/utxo-cache/utxo-cache/internal/diskspace"
+	"github.com/utxo-cache/utxo-cache/node"
 )
 
 const ballastAbout = `
@@ -56,7 +57,7 @@ func runBallast(e *env, args []string) error {
 		if n == 0 {
 			fmt.Fprintf(e.stdout, "no ballast at %s\n", path)
 		} else {
-			fmt.Fprintf(e.stdout, "removed the ballast %s: %s freed\n", path, formatSize(n))
+			fmt.Fprintf(e.stdout, "removed the ballast %s: %s freed\n", path, diskspace.FormatSize(n))
 		}
 	case *create:
 		size, err := d.ballastBytes(*dataDir)
@@ -71,9 +72,9 @@ func runBallast(e *env, args []string) error {
 			return err
 		}
 		if b.Created {
-			fmt.Fprintf(e.stdout, "created the ballast %s: %s\n", path, formatSize(b.Size))
+			fmt.Fprintf(e.stdout, "created the ballast %s: %s\n", path, diskspace.FormatSize(b.Size))
 		} else {
-			fmt.Fprintf(e.stdout, "the ballast %s already exists: %s\n", path, formatSize(b.Size))
+			fmt.Fprintf(e.stdout, "the ballast %s already exists: %s\n", path, diskspace.FormatSize(b.Size))
 		}
 	}
 	size, err := diskspace.BallastSize(*dataDir)
@@ -85,6 +86,6 @@ func runBallast(e *env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "ballast %s: %s; file system: %s available of %s; writes need %s free (--disk-reserve-bytes), start-up %s\n",
-		path, formatSize(size), formatSize(u.Available), formatSize(u.Total), formatSize(reserve), formatSize(startMargin(*dataDir, reserve)))
+		path, diskspace.FormatSize(size), diskspace.FormatSize(u.Available), diskspace.FormatSize(u.Total), diskspace.FormatSize(reserve), diskspace.FormatSize(node.StartMargin(*dataDir, reserve)))
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/utxo-cache/utxo-cache/internal/durable"
+	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/replication/storedir"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -63,7 +64,7 @@ func runCheckpoint(e *env, args []string) error {
 	}
 	// With the store open here, nobody else is staging a checkpoint of it:
 	// what checkpoints.staging holds was left by a killed process.
-	staging := filepath.Join(dir, checkpointStaging)
+	staging := filepath.Join(dir, node.CheckpointStaging)
 	err = os.RemoveAll(staging)
 	var cp *replication.Checkpoint
 	if err == nil {

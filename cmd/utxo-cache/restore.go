@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
@@ -65,7 +66,7 @@ func runRestore(e *env, args []string) error {
 	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove the empty %s: %w", dir, err)
 	}
-	m, err := replication.Install(bufio.NewReaderSize(in, 1<<20), dir, nil, maxCheckpointBytes, disk.Options{}, nil)
+	m, err := replication.Install(bufio.NewReaderSize(in, 1<<20), dir, nil, node.MaxCheckpointBytes, disk.Options{}, nil)
 	if err != nil {
 		return fmt.Errorf("restore into %s: %w", dir, err)
 	}

@@ -10,27 +10,19 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"gopkg.in/yaml.v3"
 
 	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/bitcoin"
-	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
-	"github.com/utxo-cache/utxo-cache/follow"
-	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/internal/diskspace"
+	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/replication"
-	"github.com/utxo-cache/utxo-cache/tiers/disk"
-	"github.com/utxo-cache/utxo-cache/tiers/memory"
-	"github.com/utxo-cache/utxo-cache/tiers/redis"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
@@ -105,7 +97,7 @@ func runServe(e *env, args []string) error {
 		"0: reads never wait")
 	fs.DurationVar(&s.checkpointIdleTimeout, "checkpoint-idle-timeout", replication.DefaultCheckpointIdleTimeout,
 		"on a replica, how long a checkpoint download may receive nothing before it is abandoned (and retried)")
-	fs.StringVar(&s.memtable, "memtable-bytes", formatSize(storeDefaults.MemTableBytes), "Pebble's memtable size (`SIZE`): writes buffered in memory, and in the log, before a flush to an sstable;\n"+
+	fs.StringVar(&s.memtable, "memtable-bytes", diskspace.FormatSize(storeDefaults.MemTableBytes), "Pebble's memtable size (`SIZE`): writes buffered in memory, and in the log, before a flush to an sstable;\n"+
 		"the default --disk-reserve-bytes is twice this plus 64MiB")
 	s.disk.registerReserve(fs)
 	s.disk.registerBallast(fs)
@@ -198,21 +190,60 @@ func runServe(e *env, args []string) error {
 		case cl.given("disk-reserve-bytes") || cl.given("ballast-bytes"):
 			return usagef("--disk-reserve-bytes and --ballast-bytes: the free-space guard and the ballast are the writer's (docs/disk-full.md)")
 		}
-		return serveReplica(ctx, e, s, memBytes, logger)
 	}
 	return serve(ctx, e, s, memBytes, logger)
 }
 
-// serve runs until ctx is cancelled, then shuts down in order: stop taking
-// requests and drain them (a POST /v1/blocks in flight completes), stop the
-// writer (the block in flight finishes, queued ones are refused), close the
-// tiers and the store.
-func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *slog.Logger) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+// nodeConfig is the node.Config of settings s.
+func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config {
+	network, _ := bitcoin.ParseNetwork(s.bitcoinNetwork) // checked by runServe
+	ballast, _ := parseBallastFlag(s.disk.ballast)       // checked by runServe
+	cfg := node.Config{
+		DataDir: s.dataDir,
+		Logger:  log,
 
-	// What can be refused (a listen address, a tier's settings) is set up
-	// before the store is opened: a refused serve leaves no new store behind.
+		PruneDepth:           s.pruneDepth,
+		RollbackWindow:       s.rollbackWindow,
+		ReplicationRetention: s.replicationRetention,
+		MemTableBytes:        s.memtableBytes,
+		DiskReserve:          s.reserve,
+		BallastBytes:         ballast,
+
+		MemoryCacheBytes: memBytes,
+		RedisURL:         s.redisURL,
+		RedisTTL:         s.redisTTL,
+		RedisTimeout:     s.redisTimeout,
+
+		AdminToken:        s.adminToken,
+		SkipUnknownInputs: s.skipUnknown,
+		MaxBlockBytes:     s.maxBlockBytes,
+		MaxBlockMemory:    s.blockMemory,
+		MaxWait:           s.maxWait,
+
+		ReplicationToken: s.replicationToken,
+		StallTimeout:     s.stallTimeout,
+		MaxChangeStreams: s.maxChangeStreams,
+
+		FollowBitcoinREST: s.followURL,
+		BitcoinNetwork:    network,
+
+		ReplicaOf:             s.replicaOf,
+		MaxLagBlocks:          s.maxLagBlocks,
+		ApplyPriorityWait:     s.applyPriorityWait,
+		CheckpointIdleTimeout: s.checkpointIdleTimeout,
+	}
+	return cfg
+}
+
+// serve runs the node of settings s, the writer or a read replica, until
+// ctx is cancelled, then shuts down in order: stop the follower (the
+// Bitcoin node's, or the replica's of its writer) after its block in
+// flight, answer the long polls, stop taking requests and drain them (a
+// POST /v1/blocks in flight completes), stop the writer (the block in
+// flight finishes, queued ones are refused), close the tiers and the store.
+func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *slog.Logger) error {
+	// The listeners are opened before the node starts: a refused serve
+	// leaves no new store behind.
 	ln, err := net.Listen("tcp", s.listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.listen, err)
@@ -226,31 +257,7 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 		defer adminLn.Close()
 	}
 
-	var tiers []cache.Tier
-	if memBytes > 0 {
-		mem, err := memory.New(memory.Options{MaxBytes: memBytes, Metrics: reg})
-		if err != nil {
-			return fmt.Errorf("memory tier: %w", err)
-		}
-		defer mem.Close()
-		tiers = append(tiers, mem)
-	}
-	redisOpts := redis.Options{URL: s.redisURL, TTL: s.redisTTL, CallTimeout: s.redisTimeout, Logger: log, Metrics: reg}
-	if s.redisURL != "" {
-		if err := redis.CheckOptions(redisOpts); err != nil {
-			return fmt.Errorf("redis tier: %w", err)
-		}
-	}
-
-	// A disk too full to open the store stops start-up here, at once, with
-	// one line (docs/disk-full.md); so does a signal while the store opens.
-	if err := checkStartSpace(s.dataDir, s.reserve, log); err != nil {
-		return err
-	}
-	store, err := openServedStore(ctx, e, s.dataDir, disk.Options{
-		PruneDepth: s.pruneDepth, RollbackWindow: s.rollbackWindow, Logger: log,
-		LogRetention: s.replicationRetention, MemTableBytes: s.memtableBytes,
-	})
+	n, err := node.Start(ctx, s.nodeConfig(memBytes, log))
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// Like a crash to the store: its log replays on the next start.
 		log.Info("stopped by a signal while opening the store")
@@ -259,94 +266,28 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	keepBallast(s.dataDir, s.disk, s.reserve, log)
-	if s.redisURL != "" {
-		// The tier discards what Redis holds from before the store's state
-		// (a writer killed between a commit and its invalidation), and
-		// serves nothing while Redis is behind the published state (a
-		// Redis restored from an older snapshot).
-		redisOpts.StartSeq = store.Published().Seq
-		redisOpts.PublishedSeq = func() uint64 { return store.Published().Seq }
-		rt, err := redis.New(redisOpts)
-		if err != nil {
-			return fmt.Errorf("redis tier: %w", err)
-		}
-		defer rt.Close()
-		tiers = append(tiers, rt)
-	}
-
-	reads := query.New(store, query.Options{Tiers: tiers, Metrics: query.NewMetrics(reg), Logger: log})
-	defer reads.Close()
-	space, reserve := writerSpace(s.dataDir, s.reserve)
-	w := writer.New(store, writer.Options{
-		SkipUnknownInputs: s.skipUnknown, Metrics: writer.NewMetrics(reg), Logger: log,
-		Space: space, Reserve: reserve,
-	})
-	var writesRefused func() error
-	if space != nil {
-		writesRefused = w.WritesRefused
-	}
-	w.Subscribe(reads)
-
-	var source api.Replication
-	if s.replicationToken != "" {
-		staging := filepath.Join(s.dataDir, checkpointStaging)
-		_ = os.RemoveAll(staging) // checkpoints a killed writer left behind
-		source = replication.NewSourceWith(store, w, replication.SourceOptions{
-			Staging: staging, MaxChangeStreams: s.maxChangeStreams})
-	}
-	var draining atomic.Bool
-	handler := api.New(reads, w, api.Options{
-		ReplicationToken: s.replicationToken,
-		Replication:      source,
-		StallTimeout:     s.stallTimeout,
-		AdminToken:       s.adminToken,
-		MaxBlockBytes:    s.maxBlockBytes,
-		BlockLimits:      blockLimits(s),
-		MaxWait:          s.maxWait,
-		Registry:         reg,
-		Gatherer:         reg,
-		Logger:           log,
-		Ready: func() error {
-			if draining.Load() {
-				return errors.New("shutting down")
-			}
-			return nil
-		},
-		WritesRefused: writesRefused,
-	})
-	srv := newHTTPServer(handler, log)
+	srv := node.NewHTTPServer(n.Handler(), log)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	var admin *http.Server
 	if adminLn != nil {
 		admin = startAdmin(adminLn, errc)
-		fmt.Fprintf(e.stderr, "utxo-cache: pprof on http://%s/debug/pprof/ (no authentication: keep it private)\n", adminLn.Addr())
 	}
-	followCtx, stopFollow := context.WithCancel(ctx)
-	defer stopFollow()
-	followDone := make(chan struct{})
-	if s.followURL != "" {
-		network, _ := bitcoin.ParseNetwork(s.bitcoinNetwork)
-		f := follow.New(follow.Options{
-			URL: s.followURL, Network: network, MaxReorgDepth: store.Options().RollbackWindow,
-			Writer: w, Hashes: store, Metrics: reg, Logger: log,
-		})
-		go func() {
-			defer close(followDone)
-			if err := f.Run(followCtx); err != nil {
-				errc <- fmt.Errorf("bitcoin follower: %w", err)
-			}
-		}()
+	stopped := "server failed" // what a background part's error is logged as
+	if s.replicaOf != "" {
+		stopped = "replica stopped"
+		fmt.Fprintf(e.stderr, "utxo-cache: serving on http://%s (replica of %s)\n", ln.Addr(), s.replicaOf)
 	} else {
-		close(followDone)
+		if adminLn != nil {
+			fmt.Fprintf(e.stderr, "utxo-cache: pprof on http://%s/debug/pprof/ (no authentication: keep it private)\n", adminLn.Addr())
+		}
+		store := n.Store()
+		st := store.Published()
+		log.Info("serving", "listen", ln.Addr().String(), "data_dir", s.dataDir, "tip", st.Tip.String(), "seq", st.Seq,
+			"prune_depth", store.Options().PruneDepth, "rollback_window", store.Options().RollbackWindow,
+			"utxos", st.UtxoCount, "memory_tier_bytes", memBytes, "redis", s.redisURL != "", "writes", s.adminToken != "")
+		fmt.Fprintf(e.stderr, "utxo-cache: serving on http://%s (tip %s)\n", ln.Addr(), st.Tip)
 	}
-	st := store.Published()
-	log.Info("serving", "listen", ln.Addr().String(), "data_dir", s.dataDir, "tip", st.Tip.String(), "seq", st.Seq,
-		"prune_depth", store.Options().PruneDepth, "rollback_window", store.Options().RollbackWindow,
-		"utxos", st.UtxoCount, "memory_tier_bytes", memBytes, "redis", s.redisURL != "", "writes", s.adminToken != "")
-	fmt.Fprintf(e.stderr, "utxo-cache: serving on http://%s (tip %s)\n", ln.Addr(), st.Tip)
 
 	var runErr error
 	select {
@@ -354,11 +295,10 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 		log.Info("shutting down")
 	case runErr = <-errc:
 		log.Error("server failed", "err", runErr)
+	case runErr = <-n.Err():
+		log.Error(stopped, "err", runErr)
 	}
-	draining.Store(true)
-	stopFollow() // the follower finishes its block in flight before the writer stops
-	<-followDone
-	handler.Drain() // replicas' long polls answer now, or Shutdown would wait for them
+	_ = n.Drain(context.Background()) // the follower, then the long polls
 	sctx, cancel := context.WithTimeout(context.Background(), s.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -367,8 +307,9 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 	if admin != nil {
 		_ = admin.Shutdown(sctx)
 	}
-	w.Close()
-	log.Info("stopped", "tip", store.State().Tip.String())
+	if err := n.Close(context.Background()); err != nil {
+		log.Warn("closing the store", "err", err)
+	}
 	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
 		return runErr
 	}
@@ -458,32 +399,4 @@ func newLogger(e *env, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(e.stderr, opts)), nil
 	}
 	return nil, usagef("--log-format %q: want text or json", format)
-}
-
-// checkpointStaging is where the writer stages checkpoints, inside its data
-// directory (on the store's file system, so Pebble hard-links its files;
-// Pebble ignores a directory it did not create).
-const checkpointStaging = "checkpoints.staging"
-
-// newHTTPServer is the API's server: bounded header, read and idle times.
-// There is no write timeout: a checkpoint stream or a change-log long poll
-// may rightly outlast any fixed one. The read timeout does not help against
-// a slow reader either: it bounds reading the request, and never interrupts
-// a write blocked on a client that stopped reading. The streamed answers
-// bound that themselves, with a write deadline renewed as they make progress
-// (api.Options.StallTimeout, --stall-timeout).
-func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-}
-
-// blockLimits are the limits blocks are decoded with.
-func blockLimits(s serveSettings) chain.Limits {
-	return chain.Limits{MaxBlockBytes: int(s.maxBlockBytes), MaxBlockMemory: s.blockMemory}.WithDefaults()
 }

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/internal/diskspace"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -33,7 +34,7 @@ func pruneDepthFlag(fs *flag.FlagSet) *uint64 {
 // maxBlockMemoryFlag registers --max-block-memory, the heap one block may
 // take (chain.Limits.MaxBlockMemory).
 func maxBlockMemoryFlag(fs *flag.FlagSet, p *string) {
-	fs.StringVar(p, "max-block-memory", formatSize(uint64(chain.DefaultMaxBlockMemory)),
+	fs.StringVar(p, "max-block-memory", diskspace.FormatSize(uint64(chain.DefaultMaxBlockMemory)),
 		"heap one block may take on its way through the node (`SIZE`: bytes, or with KiB/MiB/GiB), estimated from its\n"+
 			"inputs, outputs and their bytes before any work is done; a block over it is refused as too large (413)")
 }

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -7,22 +7,18 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/chain"
-	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
-	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
-// gateRig is a writer and one replica node in process, with real stores,
+// gateRig is a writer node and one replica node in process, with real stores,
 // writers, followers and APIs, where the test decides when the replica
 // receives each change: the writer's change-log answers pass through a
 // proxy that sends the headers of an answer holding changes (so the
@@ -41,17 +37,11 @@ type gateRig struct {
 func newGateRig(t *testing.T, wait time.Duration) *gateRig {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	store, err := disk.Open(t.TempDir(), disk.Options{CacheBytes: 8 << 20, MemTableBytes: 4 << 20})
+	wn, err := Start(ctx, Config{DataDir: t.TempDir(), MemTableBytes: 4 << 20, ReplicationToken: "repl"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	reads := query.New(store, query.Options{})
-	w := writer.New(store, writer.Options{})
-	w.Subscribe(reads)
-	writerAPI := api.New(reads, w, api.Options{
-		ReplicationToken: "repl",
-		Replication:      replication.NewSource(store, w, filepath.Join(t.TempDir(), "staging"), 2),
-	})
+	w, writerAPI := wn.Writer(), wn.Handler()
 	g := &gateRig{t: t, w: w, announced: make(chan uint64, 1), deliver: make(chan struct{})}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
 		rec := httptest.NewRecorder()
@@ -83,8 +73,8 @@ func newGateRig(t *testing.T, wait time.Duration) *gateRig {
 	}))
 
 	r := &replica{
-		s: serveSettings{dataDir: t.TempDir(), replicaOf: srv.URL, replicationToken: "repl",
-			applyPriorityWait: wait, maxWait: 2 * time.Second},
+		cfg: Config{DataDir: t.TempDir(), ReplicaOf: srv.URL, ReplicationToken: "repl",
+			ApplyPriorityWait: wait, MaxWait: 2 * time.Second}.EnsureDefaults(),
 		log:  slog.New(slog.DiscardHandler),
 		base: prometheus.NewRegistry(),
 	}
@@ -103,9 +93,9 @@ func newGateRig(t *testing.T, wait time.Duration) *gateRig {
 		}
 		srv.Close()
 		r.closeNode(n)
-		_ = w.Close()
-		reads.Close()
-		_ = store.Close()
+		if err := wn.Close(context.Background()); err != nil {
+			t.Errorf("writer node: %v", err)
+		}
 	})
 	return g
 }

@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -28,14 +27,23 @@ import (
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
+// A replica's data directory holds its stores, one active at a time, and
+// names the active one; replication/storedir owns that layout and its
+// crash-safety rules. A store is named current only after it was verified
+// against its writer's checkpoint (replication.Install), and before it
+// serves; it stops being named as soon as it is found to have diverged from
+// the writer. So a replica killed at any moment restarts on a verified store
+// that is at least as new as anything it served, or bootstraps when it has
+// none.
+
 // contactTimeout is how long a replica stays ready without hearing from its
 // writer (a long poll answers at least every 10 s).
 const contactTimeout = 30 * time.Second
 
-// maxCheckpointBytes bounds a checkpoint download (and a restore) in all;
+// MaxCheckpointBytes bounds a checkpoint download (and a restore) in all;
 // the archive's manifest and the free space bound it further
 // (replication.Install).
-const maxCheckpointBytes = 1 << 40
+const MaxCheckpointBytes = 1 << 40
 
 // nodeRef counts the requests a node is serving, so that a replaced node
 // closes only after its last request.
@@ -110,8 +118,8 @@ type replicaNode struct {
 
 // replica is a running read replica.
 type replica struct {
-	e        *env
-	s        serveSettings
+	cfg      Config
+	dir      *storedir.Dir
 	log      *slog.Logger
 	base     *prometheus.Registry // figures that outlive a node: process, tiers, replication
 	mem      *memory.Tier
@@ -122,104 +130,62 @@ type replica struct {
 	draining atomic.Bool
 }
 
-// dir is the replica's data directory (storedir.Dir: its layout, and what
-// survives a crash).
-func (r *replica) dir() *storedir.Dir { return storedir.New(storedir.OS(), r.s.dataDir) }
-
-// removeStoresBut removes every store directory (and interrupted install)
-// but keep, warning of what it could not remove: it is removed next time.
-func (r *replica) removeStoresBut(keep string) {
-	if err := r.dir().RemoveAllBut(keep); err != nil {
-		r.log.Warn("could not remove an old store", "err", err)
-	}
-}
-
-// serveReplica runs a read replica of s.replicaOf until ctx is cancelled:
-// bootstrap a verified store when it has none, follow the writer's change
-// log, and replace the store by a fresh verified one whenever it diverges or
-// falls behind the writer's retention. Reads are served all along from the
-// last verified, published state; nothing is served from a store that is not
+// startReplica starts a read replica of cfg.ReplicaOf: bootstrap a
+// verified store when it has none, follow the writer's change log, and
+// replace the store by a fresh verified one whenever it diverges or falls
+// behind the writer's retention. Reads are served all along from the last
+// verified, published state; nothing is served from a store that is not
 // verified.
-func serveReplica(ctx context.Context, e *env, s serveSettings, memBytes int64, log *slog.Logger) error {
-	if err := os.MkdirAll(s.dataDir, 0o755); err != nil {
+func (n *Node) startReplica() error {
+	cfg, log := n.cfg, n.cfg.Logger
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	r := &replica{e: e, s: s, log: log.With("role", "replica"), base: prometheus.NewRegistry()}
+	r := &replica{cfg: cfg, dir: storedir.New(storedir.OS(), cfg.DataDir), log: log.With("role", "replica"), base: prometheus.NewRegistry()}
+	n.replica = r
 	r.base.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.fm = replication.NewFollowerMetrics(r.base)
-	if memBytes > 0 {
-		mem, err := memory.New(memory.Options{MaxBytes: memBytes, Metrics: r.base})
+	if cfg.MemoryCacheBytes > 0 {
+		mem, err := memory.New(memory.Options{MaxBytes: cfg.MemoryCacheBytes, Metrics: r.base})
 		if err != nil {
 			return fmt.Errorf("memory tier: %w", err)
 		}
-		defer mem.Close()
 		r.mem = mem
 	}
-	if s.redisURL != "" {
+	if cfg.RedisURL != "" {
 		// The writer's tier invalidates the shared namespace; this one only
 		// reads and fills it, and serves only while Redis has seen the
 		// writer's invalidations up to the current store's published seq.
-		rt, err := redis.New(redis.Options{URL: s.redisURL, TTL: s.redisTTL, CallTimeout: s.redisTimeout, Logger: log, Metrics: r.base,
+		rt, err := redis.New(redis.Options{URL: cfg.RedisURL, TTL: cfg.RedisTTL, CallTimeout: cfg.RedisTimeout, Logger: log, Metrics: r.base,
 			Follower: true, PublishedSeq: r.publishedSeq})
 		if err != nil {
 			return fmt.Errorf("redis tier: %w", err)
 		}
-		defer rt.Close()
 		r.rt = rt
 	}
 	r.sw.cur.Store(newNodeRef(r.bootstrapping()))
-
-	ln, err := net.Listen("tcp", s.listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.listen, err)
-	}
-	srv := newHTTPServer(&r.sw, log)
-	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(ln) }()
-	var admin *http.Server
-	if s.adminListen != "" {
-		adminLn, err := net.Listen("tcp", s.adminListen)
-		if err != nil {
-			srv.Close()
-			return fmt.Errorf("admin listen on %s: %w", s.adminListen, err)
+	runCtx, cancel := context.WithCancel(context.Background())
+	n.stopFollow = cancel
+	go func() {
+		defer close(n.followDone)
+		if err := r.run(runCtx); err != nil {
+			n.errc <- err
 		}
-		admin = startAdmin(adminLn, errc)
-	}
-	fmt.Fprintf(e.stderr, "utxo-cache: serving on http://%s (replica of %s)\n", ln.Addr(), s.replicaOf)
+	}()
+	return nil
+}
 
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- r.run(runCtx) }()
-	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down")
-	case runErr = <-errc:
-		log.Error("server failed", "err", runErr)
-	case runErr = <-done:
-		log.Error("replica stopped", "err", runErr)
-	}
-	r.draining.Store(true)
-	cancel()
-	if runErr == nil || errors.Is(runErr, http.ErrServerClosed) {
-		<-done
-	}
-	sctx, stop := context.WithTimeout(context.Background(), s.shutdownTimeout)
-	defer stop()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("drain incomplete", "err", err)
-	}
-	if admin != nil {
-		_ = admin.Shutdown(sctx)
-	}
+// close closes the replica's store and what serves it, then its tiers.
+func (r *replica) close() {
 	if n := r.node.Load(); n != nil {
 		r.closeNode(n)
 	}
-	if runErr != nil && !errors.Is(runErr, http.ErrServerClosed) {
-		return runErr
+	if r.rt != nil {
+		r.rt.Close()
 	}
-	return nil
+	if r.mem != nil {
+		r.mem.Close()
+	}
 }
 
 // publishedSeq is the published seq of the store being served, 0 before
@@ -231,9 +197,18 @@ func (r *replica) publishedSeq() uint64 {
 	return 0
 }
 
+// removeStoresBut removes every store of the data directory (and
+// interrupted install) but keep; what it cannot remove is logged and left
+// for the next start.
+func (r *replica) removeStoresBut(keep string) {
+	if err := r.dir.RemoveAllBut(keep); err != nil {
+		r.log.Warn("could not remove an old store", "err", err)
+	}
+}
+
 // run bootstraps and follows until ctx ends.
 func (r *replica) run(ctx context.Context) error {
-	name, err := r.dir().Current()
+	name, err := r.dir.Current()
 	if err != nil {
 		return err
 	}
@@ -267,7 +242,7 @@ func (r *replica) run(ctx context.Context) error {
 		}
 		// Named before it serves: once a reader has seen the new store's
 		// state, a restart must not go back to the old one.
-		if err := r.dir().SetCurrent(name); err != nil {
+		if err := r.dir.SetCurrent(name); err != nil {
 			r.closeNode(n)
 			return fmt.Errorf("record the current store: %w", err)
 		}
@@ -295,7 +270,7 @@ func (r *replica) run(ctx context.Context) error {
 			// a restart before its replacement is in place must bootstrap,
 			// not serve it. (A store the writer's log merely left behind,
 			// 410, stays named: it is the writer's, and a restart serves it.)
-			if ferr := r.dir().Forget(); ferr != nil {
+			if ferr := r.dir.Forget(); ferr != nil {
 				return fmt.Errorf("forget the diverged store: %w", ferr)
 			}
 		}
@@ -319,9 +294,9 @@ func (r *replica) bootstrap(ctx context.Context, minSeq uint64) (string, error) 
 	backoff := 200 * time.Millisecond
 	for {
 		name := storedir.NewStoreName(time.Now())
-		dir := r.dir().Path(name)
+		dir := r.dir.Path(name)
 		start := time.Now()
-		m, err := replication.Bootstrap(ctx, r.followerOptions(), dir, maxCheckpointBytes, disk.Options{NoChangeLog: true})
+		m, err := replication.Bootstrap(ctx, r.followerOptions(), dir, MaxCheckpointBytes, disk.Options{NoChangeLog: true})
 		switch {
 		case err == nil && m.Seq < minSeq:
 			err = fmt.Errorf("the writer's checkpoint is at seq %d, this replica already served %d: waiting for the writer", m.Seq, minSeq)
@@ -361,14 +336,14 @@ func refusedCheckpoint(err error) bool {
 }
 
 func (r *replica) followerOptions() replication.FollowerOptions {
-	return replication.FollowerOptions{URL: r.s.replicaOf, Token: r.s.replicationToken, Metrics: r.fm, Logger: r.log,
-		BlockLimits: blockLimits(r.s), CheckpointIdleTimeout: r.s.checkpointIdleTimeout}
+	return replication.FollowerOptions{URL: r.cfg.ReplicaOf, Token: r.cfg.ReplicationToken, Metrics: r.fm, Logger: r.log,
+		BlockLimits: r.cfg.BlockLimits(), CheckpointIdleTimeout: r.cfg.CheckpointIdleTimeout}
 }
 
 // openNode opens store name with its reads, writer and follower.
 // It returns early when ctx ends (disk.OpenContext).
 func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, error) {
-	store, err := disk.OpenContext(ctx, r.dir().Path(name), disk.Options{NoChangeLog: true, Logger: r.log})
+	store, err := disk.OpenContext(ctx, r.dir.Path(name), disk.Options{NoChangeLog: true, Logger: r.log})
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +371,7 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 	// go on once the writer has published it (or the bound has passed).
 	// Subscribed after the reads, so the reads waiting for the change's
 	// seq (min_seq) are woken before the held ones.
-	n.gate = replication.NewApplyGate(r.s.applyPriorityWait, r.fm)
+	n.gate = replication.NewApplyGate(r.cfg.ApplyPriorityWait, r.fm)
 	n.w.Subscribe(n.gate)
 	fo := r.followerOptions()
 	fo.Gate = n.gate
@@ -409,7 +384,7 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 	h := api.New(n.reads, nil, api.Options{
 		ReadOnly:      true,
 		ReadGate:      n.gate,
-		MaxWait:       r.s.maxWait,
+		MaxWait:       r.cfg.MaxWait,
 		Registry:      n.reg,
 		Gatherer:      gather,
 		Logger:        r.log,
@@ -425,7 +400,7 @@ func replicaStatus(st replication.Status) api.ReplicaStatus {
 }
 
 // ready is the replica's /readyz: heard from the writer recently, within
-// --max-lag-blocks of it, following (not diverged), not shutting down.
+// Config.MaxLagBlocks of it, following (not diverged), not shutting down.
 func (r *replica) ready(n *replicaNode) error {
 	st := n.f.Status()
 	switch {
@@ -437,8 +412,8 @@ func (r *replica) ready(n *replicaNode) error {
 		return errors.New("has not heard from the writer yet")
 	case st.LastContact > contactTimeout:
 		return fmt.Errorf("has not heard from the writer for %s", st.LastContact.Round(time.Second))
-	case st.LagBlocks > r.s.maxLagBlocks:
-		return fmt.Errorf("%d blocks behind the writer (at most %d)", st.LagBlocks, r.s.maxLagBlocks)
+	case st.LagBlocks > r.cfg.MaxLagBlocks:
+		return fmt.Errorf("%d blocks behind the writer (at most %d)", st.LagBlocks, r.cfg.MaxLagBlocks)
 	}
 	return nil
 }

@@ -1,0 +1,153 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/bitcoin"
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/replication"
+)
+
+// Config is everything a node needs, as plain values: the command line
+// (cmd/utxo-cache) turns flags, environment and the YAML file into one, and
+// an in-process test writes one out. The zero value of a field is its
+// default unless its comment says otherwise; EnsureDefaults fills them in.
+type Config struct {
+	// DataDir holds the store (the writer), or the replica's stores.
+	// Created if missing. Required.
+	DataDir string
+	// Logger receives the node's log. Default: discard.
+	Logger *slog.Logger
+
+	// PruneDepth and RollbackWindow are the store's, in blocks; 0 keeps
+	// what the store recorded (a new store takes disk.Options' defaults).
+	PruneDepth, RollbackWindow uint64
+	// ReplicationRetention is how many changes the writer keeps in its
+	// change log for replicas; 0: the rollback window.
+	ReplicationRetention uint64
+	// MemTableBytes is Pebble's memtable size; 0: the store's default.
+	MemTableBytes uint64
+	// DiskReserve is the free space, in bytes, the writer keeps on the
+	// data directory's file system (its free-space guard refuses writes
+	// below it, 507); 0 turns the guard off, and so the start-up check.
+	DiskReserve uint64
+	// BallastBytes is the size of the ballast file kept in the data
+	// directory; BallastAuto: 1% of the file system, at most 1 GiB; 0: none.
+	BallastBytes int64
+
+	// MemoryCacheBytes is the in-process cache tier's budget; 0: no tier.
+	MemoryCacheBytes int64
+	// RedisURL is the shared Redis tier (redis://host:port/db); "": none.
+	// RedisTTL and RedisTimeout are its entries' lifetime and its calls'
+	// timeout (redis.Options' defaults when 0).
+	RedisURL               string
+	RedisTTL, RedisTimeout time.Duration
+
+	// AdminToken enables POST /v1/blocks and /v1/rollback; "": writes 403.
+	AdminToken string
+	// SkipUnknownInputs skips and counts inputs that are not live outputs.
+	SkipUnknownInputs bool
+	// MaxBlockBytes bounds a POST /v1/blocks body and MaxBlockMemory the heap
+	// one block may take; 0: chain.Limits' defaults.
+	MaxBlockBytes  int64
+	MaxBlockMemory int
+	// MaxWait bounds how long a read waits for its min_seq / min_height:
+	// 0 is api.Options' default (2s), negative never waits.
+	MaxWait time.Duration
+
+	// ReplicationToken, on the writer, enables the replication endpoints;
+	// on a replica, it is sent to the writer. "": replication off.
+	ReplicationToken string
+	// StallTimeout bounds how long the writer's streamed answer waits for
+	// its reader to take the next 64 KiB. Default api.DefaultStallTimeout.
+	StallTimeout time.Duration
+	// MaxChangeStreams is how many change-log answers the writer writes at
+	// once. Default replication.DefaultMaxChangeStreams.
+	MaxChangeStreams int
+
+	// FollowBitcoinREST is a Bitcoin Core node's REST interface the writer
+	// follows, on BitcoinNetwork (default bitcoin.Mainnet); "": none.
+	FollowBitcoinREST string
+	BitcoinNetwork    bitcoin.Network
+
+	// ReplicaOf is the writer's base URL: the node is a read replica of it
+	// ("": the node is the writer). A replica keeps its stores in DataDir
+	// (replication/storedir: which one is active survives a crash).
+	ReplicaOf string
+	// MaxLagBlocks: a replica further behind its writer is not ready.
+	MaxLagBlocks uint64
+	// ApplyPriorityWait is how long a replica's new read waits for a change
+	// being applied; 0: reads never wait.
+	ApplyPriorityWait time.Duration
+	// CheckpointIdleTimeout is how long a replica's checkpoint download may
+	// receive nothing. Default replication.DefaultCheckpointIdleTimeout.
+	CheckpointIdleTimeout time.Duration
+}
+
+// BallastAuto is Config.BallastBytes for a ballast sized from the file
+// system.
+const BallastAuto = -1
+
+// EnsureDefaults returns a copy of c with every unset default filled in.
+func (c Config) EnsureDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	lim := c.BlockLimits()
+	c.MaxBlockBytes, c.MaxBlockMemory = int64(lim.MaxBlockBytes), lim.MaxBlockMemory
+	if c.StallTimeout == 0 {
+		c.StallTimeout = api.DefaultStallTimeout
+	}
+	if c.MaxChangeStreams == 0 {
+		c.MaxChangeStreams = replication.DefaultMaxChangeStreams
+	}
+	if c.BitcoinNetwork == "" {
+		c.BitcoinNetwork = bitcoin.Mainnet
+	}
+	if c.CheckpointIdleTimeout == 0 {
+		c.CheckpointIdleTimeout = replication.DefaultCheckpointIdleTimeout
+	}
+	return c
+}
+
+// BlockLimits are the limits blocks are decoded with.
+func (c Config) BlockLimits() chain.Limits {
+	return chain.Limits{MaxBlockBytes: int(c.MaxBlockBytes), MaxBlockMemory: c.MaxBlockMemory}.WithDefaults()
+}
+
+// Validate reports the first setting that cannot work, or a combination
+// that contradicts itself.
+func (c Config) Validate() error {
+	switch {
+	case c.DataDir == "":
+		return errors.New("node: no data directory")
+	case c.MemoryCacheBytes < 0:
+		return fmt.Errorf("node: memory cache bytes %d: must not be negative", c.MemoryCacheBytes)
+	case c.BallastBytes < BallastAuto:
+		return fmt.Errorf("node: ballast bytes %d: a size, or BallastAuto", c.BallastBytes)
+	case c.StallTimeout < 0:
+		return fmt.Errorf("node: stall timeout %s: must be positive", c.StallTimeout)
+	case c.MaxChangeStreams < 0:
+		return fmt.Errorf("node: max change streams %d: must be positive", c.MaxChangeStreams)
+	case c.ApplyPriorityWait < 0:
+		return fmt.Errorf("node: apply priority wait %s: must not be negative", c.ApplyPriorityWait)
+	case c.CheckpointIdleTimeout < 0:
+		return fmt.Errorf("node: checkpoint idle timeout %s: must be positive", c.CheckpointIdleTimeout)
+	}
+	if c.ReplicaOf == "" {
+		return nil
+	}
+	switch {
+	case c.ReplicationToken == "":
+		return errors.New("node: a replica needs the writer's replication token")
+	case c.AdminToken != "":
+		return errors.New("node: a replica takes no writes (admin token)")
+	case c.FollowBitcoinREST != "":
+		return errors.New("node: a replica follows its writer, not a Bitcoin node")
+	}
+	return nil
+}

@@ -1,0 +1,298 @@
+// Package node assembles a utxo-cache node in process: the store, the
+// cache tiers, the reads, the single writer, the Bitcoin follower, the
+// replication source and the HTTP API, in the order their dependencies
+// need, and takes them down in the reverse order on Close. Config holds
+// every setting as a plain value; the command line (cmd/utxo-cache) and
+// every in-process test start a node through Start.
+//
+// A node does not listen: Handler is served by the caller, on its own
+// listener, with NewHTTPServer's settings. Shutting down is the caller's
+// too, in three steps that keep every request answered: Drain (the
+// follower stops after its block in flight, long polls answer), then the
+// caller's http.Server.Shutdown (requests in flight finish, POST
+// /v1/blocks included), then Close (the writer, the tiers, the store).
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/cache"
+	"github.com/utxo-cache/utxo-cache/follow"
+	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/replication"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/tiers/memory"
+	"github.com/utxo-cache/utxo-cache/tiers/redis"
+	"github.com/utxo-cache/utxo-cache/writer"
+)
+
+// CheckpointStaging is where the writer stages checkpoints, inside its
+// data directory (on the store's file system, so Pebble hard-links its
+// files; Pebble ignores a directory it did not create).
+const CheckpointStaging = "checkpoints.staging"
+
+// Node is a running node. Start one; it is safe for concurrent use.
+//
+// Its parts are owned by it: the caller serves Handler and may read
+// through Store and apply through Writer (a test does), but closes none of
+// them; Close does, in order.
+type Node struct {
+	cfg   Config
+	store *disk.Store
+	mem   *memory.Tier
+	rt    *redis.Tier
+	reads *query.Server
+	w     *writer.Writer
+	api   *api.API
+
+	draining   atomic.Bool
+	stopFollow context.CancelFunc
+	followDone chan struct{}
+	errc       chan error
+
+	drainOnce, closeOnce sync.Once
+	closeErr             error
+
+	replica *replica // with Config.ReplicaOf; the fields above it are nil then
+}
+
+// Start opens the store and starts every part of the node. What can be
+// refused (the settings, a tier's options) is checked before the store is
+// opened: a refused start leaves no new store behind. ctx bounds the start
+// only (a signal while the store opens: an error matching
+// context.Canceled, and to the store it is like a crash, its log replays on
+// the next start); it does not stop the node once started.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, followDone: make(chan struct{}), errc: make(chan error, 1), stopFollow: func() {}}
+	if cfg.ReplicaOf != "" {
+		if err := n.startReplica(); err != nil {
+			if n.replica != nil {
+				n.replica.close()
+			}
+			return nil, err
+		}
+		return n, nil
+	}
+	if err := n.start(ctx); err != nil {
+		_ = n.closeParts()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) start(ctx context.Context) error {
+	cfg, log := n.cfg, n.cfg.Logger
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	if cfg.MemoryCacheBytes > 0 {
+		mem, err := memory.New(memory.Options{MaxBytes: cfg.MemoryCacheBytes, Metrics: reg})
+		if err != nil {
+			return fmt.Errorf("memory tier: %w", err)
+		}
+		n.mem = mem
+	}
+	redisOpts := redis.Options{URL: cfg.RedisURL, TTL: cfg.RedisTTL, CallTimeout: cfg.RedisTimeout, Logger: log, Metrics: reg}
+	if cfg.RedisURL != "" {
+		if err := redis.CheckOptions(redisOpts); err != nil {
+			return fmt.Errorf("redis tier: %w", err)
+		}
+	}
+
+	// A disk too full to open the store stops start-up here, at once, with
+	// one line (docs/disk-full.md); so does ctx ending while the store opens.
+	if err := checkStartSpace(cfg.DataDir, cfg.DiskReserve, log); err != nil {
+		return err
+	}
+	store, err := openStore(ctx, cfg.DataDir, disk.Options{
+		PruneDepth: cfg.PruneDepth, RollbackWindow: cfg.RollbackWindow, Logger: log,
+		LogRetention: cfg.ReplicationRetention, MemTableBytes: cfg.MemTableBytes,
+	})
+	if err != nil {
+		return err
+	}
+	n.store = store
+	keepBallast(cfg.DataDir, cfg.BallastBytes, cfg.DiskReserve, log)
+	var tiers []cache.Tier
+	if n.mem != nil {
+		tiers = append(tiers, n.mem)
+	}
+	if cfg.RedisURL != "" {
+		// The tier discards what Redis holds from before the store's state
+		// (a writer killed between a commit and its invalidation), and
+		// serves nothing while Redis is behind the published state (a
+		// Redis restored from an older snapshot).
+		redisOpts.StartSeq = store.Published().Seq
+		redisOpts.PublishedSeq = func() uint64 { return store.Published().Seq }
+		rt, err := redis.New(redisOpts)
+		if err != nil {
+			return fmt.Errorf("redis tier: %w", err)
+		}
+		n.rt = rt
+		tiers = append(tiers, rt)
+	}
+
+	n.reads = query.New(store, query.Options{Tiers: tiers, Metrics: query.NewMetrics(reg), Logger: log})
+	space, reserve := writerSpace(cfg.DataDir, cfg.DiskReserve)
+	n.w = writer.New(store, writer.Options{
+		SkipUnknownInputs: cfg.SkipUnknownInputs, Metrics: writer.NewMetrics(reg), Logger: log,
+		Space: space, Reserve: reserve,
+	})
+	var writesRefused func() error
+	if space != nil {
+		writesRefused = n.w.WritesRefused
+	}
+	n.w.Subscribe(n.reads)
+
+	var source api.Replication
+	if cfg.ReplicationToken != "" {
+		staging := filepath.Join(cfg.DataDir, CheckpointStaging)
+		_ = os.RemoveAll(staging) // checkpoints a killed writer left behind
+		source = replication.NewSourceWith(store, n.w, replication.SourceOptions{
+			Staging: staging, MaxChangeStreams: cfg.MaxChangeStreams})
+	}
+	n.api = api.New(n.reads, n.w, api.Options{
+		ReplicationToken: cfg.ReplicationToken,
+		Replication:      source,
+		StallTimeout:     cfg.StallTimeout,
+		AdminToken:       cfg.AdminToken,
+		MaxBlockBytes:    cfg.MaxBlockBytes,
+		BlockLimits:      cfg.BlockLimits(),
+		MaxWait:          cfg.MaxWait,
+		Registry:         reg,
+		Gatherer:         reg,
+		Logger:           log,
+		Ready: func() error {
+			if n.draining.Load() {
+				return errors.New("shutting down")
+			}
+			return nil
+		},
+		WritesRefused: writesRefused,
+	})
+
+	if cfg.FollowBitcoinREST == "" {
+		close(n.followDone)
+		return nil
+	}
+	f := follow.New(follow.Options{
+		URL: cfg.FollowBitcoinREST, Network: cfg.BitcoinNetwork, MaxReorgDepth: store.Options().RollbackWindow,
+		Writer: n.w, Hashes: store, Metrics: reg, Logger: log,
+	})
+	followCtx, stop := context.WithCancel(context.Background())
+	n.stopFollow = stop
+	go func() {
+		defer close(n.followDone)
+		if err := f.Run(followCtx); err != nil {
+			n.errc <- fmt.Errorf("bitcoin follower: %w", err)
+		}
+	}()
+	return nil
+}
+
+// Handler is the node's HTTP API (docs/api.md).
+func (n *Node) Handler() http.Handler {
+	if n.replica != nil {
+		return &n.replica.sw // the active store's, switched when it is replaced
+	}
+	return n.api
+}
+
+// Err delivers the error that stopped a background part of the node (the
+// Bitcoin follower; on a replica, what follows its writer), at most once.
+// The node still serves reads; the caller decides whether to stop it. A
+// writer whose store failed is not reported here, as serve never stopped
+// for one: it refuses every write with writer.ErrFailed (until restarted)
+// and its reads keep the last published state.
+func (n *Node) Err() <-chan error { return n.errc }
+
+// Store is the writer node's store, for reading its state (nil on a
+// replica, whose store changes). The node closes it.
+func (n *Node) Store() *disk.Store { return n.store }
+
+// Writer is the writer node's writer (nil on a replica): an in-process
+// caller may apply blocks through it as POST /v1/blocks does. The node
+// closes it.
+func (n *Node) Writer() *writer.Writer { return n.w }
+
+// Drain begins shutting down without closing anything: /readyz answers
+// 503, the follower (a replica's, of its writer) finishes its block or
+// change in flight and stops (before the writer does), and the API's long
+// polls answer now, or an http.Server.Shutdown would wait for them. ctx
+// bounds the wait for the follower. Drain may be called more than once;
+// Close calls it.
+func (n *Node) Drain(ctx context.Context) error {
+	n.drainOnce.Do(func() {
+		n.draining.Store(true)
+		if n.replica != nil {
+			n.replica.draining.Store(true)
+		}
+		n.stopFollow()
+	})
+	select {
+	case <-n.followDone:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if n.api != nil {
+		n.api.Drain()
+	}
+	return nil
+}
+
+// Close shuts the node down in order: Drain, then the writer (the block in
+// flight finishes, queued ones are refused), the reads, the Redis tier, the
+// store, and the memory tier (it holds no file). The caller stops serving
+// Handler between Drain and Close (http.Server.Shutdown); a request that
+// reaches Handler after Close may fail. ctx bounds the wait for the
+// follower: when it ends first, Close returns its error and closes nothing
+// (the follower may still use the store), and may be called again. A
+// replica closes its store and what serves it, then its tiers.
+func (n *Node) Close(ctx context.Context) error {
+	if err := n.Drain(ctx); err != nil {
+		return err
+	}
+	n.closeOnce.Do(func() {
+		if n.replica != nil {
+			n.replica.close()
+			return
+		}
+		_ = n.w.Close()
+		n.cfg.Logger.Info("stopped", "tip", n.store.State().Tip.String())
+		n.closeErr = n.closeParts()
+	})
+	return n.closeErr
+}
+
+// closeParts closes what is open, dependents first.
+func (n *Node) closeParts() error {
+	if n.reads != nil {
+		n.reads.Close()
+	}
+	if n.rt != nil {
+		n.rt.Close()
+	}
+	var err error
+	if n.store != nil {
+		err = n.store.Close()
+	}
+	if n.mem != nil {
+		n.mem.Close()
+	}
+	return err
+}
