@@ -276,3 +276,43 @@ func TestErrReportsTheFollower(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBootstrappingReplicaRefusesWrites: a replica whose writer has not
+// given it a store yet answers reads 503 unavailable (try again), but
+// writes 403 read_only, as it will once it serves: no retry makes a
+// replica take a write.
+func TestBootstrappingReplicaRefusesWrites(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	asked := make(chan struct{}, 1)
+	writer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":{"code":"unavailable","message":"not now"}}`))
+	}))
+	defer writer.Close()
+	rn, err := node.Start(context.Background(), node.Config{
+		DataDir: t.TempDir(), ReplicaOf: writer.URL, ReplicationToken: "repl", MemoryCacheBytes: 8 << 20,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsrv := httptest.NewServer(rn.Handler())
+	<-asked // the replica is bootstrapping: its writer refused it once
+	for _, target := range []string{"/v1/blocks", "/v1/rollback"} {
+		code, body := do(t, rsrv, http.MethodPost, target, "admin", []byte(`{}`))
+		if code != http.StatusForbidden || !strings.Contains(body, `"read_only"`) {
+			t.Errorf("POST %s while bootstrapping: %d %s, want 403 read_only", target, code, body)
+		}
+	}
+	if code, body := do(t, rsrv, http.MethodGet, "/v1/tip", "", nil); code != http.StatusServiceUnavailable || !strings.Contains(body, `"unavailable"`) {
+		t.Errorf("GET /v1/tip while bootstrapping: %d %s, want 503 unavailable", code, body)
+	}
+	rsrv.Close()
+	if err := rn.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -442,6 +442,13 @@ func (r *replica) bootstrapping() http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if req.Method == http.MethodPost && (req.URL.Path == "/v1/blocks" || req.URL.Path == "/v1/rollback") {
+			// No retry makes a replica take a write: say so, as it will
+			// once it serves (api's read_only).
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"error":{"code":"read_only","message":"this server is a read-only replica: writes go to its writer"}}`))
+			return
+		}
 		w.Header().Set("Retry-After", "1")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte(`{"tip":null,"error":{"code":"unavailable","message":"the replica is bootstrapping from its writer"}}`))
