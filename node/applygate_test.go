@@ -15,6 +15,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/replication"
+	"github.com/utxo-cache/utxo-cache/replication/storedir"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
@@ -72,9 +73,11 @@ func newGateRig(t *testing.T, wait time.Duration) *gateRig {
 		}
 	}))
 
+	cfg := Config{DataDir: t.TempDir(), ReplicaOf: srv.URL, ReplicationToken: "repl",
+		ApplyPriorityWait: wait, MaxWait: 2 * time.Second}.EnsureDefaults()
 	r := &replica{
-		cfg: Config{DataDir: t.TempDir(), ReplicaOf: srv.URL, ReplicationToken: "repl",
-			ApplyPriorityWait: wait, MaxWait: 2 * time.Second}.EnsureDefaults(),
+		cfg:  cfg,
+		dir:  storedir.New(storedir.OS(), cfg.DataDir),
 		log:  slog.New(slog.DiscardHandler),
 		base: prometheus.NewRegistry(),
 	}
