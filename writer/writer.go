@@ -78,6 +78,27 @@ type Options struct {
 	Reserve uint64
 }
 
+// EnsureDefaults returns o with every unset field set to its default, but
+// Reserve: its default depends on the store, so New fills it in.
+func (o Options) EnsureDefaults() Options {
+	if o.QueueLength <= 0 {
+		o.QueueLength = 64
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.WindowBytes == 0 {
+		o.WindowBytes = DefaultWindowBytes
+	}
+	if o.WindowBlocks <= 0 {
+		o.WindowBlocks = DefaultWindowBlocks
+	}
+	if o.LiveMargin == 0 {
+		o.LiveMargin = DefaultLiveMargin
+	}
+	return o
+}
+
 // Result answers an Apply.
 type Result struct {
 	// Applied is false when the block was already applied at its height
@@ -163,21 +184,7 @@ type reply struct {
 // New starts the writer goroutine over store. The writer does not own the
 // store: Close the writer, then the store.
 func New(store *disk.Store, opts Options) *Writer {
-	if opts.QueueLength <= 0 {
-		opts.QueueLength = 64
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.WindowBytes == 0 {
-		opts.WindowBytes = DefaultWindowBytes
-	}
-	if opts.WindowBlocks <= 0 {
-		opts.WindowBlocks = DefaultWindowBlocks
-	}
-	if opts.LiveMargin == 0 {
-		opts.LiveMargin = DefaultLiveMargin
-	}
+	opts = opts.EnsureDefaults()
 	if opts.Reserve == 0 {
 		opts.Reserve = DefaultReserve(store.Options().MemTableBytes)
 	}
