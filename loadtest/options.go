@@ -247,14 +247,15 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 	return scenarioDefaults{}, fmt.Errorf("loadtest: unknown scenario %q (want standard, big, smoke, soak or replicas)", scenario)
 }
 
-// EnsureDefaults returns o with every zero field set to its default.
-func (o Options) EnsureDefaults() (Options, error) {
+// EnsureDefaults returns o with every zero field set to its default. An
+// unknown scenario has no defaults of its own (Validate reports it).
+func (o Options) EnsureDefaults() Options {
 	if o.Scenario == "" {
 		o.Scenario = ScenarioStandard
 	}
 	d, err := defaultsOf(o.Scenario)
 	if err != nil {
-		return o, err
+		return o
 	}
 	setInt := func(v *int, def int) {
 		if *v == 0 {
@@ -326,11 +327,15 @@ func (o Options) EnsureDefaults() (Options, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return o, nil
+	return o
 }
 
 // Validate reports settings that cannot work; run it after EnsureDefaults.
+// An unknown scenario is reported alone.
 func (o Options) Validate() error {
+	if _, err := defaultsOf(o.Scenario); err != nil {
+		return err
+	}
 	var errs []error
 	for _, c := range o.Configs {
 		if !slices.Contains(AllConfigs, c) {
