@@ -122,7 +122,7 @@ func (o FollowerOptions) EnsureDefaults() FollowerOptions {
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 5 * time.Second
 	}
-	o.BlockLimits = o.BlockLimits.WithDefaults()
+	o.BlockLimits = o.BlockLimits.EnsureDefaults()
 	if o.Metrics == nil {
 		o.Metrics = NewFollowerMetrics(nil)
 	}
@@ -712,7 +712,7 @@ const (
 // WriterLimitsHeaders sets, on a changes answer, the headers that announce
 // the writer's block limits lim to its replicas.
 func WriterLimitsHeaders(h http.Header, lim chain.Limits) {
-	lim = lim.WithDefaults()
+	lim = lim.EnsureDefaults()
 	h.Set(HeaderMaxBlockBytes, strconv.Itoa(lim.MaxBlockBytes))
 	h.Set(HeaderMaxBlockMemory, strconv.Itoa(lim.BlockMemoryLimit()))
 }

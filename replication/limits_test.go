@@ -51,7 +51,7 @@ func TestReplicaTakesWritersLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := chain.DecodeChangeCBOR(rec, replicaLimits.WithDefaults()); !errors.Is(err, chain.ErrTooLarge) {
+	if _, _, err := chain.DecodeChangeCBOR(rec, replicaLimits.EnsureDefaults()); !errors.Is(err, chain.ErrTooLarge) {
 		t.Fatalf("the block is not over the replica's own limit: %v", err)
 	}
 
