@@ -103,8 +103,6 @@ type Options struct {
 	// optional (no /metrics without a Gatherer).
 	Registry prometheus.Registerer
 	Gatherer prometheus.Gatherer
-	// OpenAPI is the document served at /openapi.yaml. Default: the embedded one.
-	OpenAPI []byte
 	// Logger. Default: discard.
 	Logger *slog.Logger
 }
@@ -133,9 +131,6 @@ func (o Options) EnsureDefaults() Options {
 	}
 	if o.Ready == nil {
 		o.Ready = func() error { return nil }
-	}
-	if o.OpenAPI == nil {
-		o.OpenAPI = openAPIDocument
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -204,7 +199,7 @@ func New(r Reader, w Writer, opts Options) *API {
 	a.route(http.MethodGet, "/healthz", func(c *gin.Context) { writeData(c, 200, jsonContentType, []byte(`{"status":"ok"}`)) })
 	a.route(http.MethodGet, "/readyz", a.getReady)
 	yamlContentType := []string{"application/yaml"}
-	a.route(http.MethodGet, "/openapi.yaml", func(c *gin.Context) { writeData(c, 200, yamlContentType, a.opts.OpenAPI) })
+	a.route(http.MethodGet, "/openapi.yaml", func(c *gin.Context) { writeData(c, 200, yamlContentType, openAPIDocument) })
 	if opts.Gatherer != nil {
 		h := promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})
 		a.route(http.MethodGet, "/metrics", func(c *gin.Context) { h.ServeHTTP(c.Writer, c.Request) })
