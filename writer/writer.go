@@ -39,14 +39,16 @@ type PublishListener interface {
 	AfterPublish(cs *changeset.Set)
 }
 
+// queueLength is how many requests may wait for the writer goroutine
+// before a caller blocks in its submit.
+const queueLength = 64
+
 // Options configure a Writer.
 type Options struct {
 	// SkipUnknownInputs skips, and counts, inputs that are not live unspent
 	// outpoints instead of rejecting the block: for stores that start
 	// mid-chain. Default false (reject with chain.ErrUnknownInput).
 	SkipUnknownInputs bool
-	// QueueLength is how many requests may wait for the writer. Default 64.
-	QueueLength int
 	// Metrics receives the writer's figures. Default: none.
 	Metrics *Metrics
 	// Logger. Default: discard.
@@ -81,9 +83,6 @@ type Options struct {
 // EnsureDefaults returns o with every unset field set to its default, but
 // Reserve: its default depends on the store, so New fills it in.
 func (o Options) EnsureDefaults() Options {
-	if o.QueueLength <= 0 {
-		o.QueueLength = 64
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -191,7 +190,7 @@ func New(store *disk.Store, opts Options) *Writer {
 	w := &Writer{
 		store: store,
 		opts:  opts,
-		reqs:  make(chan request, opts.QueueLength),
+		reqs:  make(chan request, queueLength),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
