@@ -61,10 +61,6 @@ type FollowerOptions struct {
 	// Client makes the requests. Default: a client with no overall timeout
 	// (long polls), and a 10s dial and header timeout.
 	Client *http.Client
-	// Wait is the long-poll wait asked of the writer. Default 10s.
-	Wait time.Duration
-	// MaxBackoff bounds the wait between failed contacts. Default 5s.
-	MaxBackoff time.Duration
 	// BlockLimits bound the blocks of the changes. Zero: chain defaults.
 	// A writer that announces larger limits (WriterLimitsHeaders) is
 	// followed with those: a replica applies every block its writer
@@ -107,6 +103,13 @@ type FollowerOptions struct {
 // peer.
 const DefaultCheckpointIdleTimeout = 30 * time.Second
 
+// pollWait is the long-poll wait a follower asks of the writer, and
+// maxBackoff bounds its wait between failed contacts.
+const (
+	pollWait   = 10 * time.Second
+	maxBackoff = 5 * time.Second
+)
+
 // EnsureDefaults returns o with its zero fields filled.
 func (o FollowerOptions) EnsureDefaults() FollowerOptions {
 	if o.Client == nil {
@@ -115,12 +118,6 @@ func (o FollowerOptions) EnsureDefaults() FollowerOptions {
 			ResponseHeaderTimeout: 45 * time.Second,
 			MaxIdleConnsPerHost:   2,
 		}}
-	}
-	if o.Wait <= 0 {
-		o.Wait = 10 * time.Second
-	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = 5 * time.Second
 	}
 	o.BlockLimits = o.BlockLimits.EnsureDefaults()
 	if o.Metrics == nil {
@@ -287,7 +284,7 @@ func (f *Follower) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		backoff = min(2*backoff, f.opts.MaxBackoff)
+		backoff = min(2*backoff, maxBackoff)
 	}
 	return nil
 }
@@ -309,7 +306,7 @@ func (f *Follower) poll(ctx context.Context) error {
 	// Until the writer has answered once, ask without waiting: a long poll
 	// on an idle writer would leave the replica without contact (not
 	// ready, its lag unknown) for a whole wait.
-	wait := f.opts.Wait
+	wait := pollWait
 	f.mu.Lock()
 	if f.mu.contact.IsZero() {
 		wait = 0
