@@ -176,8 +176,6 @@ type Options struct {
 	Command []string
 	// Log receives progress lines. Default: discard.
 	Log io.Writer
-	// Now is the clock of the results directory's name. Default time.Now.
-	Now func() time.Time
 }
 
 // scenarioDefaults are the per-scenario values EnsureDefaults applies.
@@ -323,9 +321,6 @@ func (o Options) EnsureDefaults() Options {
 	setFloat(&o.CheckBudget, 0.25)
 	if o.Log == nil {
 		o.Log = io.Discard
-	}
-	if o.Now == nil {
-		o.Now = time.Now
 	}
 	return o
 }

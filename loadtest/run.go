@@ -55,7 +55,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r := &runner{o: o, start: time.Now()}
 	r.dir = o.ResultsDir
 	if r.dir == "" {
-		r.dir = filepath.Join("results", o.Now().Format("20060102-150405"))
+		r.dir = filepath.Join("results", time.Now().Format("20060102-150405"))
 	}
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, err
