@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -59,7 +60,8 @@ type FollowerOptions struct {
 	// Token is the writer's replication token.
 	Token string
 	// Client makes the requests. Default: a client with no overall timeout
-	// (long polls), and a 10s dial and header timeout.
+	// (long polls), a 10s dial timeout, and a 45s timeout for the response
+	// headers (above the 10s long-poll wait).
 	Client *http.Client
 	// BlockLimits bound the blocks of the changes. Zero: chain defaults.
 	// A writer that announces larger limits (WriterLimitsHeaders) is
@@ -115,6 +117,7 @@ func (o FollowerOptions) EnsureDefaults() FollowerOptions {
 	if o.Client == nil {
 		o.Client = &http.Client{Transport: &http.Transport{
 			Proxy:                 nil,
+			DialContext:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 			ResponseHeaderTimeout: 45 * time.Second,
 			MaxIdleConnsPerHost:   2,
 		}}
