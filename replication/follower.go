@@ -306,6 +306,33 @@ func (f *Follower) poll(ctx context.Context) error {
 			after--
 		}
 	}
+	ans, err := f.fetchChanges(ctx, after)
+	if err != nil || ans == nil {
+		return err
+	}
+	// Whatever happens to the answer, no hold outlives it.
+	defer f.opts.Gate.Release()
+	return f.applyChanges(ctx, ans)
+}
+
+// changesAnswer is a writer's answer to a request for changes, decoded.
+type changesAnswer struct {
+	changes []*chain.Change
+	// decodeErr is the error of the change after changes, which ends the
+	// answer (nil when every change decoded).
+	decodeErr    error
+	writerHeight uint64
+}
+
+// fetchChanges asks the writer for the changes after seq after (the
+// transport half of poll): the request, the answer's status, and the
+// decoding of its CBOR sequence; it records the contact. On an answer
+// that announces a change, it raises the gate's hold (Options.Gate): the
+// caller releases it once done with the answer, and fetchChanges itself
+// when it returns an error or no answer (nil, nil: the writer no longer
+// has the record of the first poll's state, so there is nothing to
+// compare).
+func (f *Follower) fetchChanges(ctx context.Context, after uint64) (ans *changesAnswer, err error) {
 	// Until the writer has answered once, ask without waiting: a long poll
 	// on an idle writer would leave the replica without contact (not
 	// ready, its lag unknown) for a whole wait.
@@ -319,12 +346,12 @@ func (f *Follower) poll(ctx context.Context) error {
 	u.RawQuery = "after=" + strconv.FormatUint(after, 10) + "&wait=" + strconv.FormatFloat(wait.Seconds(), 'f', -1, 64)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+f.opts.Token)
 	resp, err := f.opts.Client.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
@@ -334,25 +361,28 @@ func (f *Follower) poll(ctx context.Context) error {
 			f.opts.Gate.Hold()
 		}
 	}
-	// Whatever happens to the answer, no hold outlives it.
-	defer f.opts.Gate.Release()
+	defer func() {
+		if ans == nil {
+			f.opts.Gate.Release()
+		}
+	}()
 	lim := f.limitsOf(resp.Header)
 	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(lim.MaxBlockBytes)*2+maxChangesResponse))
 	if err != nil {
-		return fmt.Errorf("read changes: %w", err)
+		return nil, fmt.Errorf("read changes: %w", err)
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusGone:
 		if !f.checked { // the record of our own state is gone: nothing to compare
 			f.checked = true
-			return nil
+			return nil, nil
 		}
-		return fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
+		return nil, fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
 	case http.StatusConflict:
-		return fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
+		return nil, fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
 	default:
-		return fmt.Errorf("changes after %d: writer answered %d %s", after, resp.StatusCode, bytes.TrimSpace(body))
+		return nil, fmt.Errorf("changes after %d: writer answered %d %s", after, resp.StatusCode, bytes.TrimSpace(body))
 	}
 	f.m.bytes.Add(float64(len(body)))
 	writerSeq, _ := strconv.ParseUint(resp.Header.Get("X-Commit-Seq"), 10, 64)
@@ -366,19 +396,27 @@ func (f *Follower) poll(ctx context.Context) error {
 	f.mu.writerSeq, f.mu.writerHeight, f.mu.contact = writerSeq, writerHeight, time.Now()
 	f.mu.Unlock()
 	f.m.writerSeq.Set(float64(writerSeq))
-	var changes []*chain.Change
-	var decodeErr error
+	ans = &changesAnswer{writerHeight: writerHeight}
 	for rest := body; len(rest) > 0; {
 		c, r, err := chain.DecodeChangeCBOR(rest, lim)
 		if err != nil {
-			decodeErr = err // after the changes before it
+			ans.decodeErr = err // after the changes before it
 			break
 		}
 		rest = r
-		changes = append(changes, c)
+		ans.changes = append(ans.changes, c)
 	}
+	return ans, nil
+}
+
+// applyChanges applies the changes of ans (the apply half of poll): those
+// far below the writer's tip in catch-up runs, the others one at a time. A
+// change that did not decode stops it after the ones before it, as a
+// divergence.
+func (f *Follower) applyChanges(ctx context.Context, ans *changesAnswer) error {
+	changes := ans.changes
 	for len(changes) > 0 {
-		n := f.catchUpLen(changes, writerHeight)
+		n := f.catchUpLen(changes, ans.writerHeight)
 		if n == 0 {
 			if err := f.apply(ctx, changes[0]); err != nil {
 				return err
@@ -386,13 +424,13 @@ func (f *Follower) poll(ctx context.Context) error {
 			changes = changes[1:]
 			continue
 		}
-		if err := f.applyRun(ctx, changes[:n], writerHeight); err != nil {
+		if err := f.applyRun(ctx, changes[:n], ans.writerHeight); err != nil {
 			return err
 		}
 		changes = changes[n:]
 	}
-	if decodeErr != nil {
-		return fmt.Errorf("change after %d: %v: %w", f.store.Published().Seq, decodeErr, ErrDiverged)
+	if ans.decodeErr != nil {
+		return fmt.Errorf("change after %d: %v: %w", f.store.Published().Seq, ans.decodeErr, ErrDiverged)
 	}
 	f.mu.Lock()
 	if f.store.Published().Seq >= f.mu.writerSeq {
