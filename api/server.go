@@ -103,10 +103,39 @@ type Options struct {
 	// optional (no /metrics without a Gatherer).
 	Registry prometheus.Registerer
 	Gatherer prometheus.Gatherer
-	// OpenAPI is the document served at /openapi.yaml. Default: the embedded one.
-	OpenAPI []byte
 	// Logger. Default: discard.
 	Logger *slog.Logger
+}
+
+// EnsureDefaults returns o with every unset field set to its default (a
+// negative MaxWait becomes 0: no waiting).
+func (o Options) EnsureDefaults() Options {
+	o.BlockLimits = o.BlockLimits.EnsureDefaults()
+	if o.MaxBlockBytes <= 0 {
+		o.MaxBlockBytes = int64(o.BlockLimits.MaxBlockBytes)
+	}
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = 1 << 20
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = DefaultBodyTimeout
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = 2 * time.Second
+	}
+	if o.MaxWait < 0 {
+		o.MaxWait = 0
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = DefaultStallTimeout
+	}
+	if o.Ready == nil {
+		o.Ready = func() error { return nil }
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
 }
 
 // DefaultBodyTimeout is Options.BodyTimeout's default: a 64 MiB block
@@ -128,34 +157,7 @@ type API struct {
 
 // New builds the routes.
 func New(r Reader, w Writer, opts Options) *API {
-	opts.BlockLimits = opts.BlockLimits.WithDefaults()
-	if opts.MaxBlockBytes <= 0 {
-		opts.MaxBlockBytes = int64(opts.BlockLimits.MaxBlockBytes)
-	}
-	if opts.MaxRequestBytes <= 0 {
-		opts.MaxRequestBytes = 1 << 20
-	}
-	if opts.BodyTimeout <= 0 {
-		opts.BodyTimeout = DefaultBodyTimeout
-	}
-	if opts.MaxWait == 0 {
-		opts.MaxWait = 2 * time.Second
-	}
-	if opts.MaxWait < 0 {
-		opts.MaxWait = 0
-	}
-	if opts.StallTimeout <= 0 {
-		opts.StallTimeout = DefaultStallTimeout
-	}
-	if opts.Ready == nil {
-		opts.Ready = func() error { return nil }
-	}
-	if opts.OpenAPI == nil {
-		opts.OpenAPI = openAPIDocument
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts = opts.EnsureDefaults()
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	// Addresses are opaque: match routes on the raw path so an escaped "/"
@@ -197,7 +199,7 @@ func New(r Reader, w Writer, opts Options) *API {
 	a.route(http.MethodGet, "/healthz", func(c *gin.Context) { writeData(c, 200, jsonContentType, []byte(`{"status":"ok"}`)) })
 	a.route(http.MethodGet, "/readyz", a.getReady)
 	yamlContentType := []string{"application/yaml"}
-	a.route(http.MethodGet, "/openapi.yaml", func(c *gin.Context) { writeData(c, 200, yamlContentType, a.opts.OpenAPI) })
+	a.route(http.MethodGet, "/openapi.yaml", func(c *gin.Context) { writeData(c, 200, yamlContentType, openAPIDocument) })
 	if opts.Gatherer != nil {
 		h := promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})
 		a.route(http.MethodGet, "/metrics", func(c *gin.Context) { h.ServeHTTP(c.Writer, c.Request) })

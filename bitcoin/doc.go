@@ -80,8 +80,8 @@
 // the outpoint is no longer live when the coinbase recreates it.
 //
 // The pseudo-transaction carries no outputs and never a real txid (its hash
-// is a single SHA-256 digest of a domain-separated string); IsPseudoTx
-// recognizes it.
+// is a single SHA-256 digest of a domain-separated string): its hash is
+// BIP30TxHash of the block's hash.
 //
 // # Heights (BIP34)
 //

@@ -24,13 +24,6 @@ func BIP30TxHash(block chain.Hash) chain.Hash {
 	return out
 }
 
-// IsPseudoTx reports whether tx is the pseudo-transaction the adapter adds to
-// block for a BIP30 duplicate coinbase (it carries no outputs and is not a
-// Bitcoin transaction).
-func IsPseudoTx(block *chain.Block, tx *chain.Tx) bool {
-	return tx.Hash == BIP30TxHash(block.Hash)
-}
-
 // duplicateCoinbase is a BIP30 exception: the coinbase at a height repeats
 // the txid of the coinbase at firstHeight, whose outputs it overwrites.
 type duplicateCoinbase struct {

@@ -73,7 +73,7 @@ import (
 // truncated item also wraps io.ErrUnexpectedEOF. The result shares no memory
 // with data. It never panics.
 func DecodeBlockCBOR(data []byte, lim Limits) (*Block, error) {
-	lim = lim.WithDefaults()
+	lim = lim.EnsureDefaults()
 	if len(data) > lim.MaxBlockBytes {
 		return nil, fmt.Errorf("block of %d bytes over limit %d: %w", len(data), lim.MaxBlockBytes, ErrTooLarge)
 	}

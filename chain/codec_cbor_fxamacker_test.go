@@ -203,7 +203,7 @@ func fxTopMode(lim Limits) (cbor.DecMode, error) {
 // decodeBlockCBORFxamacker decodes one CBOR block like DecodeBlockCBOR, with
 // fxamacker/cbor doing the structural work (see the top of this file).
 func decodeBlockCBORFxamacker(data []byte, lim Limits) (*Block, error) {
-	lim = lim.WithDefaults()
+	lim = lim.EnsureDefaults()
 	if len(data) > lim.MaxBlockBytes {
 		return nil, fmt.Errorf("block of %d bytes over limit %d: %w", len(data), lim.MaxBlockBytes, ErrTooLarge)
 	}

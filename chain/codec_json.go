@@ -51,7 +51,7 @@ import (
 // list over a count limit, which wrap ErrTooLarge. The result shares no
 // memory with data. It never panics.
 func DecodeBlockJSON(data []byte, lim Limits) (*Block, error) {
-	lim = lim.WithDefaults()
+	lim = lim.EnsureDefaults()
 	if len(data) > lim.MaxBlockBytes {
 		return nil, fmt.Errorf("block of %d bytes over limit %d: %w", len(data), lim.MaxBlockBytes, ErrTooLarge)
 	}

@@ -441,14 +441,14 @@ func TestValidateBlockHandBuilt(t *testing.T) {
 
 func TestLimitsWithDefaults(t *testing.T) {
 	want := Limits{MaxBlockBytes: 64 << 20, MaxTxs: 100_000, MaxInputsPerTx: 10_000, MaxOutputsPerTx: 10_000, MaxAssetsPerOutput: 1_000}
-	if got := (Limits{}).WithDefaults(); got != want {
+	if got := (Limits{}).EnsureDefaults(); got != want {
 		t.Fatalf("zero: %+v", got)
 	}
-	if got := (Limits{MaxBlockBytes: -1, MaxTxs: -5}).WithDefaults(); got != want {
+	if got := (Limits{MaxBlockBytes: -1, MaxTxs: -5}).EnsureDefaults(); got != want {
 		t.Fatalf("negative: %+v", got)
 	}
 	set := Limits{MaxBlockBytes: 1, MaxTxs: 2, MaxInputsPerTx: 3, MaxOutputsPerTx: 4, MaxAssetsPerOutput: 5}
-	if got := set.WithDefaults(); got != set {
+	if got := set.EnsureDefaults(); got != set {
 		t.Fatalf("set: %+v", got)
 	}
 }

@@ -34,7 +34,7 @@ const (
 // sizes (MaxAddressLen and friends) these are operator settings.
 //
 // The zero value of each field (or any value ≤ 0) means its default; use
-// WithDefaults to read the effective values. A block that exceeds a limit is
+// EnsureDefaults to read the effective values. A block that exceeds a limit is
 // rejected with an error that wraps ErrTooLarge (HTTP 413), not
 // ErrInvalidBlock.
 type Limits struct {
@@ -57,7 +57,7 @@ type Limits struct {
 	// encoded form (MaxBlockBytes). The decoders count as they go and refuse
 	// a block the moment it goes over (ErrTooLarge), so an oversized block
 	// costs no more than the budget to refuse. Default 1 GiB. Its zero value
-	// already means the default, so WithDefaults leaves it as it is;
+	// already means the default, so EnsureDefaults leaves it as it is;
 	// BlockMemoryLimit gives the effective value.
 	MaxBlockMemory int
 }
@@ -145,8 +145,8 @@ func overMemory(need int64, limit int, sofar bool) error {
 		what, float64(need)/mib, need, float64(limit)/mib, limit, ErrTooLarge)
 }
 
-// WithDefaults returns l with every field ≤ 0 replaced by its default.
-func (l Limits) WithDefaults() Limits {
+// EnsureDefaults returns l with every field ≤ 0 replaced by its default.
+func (l Limits) EnsureDefaults() Limits {
 	orDefault := func(v, def int) int {
 		if v <= 0 {
 			return def

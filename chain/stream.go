@@ -34,7 +34,7 @@ type JSONLReader struct {
 // NewJSONLReader returns a reader of the JSON lines in r, decoding each with
 // lim (zero fields mean defaults).
 func NewJSONLReader(r io.Reader, lim Limits) *JSONLReader {
-	return &JSONLReader{br: bufio.NewReaderSize(r, streamBufferSize), lim: lim.WithDefaults()}
+	return &JSONLReader{br: bufio.NewReaderSize(r, streamBufferSize), lim: lim.EnsureDefaults()}
 }
 
 // Next returns the next block, or io.EOF after the last one.
@@ -144,7 +144,7 @@ type CBORSeqReader struct {
 // NewCBORSeqReader returns a reader of the CBOR sequence in r, decoding each
 // block with lim (zero fields mean defaults).
 func NewCBORSeqReader(r io.Reader, lim Limits) *CBORSeqReader {
-	lim = lim.WithDefaults()
+	lim = lim.EnsureDefaults()
 	return &CBORSeqReader{r: r, lim: lim, buf: make([]byte, min(streamBufferSize, lim.MaxBlockBytes+1))}
 }
 

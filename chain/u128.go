@@ -25,13 +25,6 @@ func (u Uint128) AddU64(v uint64) Uint128 {
 	return Uint128{Hi: u.Hi + carry, Lo: lo}
 }
 
-// SubU64 returns u - v and whether it borrowed past zero (a corrupt balance).
-func (u Uint128) SubU64(v uint64) (Uint128, bool) {
-	lo, borrow := bits.Sub64(u.Lo, v, 0)
-	hi, borrow2 := bits.Sub64(u.Hi, 0, borrow)
-	return Uint128{Hi: hi, Lo: lo}, borrow2 != 0
-}
-
 // Cmp returns -1, 0 or +1.
 func (u Uint128) Cmp(v Uint128) int {
 	switch {

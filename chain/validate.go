@@ -17,7 +17,7 @@ import (
 // "txs[3].outputs[1].address". Both decoders run it on every block they
 // return; producers can run it before encoding. It does not modify b.
 func ValidateBlock(b *Block, lim Limits) error {
-	lim = lim.WithDefaults()
+	lim = lim.EnsureDefaults()
 	if len(b.Txs) > lim.MaxTxs {
 		return tooMany("txs", len(b.Txs), lim.MaxTxs)
 	}

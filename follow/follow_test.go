@@ -254,6 +254,40 @@ func TestFollowCatchUp(t *testing.T) {
 	}
 }
 
+// TestFollowBatchBytes follows 300 real blocks with BatchBytes far below
+// their total size: the fetch of a batch stops once its blocks, as the node
+// serves them, reach BatchBytes, so a batch exceeds it by at most its last
+// block, and the bound, not BatchBlocks, cuts the batches.
+func TestFollowBatchBytes(t *testing.T) {
+	const batchBytes = 16 << 10
+	blocks := loadBlocks(t, "blk_0_to_14131.dat.bz2", 0, 300)
+	want := directState(t, blocks)
+	_, srv := newFakeNode(t, blocks)
+	st, w := newStore(t, disk.Options{})
+	f := start(t, srv.URL, st, w, func(o *Options) { o.BatchBytes = batchBytes })
+	waitFor(t, "tip 299", tipIs(st, blocks[299]))
+	f.stop(t)
+
+	wantSameState(t, st.State(), want)
+	wantCalls(t, w.history(), applies(blocks...))
+	cut := 0
+	for _, hs := range w.batchHeights {
+		var size int
+		for _, h := range hs[:len(hs)-1] {
+			size += len(blocks[h].raw)
+		}
+		if size >= batchBytes {
+			t.Errorf("a batch of heights %d..%d holds %d bytes before its last block, want under %d", hs[0], hs[len(hs)-1], size, batchBytes)
+		}
+		if size+len(blocks[hs[len(hs)-1]].raw) >= batchBytes {
+			cut++
+		}
+	}
+	if cut < 2 {
+		t.Errorf("%d batches cut by BatchBytes in %d, want at least 2", cut, len(w.batchHeights))
+	}
+}
+
 // TestFollowNodeBehind: a node that falls back to an earlier height of our
 // own chain (restarted, reindexing) is waited for, not followed down.
 func TestFollowNodeBehind(t *testing.T) {

@@ -189,6 +189,8 @@ type recordingWriter struct {
 	mu      sync.Mutex
 	calls   []call
 	batches []writer.BatchResult
+	// batchHeights holds the heights of each ApplyBlocks' blocks.
+	batchHeights [][]uint64
 }
 
 func (r *recordingWriter) Apply(ctx context.Context, b *chain.Block) (writer.Result, error) {
@@ -207,6 +209,11 @@ func (r *recordingWriter) ApplyBlocks(ctx context.Context, blocks []*chain.Block
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.batches = append(r.batches, res)
+	heights := make([]uint64, len(blocks))
+	for i, b := range blocks {
+		heights[i] = b.Height
+	}
+	r.batchHeights = append(r.batchHeights, heights)
 	for _, b := range blocks[:res.Done] {
 		r.calls = append(r.calls, call{height: b.Height, hash: b.Hash, applied: true})
 	}

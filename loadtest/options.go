@@ -176,8 +176,6 @@ type Options struct {
 	Command []string
 	// Log receives progress lines. Default: discard.
 	Log io.Writer
-	// Now is the clock of the results directory's name. Default time.Now.
-	Now func() time.Time
 }
 
 // scenarioDefaults are the per-scenario values EnsureDefaults applies.
@@ -247,14 +245,15 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 	return scenarioDefaults{}, fmt.Errorf("loadtest: unknown scenario %q (want standard, big, smoke, soak or replicas)", scenario)
 }
 
-// EnsureDefaults returns o with every zero field set to its default.
-func (o Options) EnsureDefaults() (Options, error) {
+// EnsureDefaults returns o with every zero field set to its default. An
+// unknown scenario has no defaults of its own (Validate reports it).
+func (o Options) EnsureDefaults() Options {
 	if o.Scenario == "" {
 		o.Scenario = ScenarioStandard
 	}
 	d, err := defaultsOf(o.Scenario)
 	if err != nil {
-		return o, err
+		return o
 	}
 	setInt := func(v *int, def int) {
 		if *v == 0 {
@@ -323,14 +322,15 @@ func (o Options) EnsureDefaults() (Options, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	return o, nil
+	return o
 }
 
 // Validate reports settings that cannot work; run it after EnsureDefaults.
+// An unknown scenario is reported alone.
 func (o Options) Validate() error {
+	if _, err := defaultsOf(o.Scenario); err != nil {
+		return err
+	}
 	var errs []error
 	for _, c := range o.Configs {
 		if !slices.Contains(AllConfigs, c) {

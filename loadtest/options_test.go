@@ -18,11 +18,8 @@ func TestValidateBareAlone(t *testing.T) {
 		{[]string{"disk", ConfigBare}, false},
 		{[]string{"disk"}, false},
 	} {
-		o, err := Options{Bin: "x", BareBin: "x", Configs: c.configs}.EnsureDefaults()
-		if err != nil {
-			t.Fatalf("%v: EnsureDefaults: %v", c.configs, err)
-		}
-		err = o.Validate()
+		o := Options{Bin: "x", BareBin: "x", Configs: c.configs}.EnsureDefaults()
+		err := o.Validate()
 		if got := err != nil && strings.Contains(err.Error(), "configuration bare alone"); got != c.wantErr {
 			t.Errorf("configs %v: Validate() = %v, want the bare-alone error: %v", c.configs, err, c.wantErr)
 		}

@@ -313,8 +313,23 @@ func (r *Report) evaluate(o Options) {
 		r.evaluateSoak()
 		return
 	}
+	ceiling, hotCeiling := r.ceilingRatios()
+	if o.Scenario == ScenarioReplicas {
+		// No configuration ran: the tiers' targets do not apply.
+		r.Targets = r.replicationVerdicts(o)
+	} else {
+		r.Targets = append(r.tierVerdicts(o, ceiling, hotCeiling), r.feedVerdicts(o)...)
+	}
+	reasons := r.failures(o)
+	r.Failed, r.FailReasons = len(reasons) > 0, reasons
+	r.Fairness.Comparable = r.comparability(o)
+}
+
+// ceilingRatios sets each configuration's share of the bare ceiling, on the
+// standard mix and on the hot mix, and returns the two ceilings (0: no bare
+// run, or none with a hot phase).
+func (r *Report) ceilingRatios() (ceiling, hotCeiling float64) {
 	bare := r.config(ConfigBare)
-	ceiling, hotCeiling := 0.0, 0.0
 	if bare != nil {
 		ceiling = bare.Max.AchievedRate
 		if bare.Hot != nil {
@@ -330,7 +345,15 @@ func (r *Report) evaluate(o Options) {
 			c.HotCeilingRatio = c.Hot.AchievedRate / hotCeiling
 		}
 	}
-	r.Targets = nil
+	return ceiling, hotCeiling
+}
+
+// tierVerdicts are the cache tiers' targets: each tier's share of the bare
+// ceiling, the memory tier's latency at its rate phase, reads under the
+// writer feed, and the memory tier against the disk.
+func (r *Report) tierVerdicts(o Options, ceiling, hotCeiling float64) []Verdict {
+	var targets []Verdict
+	bare := r.config(ConfigBare)
 	share := func(name string, want float64, needUTXOs int) {
 		v := Verdict{Target: fmt.Sprintf("%s tier requests/s ≥ %.2f × bare ceiling", name, want), Config: name,
 			Threshold: fmt.Sprintf("≥ %.2f", want)}
@@ -348,7 +371,7 @@ func (r *Report) evaluate(o Options) {
 				v.Detail = fmt.Sprintf("measured on %d UTXOs; the target needs ≥ %d (--scenario big)", r.Preload.UTXOs, needUTXOs)
 			}
 		}
-		r.Targets = append(r.Targets, v)
+		targets = append(targets, v)
 	}
 	{
 		v := Verdict{Target: fmt.Sprintf("memory tier hot reads ≥ %.2f × bare ceiling (hot mix)", memoryCeilingShare),
@@ -367,7 +390,7 @@ func (r *Report) evaluate(o Options) {
 			v.Detail = fmt.Sprintf("hit ratio %s; standard mix: %.2f × ceiling", hitRatios(c.Hot.Cache), c.CeilingRatio)
 		}
 		if v.Status != "" {
-			r.Targets = append(r.Targets, v)
+			targets = append(targets, v)
 		}
 	}
 	{
@@ -384,13 +407,20 @@ func (r *Report) evaluate(o Options) {
 				v.Detail = fmt.Sprintf("the bare handler at half its max: p99 %.2f ms", bare.Rate.Latency.P99)
 			}
 		}
-		r.Targets = append(r.Targets, v)
+		targets = append(targets, v)
 	}
 	share(ConfigRedis, redisCeilingShare, 0)
 	share(ConfigDisk, diskCeilingShare, diskTargetUTXOs)
-	r.Targets = append(r.Targets, r.feedReadVerdict(o), r.memoryOverDiskVerdict())
+	targets = append(targets, r.feedReadVerdict(o), r.memoryOverDiskVerdict())
 
-	// Feed-dependent targets, over every configuration with a writer.
+	return targets
+}
+
+// feedVerdicts are the targets that depend on the writer feed, over every
+// configuration with a writer: commit-to-visible latency, the replicas',
+// and zero mismatches and 5xx.
+func (r *Report) feedVerdicts(o Options) []Verdict {
+	var targets []Verdict
 	var worstVisible float64
 	worstAt := ""
 	var mismatches, fiveXX, checked, feedErrs, notVisible, visible, firstPoll int64
@@ -440,9 +470,9 @@ func (r *Report) evaluate(o Options) {
 				v.Detail += fmt.Sprintf("; %d blocks not visible within %s", notVisible, visibleTimeout)
 			}
 		}
-		r.Targets = append(r.Targets, v)
+		targets = append(targets, v)
 	}
-	r.Targets = append(r.Targets, r.replicationVerdicts(o)...)
+	targets = append(targets, r.replicationVerdicts(o)...)
 	{
 		v := Verdict{Target: fmt.Sprintf("zero mismatches and zero 5xx under a %.0f blocks/s feed", o.BlockRate), Threshold: "0 and 0"}
 		v.Value = fmt.Sprintf("%d mismatches in %d checked answers, %d 5xx", mismatches, checked, fiveXX)
@@ -454,18 +484,18 @@ func (r *Report) evaluate(o Options) {
 			v.Status = passMiss(ok)
 			v.Detail = fmt.Sprintf("feed sustained ≥ %.1f blocks/s (target %.0f), %d feed errors", minFeed, o.BlockRate, feedErrs)
 		}
-		r.Targets = append(r.Targets, v)
+		targets = append(targets, v)
 	}
 
-	if o.Scenario == ScenarioReplicas {
-		// No configuration ran: the tiers' targets do not apply.
-		r.Targets = r.replicationVerdicts(o)
-	}
+	return targets
+}
 
-	r.Failed, r.FailReasons = false, nil
+// failures are the reasons the run failed (none: it passed): a run error,
+// per configuration its mismatches, 5xx, replication observer and feed
+// errors, and with --strict every missed target.
+func (r *Report) failures(o Options) (reasons []string) {
 	fail := func(format string, args ...any) {
-		r.Failed = true
-		r.FailReasons = append(r.FailReasons, fmt.Sprintf(format, args...))
+		reasons = append(reasons, fmt.Sprintf(format, args...))
 	}
 	if r.Error != "" {
 		fail("run error: %s", strings.ReplaceAll(r.Error, "\n", "; "))
@@ -519,11 +549,9 @@ func (r *Report) evaluate(o Options) {
 			}
 		}
 	}
-	r.Fairness.Comparable = r.comparability(o)
+	return reasons
 }
 
-// evaluateSoak sets the soak's targets and whether the run failed: a soak
-// fails on its own verdict (SoakResult.judge) or a run error.
 func (r *Report) evaluateSoak() {
 	r.Targets = r.Soak.soakTargets()
 	r.Failed, r.FailReasons = false, nil

@@ -60,7 +60,7 @@ func TestRecorderSummaries(t *testing.T) {
 // sampleReport is a report as a standard run would produce, with made-up
 // numbers.
 func sampleReport() (*Report, Options) {
-	o, _ := Options{Bin: "x"}.EnsureDefaults()
+	o := Options{Bin: "x"}.EnsureDefaults()
 	r := newReport(o, "results/x")
 	r.Started = epoch
 	r.Machine = Machine{CPUs: 2, GOOS: "linux", GOARCH: "amd64", GoVersion: "go1.26", Kernel: "6", LoadAvgStart: "0.1 0.1 0.1"}
@@ -142,7 +142,7 @@ func sampleThroughput() *ThroughputResult {
 // throughput ratio only (no configuration ran), and says so in its
 // headline and report.md.
 func TestEvaluateReplicasScenario(t *testing.T) {
-	o, _ := Options{Bin: "x", Scenario: ScenarioReplicas}.EnsureDefaults()
+	o := Options{Bin: "x", Scenario: ScenarioReplicas}.EnsureDefaults()
 	r := newReport(o, "results/x")
 	r.Throughput = sampleThroughput()
 	r.evaluate(o)

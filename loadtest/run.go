@@ -48,17 +48,14 @@ type runner struct {
 // out (a service that does not start, a refused block); a run that finishes
 // with mismatches returns its report and no error: see Report.Failed.
 func Run(ctx context.Context, o Options) (*Report, error) {
-	o, err := o.EnsureDefaults()
-	if err != nil {
-		return nil, err
-	}
+	o = o.EnsureDefaults()
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	r := &runner{o: o, start: time.Now()}
 	r.dir = o.ResultsDir
 	if r.dir == "" {
-		r.dir = filepath.Join("results", o.Now().Format("20060102-150405"))
+		r.dir = filepath.Join("results", time.Now().Format("20060102-150405"))
 	}
 	if err := os.MkdirAll(r.dir, 0o755); err != nil {
 		return nil, err
@@ -68,6 +65,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	r.ctl = newClient(4, 60*time.Second)
 	defer r.client.CloseIdleConnections()
 	defer r.ctl.CloseIdleConnections()
+	var err error
 	r.w, err = newWorld(o.workloadOptions())
 	if err != nil {
 		return nil, err
@@ -864,7 +862,8 @@ func storeState(ctx context.Context, c *http.Client, base string) (StoreState, e
 // .cbor), for `utxo-cache ingest`, and returns how many blocks it wrote.
 func WriteChain(o Options, path string) (blocks int, utxos int, err error) {
 	o.Bin = "-" // not needed: nothing is started
-	if o, err = o.EnsureDefaults(); err != nil {
+	o = o.EnsureDefaults()
+	if _, err := defaultsOf(o.Scenario); err != nil {
 		return 0, 0, err
 	}
 	w, err := newWorld(o.workloadOptions())

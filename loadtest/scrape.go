@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // Sample is one line of the Prometheus text exposition format: a metric name,
@@ -23,120 +26,74 @@ type Sample struct {
 // Samples is a scraped /metrics page.
 type Samples []Sample
 
-// ErrBadExposition marks a /metrics line the parser cannot read.
-var ErrBadExposition = errors.New("loadtest: bad metrics line")
+// ErrBadExposition marks a /metrics page the parser cannot read.
+var ErrBadExposition = errors.New("loadtest: bad metrics page")
 
-// ParseMetrics parses the Prometheus text format (version 0.0.4): comment
-// and blank lines are skipped, every other line is
-//
-//	name[{label="value",...}] value [timestamp]
-//
-// with \\, \" and \n escapes in label values. The harness reads counters
-// only; histogram and summary series parse as their plain _bucket, _sum and
-// _count samples.
+// ParseMetrics parses the Prometheus text format (version 0.0.4) with
+// expfmt's parser. The harness reads counters only; a histogram or summary
+// flattens into its plain samples: _bucket (with le) or the quantiles, _sum
+// and _count.
 func ParseMetrics(text string) (Samples, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadExposition, err)
+	}
+	names := make([]string, 0, len(families))
+	for name := range families {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	var out Samples
-	for n, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' {
-			continue
+	for _, name := range names {
+		mf := families[name]
+		for _, m := range mf.GetMetric() {
+			out = appendSamples(out, name, m)
 		}
-		s, err := parseSampleLine(line)
-		if err != nil {
-			return nil, fmt.Errorf("%w %d: %v: %q", ErrBadExposition, n+1, err, line)
-		}
-		out = append(out, s)
 	}
 	return out, nil
 }
 
-func parseSampleLine(line string) (Sample, error) {
-	i := strings.IndexAny(line, "{ \t")
-	if i <= 0 {
-		return Sample{}, errors.New("no value")
+// appendSamples appends the samples of m, a metric of the family name, as
+// the text format writes them.
+func appendSamples(out Samples, name string, m *dto.Metric) Samples {
+	labels := func(extra ...string) map[string]string {
+		l := make(map[string]string, len(m.GetLabel())+len(extra)/2)
+		for _, lp := range m.GetLabel() {
+			l[lp.GetName()] = lp.GetValue()
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			l[extra[i]] = extra[i+1]
+		}
+		return l
 	}
-	s := Sample{Name: line[:i]}
-	rest := line[i:]
-	if rest[0] == '{' {
-		var err error
-		s.Labels, rest, err = parseLabels(rest[1:])
-		if err != nil {
-			return Sample{}, err
+	switch {
+	case m.Counter != nil:
+		out = append(out, Sample{Name: name, Labels: labels(), Value: m.Counter.GetValue()})
+	case m.Gauge != nil:
+		out = append(out, Sample{Name: name, Labels: labels(), Value: m.Gauge.GetValue()})
+	case m.Untyped != nil:
+		out = append(out, Sample{Name: name, Labels: labels(), Value: m.Untyped.GetValue()})
+	case m.Histogram != nil:
+		h := m.Histogram
+		for _, b := range h.GetBucket() {
+			le := strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)
+			out = append(out, Sample{Name: name + "_bucket", Labels: labels("le", le), Value: float64(b.GetCumulativeCount())})
 		}
+		out = append(out,
+			Sample{Name: name + "_sum", Labels: labels(), Value: h.GetSampleSum()},
+			Sample{Name: name + "_count", Labels: labels(), Value: float64(h.GetSampleCount())})
+	case m.Summary != nil:
+		sm := m.Summary
+		for _, q := range sm.GetQuantile() {
+			qs := strconv.FormatFloat(q.GetQuantile(), 'g', -1, 64)
+			out = append(out, Sample{Name: name, Labels: labels("quantile", qs), Value: q.GetValue()})
+		}
+		out = append(out,
+			Sample{Name: name + "_sum", Labels: labels(), Value: sm.GetSampleSum()},
+			Sample{Name: name + "_count", Labels: labels(), Value: float64(sm.GetSampleCount())})
 	}
-	fields := strings.Fields(rest)
-	if len(fields) < 1 || len(fields) > 2 {
-		return Sample{}, errors.New("want a value and an optional timestamp")
-	}
-	v, err := parseValue(fields[0])
-	if err != nil {
-		return Sample{}, err
-	}
-	s.Value = v
-	return s, nil
-}
-
-// parseLabels parses `a="x",b="y"}` and returns what follows the brace.
-func parseLabels(s string) (map[string]string, string, error) {
-	labels := map[string]string{}
-	for {
-		s = strings.TrimLeft(s, " \t")
-		if s == "" {
-			return nil, "", errors.New("unterminated labels")
-		}
-		if s[0] == '}' {
-			return labels, s[1:], nil
-		}
-		eq := strings.IndexByte(s, '=')
-		if eq <= 0 {
-			return nil, "", errors.New("label without =")
-		}
-		name := strings.TrimSpace(s[:eq])
-		s = strings.TrimLeft(s[eq+1:], " \t")
-		if s == "" || s[0] != '"' {
-			return nil, "", errors.New("label value not quoted")
-		}
-		var val strings.Builder
-		j := 1
-		for ; j < len(s) && s[j] != '"'; j++ {
-			if s[j] != '\\' {
-				val.WriteByte(s[j])
-				continue
-			}
-			j++
-			if j == len(s) {
-				return nil, "", errors.New("dangling escape")
-			}
-			switch s[j] {
-			case 'n':
-				val.WriteByte('\n')
-			case '\\', '"':
-				val.WriteByte(s[j])
-			default:
-				return nil, "", fmt.Errorf("unknown escape \\%c", s[j])
-			}
-		}
-		if j == len(s) {
-			return nil, "", errors.New("unterminated label value")
-		}
-		labels[name] = val.String()
-		s = strings.TrimLeft(s[j+1:], " \t")
-		if s != "" && s[0] == ',' {
-			s = s[1:]
-		}
-	}
-}
-
-func parseValue(s string) (float64, error) {
-	switch s {
-	case "+Inf":
-		return math.Inf(1), nil
-	case "-Inf":
-		return math.Inf(-1), nil
-	case "NaN":
-		return math.NaN(), nil
-	}
-	return strconv.ParseFloat(s, 64)
+	return out
 }
 
 // Sum adds the values of the samples named name whose labels include every

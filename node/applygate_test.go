@@ -81,7 +81,7 @@ func newGateRig(t *testing.T, wait time.Duration) *gateRig {
 		log:  slog.New(slog.DiscardHandler),
 		base: prometheus.NewRegistry(),
 	}
-	r.fm = replication.NewFollowerMetrics(r.base)
+	r.fm = replication.NewTailMetrics(r.base)
 	n, err := r.openNode(ctx, "store-1")
 	if err != nil {
 		t.Fatal(err)

@@ -116,7 +116,7 @@ func (c Config) EnsureDefaults() Config {
 
 // BlockLimits are the limits blocks are decoded with.
 func (c Config) BlockLimits() chain.Limits {
-	return chain.Limits{MaxBlockBytes: int(c.MaxBlockBytes), MaxBlockMemory: c.MaxBlockMemory}.WithDefaults()
+	return chain.Limits{MaxBlockBytes: int(c.MaxBlockBytes), MaxBlockMemory: c.MaxBlockMemory}.EnsureDefaults()
 }
 
 // Validate reports the first setting that cannot work, or a combination

@@ -110,7 +110,7 @@ type replicaNode struct {
 	store *disk.Store
 	reads *query.Server
 	w     *writer.Writer
-	f     *replication.Follower
+	f     *replication.Tail
 	gate  *replication.ApplyGate // holds new reads while f applies a change
 	reg   *prometheus.Registry   // this node's figures (writer, store, reads, HTTP)
 	ref   *nodeRef
@@ -124,7 +124,7 @@ type replica struct {
 	base     *prometheus.Registry // figures that outlive a node: process, tiers, replication
 	mem      *memory.Tier
 	rt       *redis.Tier
-	fm       *replication.FollowerMetrics
+	fm       *replication.TailMetrics
 	sw       switchHandler
 	node     atomic.Pointer[replicaNode]
 	draining atomic.Bool
@@ -144,7 +144,7 @@ func (n *Node) startReplica() error {
 	r := &replica{cfg: cfg, dir: storedir.New(storedir.OS(), cfg.DataDir), log: log.With("role", "replica"), base: prometheus.NewRegistry()}
 	n.replica = r
 	r.base.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r.fm = replication.NewFollowerMetrics(r.base)
+	r.fm = replication.NewTailMetrics(r.base)
 	if cfg.MemoryCacheBytes > 0 {
 		mem, err := memory.New(memory.Options{MaxBytes: cfg.MemoryCacheBytes, Metrics: r.base})
 		if err != nil {
@@ -296,7 +296,7 @@ func (r *replica) bootstrap(ctx context.Context, minSeq uint64) (string, error) 
 		name := storedir.NewStoreName(time.Now())
 		dir := r.dir.Path(name)
 		start := time.Now()
-		m, err := replication.Bootstrap(ctx, r.followerOptions(), dir, MaxCheckpointBytes, disk.Options{NoChangeLog: true})
+		m, err := replication.Bootstrap(ctx, r.tailOptions(), dir, MaxCheckpointBytes, disk.Options{NoChangeLog: true})
 		switch {
 		case err == nil && m.Seq < minSeq:
 			err = fmt.Errorf("the writer's checkpoint is at seq %d, this replica already served %d: waiting for the writer", m.Seq, minSeq)
@@ -335,8 +335,8 @@ func refusedCheckpoint(err error) bool {
 		errors.Is(err, replication.ErrStalled) || errors.Is(err, replication.ErrMismatch)
 }
 
-func (r *replica) followerOptions() replication.FollowerOptions {
-	return replication.FollowerOptions{URL: r.cfg.ReplicaOf, Token: r.cfg.ReplicationToken, Metrics: r.fm, Logger: r.log,
+func (r *replica) tailOptions() replication.TailOptions {
+	return replication.TailOptions{URL: r.cfg.ReplicaOf, Token: r.cfg.ReplicationToken, Metrics: r.fm, Logger: r.log,
 		BlockLimits: r.cfg.BlockLimits(), CheckpointIdleTimeout: r.cfg.CheckpointIdleTimeout}
 }
 
@@ -373,9 +373,9 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 	// seq (min_seq) are woken before the held ones.
 	n.gate = replication.NewApplyGate(r.cfg.ApplyPriorityWait, r.fm)
 	n.w.Subscribe(n.gate)
-	fo := r.followerOptions()
+	fo := r.tailOptions()
 	fo.Gate = n.gate
-	n.f, err = replication.NewFollower(store, n.w, fo)
+	n.f, err = replication.NewTail(store, n.w, fo)
 	if err != nil {
 		r.closeNode(n)
 		return nil, err

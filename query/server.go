@@ -66,6 +66,17 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// EnsureDefaults returns o with every unset field set to its default.
+func (o Options) EnsureDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.HotAddresses == 0 {
+		o.HotAddresses = 1024
+	}
+	return o
+}
+
 // Published is the state the server answers from: the latest change whose
 // invalidation has completed in every tier (the store's published state).
 type Published struct {
@@ -194,12 +205,7 @@ type Server struct {
 
 // New returns a server over store, publishing its current state.
 func New(store Store, opts Options) *Server {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.HotAddresses == 0 {
-		opts.HotAddresses = 1024
-	}
+	opts = opts.EnsureDefaults()
 	s := &Server{
 		store:      store,
 		tiers:      append(append([]cache.Tier(nil), opts.Tiers...), opts.Shared...),

@@ -120,14 +120,14 @@ func dirBytes(dir string) int64 {
 // bootstrapFrom runs Bootstrap against fw with opts' bootstrap settings
 // (a fake disk with room to spare unless opts.Space is set) and returns its
 // error, after checking that a failure left nothing behind.
-func (fw *fakeWriter) bootstrapFrom(opts FollowerOptions) error {
+func (fw *fakeWriter) bootstrapFrom(opts TailOptions) error {
 	fw.t.Helper()
 	opts.URL, opts.Token = fw.url, "t"
 	if opts.Space == nil {
 		opts.Space, opts.KeepFree = fakeSpace(func() uint64 { return 1 << 40 }), 1
 	}
 	if opts.Metrics == nil {
-		opts.Metrics = NewFollowerMetrics(nil)
+		opts.Metrics = NewTailMetrics(nil)
 	}
 	_, err := Bootstrap(context.Background(), opts, fw.dir, 1<<40, disk.Options{})
 	if err != nil {
@@ -218,7 +218,7 @@ func copyStoreFiles(t *testing.T, tw *tar.Writer, raw []byte, only func(name str
 func all(string) bool { return true }
 
 // failures reads utxo_cache_replica_bootstrap_failures_total{reason}.
-func failures(t *testing.T, m *FollowerMetrics, reason string) float64 {
+func failures(t *testing.T, m *TailMetrics, reason string) float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.bootstrapFailures)
@@ -253,8 +253,8 @@ func TestBootstrapRefusesAnOversizedManifest(t *testing.T) {
 		}
 		endless(tw, fw)
 	})
-	metrics := NewFollowerMetrics(nil)
-	err := fw.bootstrapFrom(FollowerOptions{Metrics: metrics})
+	metrics := NewTailMetrics(nil)
+	err := fw.bootstrapFrom(TailOptions{Metrics: metrics})
 	fw.wantHeldAtMost(0)
 	if !errors.Is(err, ErrBadArchive) || !strings.Contains(err.Error(), "manifest of 10737418240 bytes") {
 		t.Fatalf("a 10 GiB manifest: %v, want ErrBadArchive naming its size", err)
@@ -288,7 +288,7 @@ func TestBootstrapRefusesAnUnlistedFile(t *testing.T) {
 					endless(tw, fw)
 				}
 			})
-			err := fw.bootstrapFrom(FollowerOptions{})
+			err := fw.bootstrapFrom(TailOptions{})
 			bound := int64(0)
 			if c.before("") {
 				bound = m.StoreBytes()
@@ -333,7 +333,7 @@ func TestBootstrapRefusesAFileLargerThanListed(t *testing.T) {
 					endless(tw, fw)
 				}
 			})
-			err := fw.bootstrapFrom(FollowerOptions{})
+			err := fw.bootstrapFrom(TailOptions{})
 			fw.wantHeldAtMost(before)
 			if !errors.Is(err, ErrBadArchive) || !strings.Contains(err.Error(), "where the manifest lists") {
 				t.Fatalf("a file of %+d bytes: %v, want ErrBadArchive", extra, err)
@@ -356,9 +356,9 @@ func TestBootstrapRefusesWithoutRoom(t *testing.T) {
 		dst := filepath.Join(t.TempDir(), "store-1")
 		fw := newFakeWriter(t, dst, m, func(w io.Writer) { _, _ = w.Write(raw) })
 		fw.header.Set("X-Checkpoint-Bytes", strconv.FormatInt(total, 10))
-		metrics := NewFollowerMetrics(nil)
+		metrics := NewTailMetrics(nil)
 		space := fakeSpace(func() uint64 { return uint64(total) + keep - 1 })
-		err := fw.bootstrapFrom(FollowerOptions{Space: space, KeepFree: keep, Metrics: metrics})
+		err := fw.bootstrapFrom(TailOptions{Space: space, KeepFree: keep, Metrics: metrics})
 		fw.wantHeldAtMost(0)
 		if !errors.Is(err, ErrNoRoom) {
 			t.Fatalf("announced %d bytes with room for %d: %v, want ErrNoRoom", total, total-1, err)
@@ -371,7 +371,7 @@ func TestBootstrapRefusesWithoutRoom(t *testing.T) {
 		fw = newFakeWriter(t, dst, m, func(w io.Writer) { _, _ = w.Write(raw) })
 		fw.header.Set("X-Checkpoint-Bytes", strconv.FormatInt(total, 10))
 		space = fakeSpace(func() uint64 { return uint64(total) + keep - uint64(dirBytes(dst+".installing")) })
-		if err := fw.bootstrapFrom(FollowerOptions{Space: space, KeepFree: keep}); err != nil {
+		if err := fw.bootstrapFrom(TailOptions{Space: space, KeepFree: keep}); err != nil {
 			t.Fatalf("announced %d bytes with room for them: %v", total, err)
 		}
 	})
@@ -380,7 +380,7 @@ func TestBootstrapRefusesWithoutRoom(t *testing.T) {
 		dst := filepath.Join(t.TempDir(), "store-1")
 		fw := newFakeWriter(t, dst, m, func(w io.Writer) { _, _ = w.Write(raw) })
 		space := fakeSpace(func() uint64 { return uint64(total) + keep - 1 })
-		err := fw.bootstrapFrom(FollowerOptions{Space: space, KeepFree: keep})
+		err := fw.bootstrapFrom(TailOptions{Space: space, KeepFree: keep})
 		fw.wantHeldAtMost(0)
 		if !errors.Is(err, ErrNoRoom) {
 			t.Fatalf("listed %d bytes with room for %d: %v, want ErrNoRoom", total, total-1, err)
@@ -410,7 +410,7 @@ func TestBootstrapRefusesWithoutRoom(t *testing.T) {
 			}
 		})
 		space := fakeSpace(func() uint64 { return room + keep - uint64(dirBytes(dst+".installing")) })
-		err := fw.bootstrapFrom(FollowerOptions{Space: space, KeepFree: keep})
+		err := fw.bootstrapFrom(TailOptions{Space: space, KeepFree: keep})
 		fw.wantHeldAtMost(room)
 		if !errors.Is(err, ErrNoRoom) {
 			t.Fatalf("endless files with 8 MiB of room: %v, want ErrNoRoom", err)
@@ -429,7 +429,7 @@ func TestBootstrapRefusesWithoutRoom(t *testing.T) {
 			}
 			return uint64(total) + keep
 		})
-		if err := fw.bootstrapFrom(FollowerOptions{Space: space, KeepFree: keep}); !errors.Is(err, ErrNoRoom) {
+		if err := fw.bootstrapFrom(TailOptions{Space: space, KeepFree: keep}); !errors.Is(err, ErrNoRoom) {
 			t.Fatalf("a disk filled from elsewhere while writing: %v, want ErrNoRoom", err)
 		}
 	})
@@ -449,10 +449,10 @@ func TestBootstrapStalls(t *testing.T) {
 		<-release // stalls until the test ends
 	})
 	t.Cleanup(func() { close(release) }) // before the server closes
-	metrics := NewFollowerMetrics(nil)
+	metrics := NewTailMetrics(nil)
 	done := make(chan error, 1)
 	go func() {
-		done <- fw.bootstrapFrom(FollowerOptions{CheckpointIdleTimeout: 100 * time.Millisecond, Metrics: metrics})
+		done <- fw.bootstrapFrom(TailOptions{CheckpointIdleTimeout: 100 * time.Millisecond, Metrics: metrics})
 	}()
 	select {
 	case err := <-done:
@@ -500,7 +500,7 @@ func TestBootstrapFromAnHonestWriter(t *testing.T) {
 	})
 	fw.header.Set("X-Checkpoint-Bytes", strconv.FormatInt(m.StoreBytes(), 10))
 	var logs lockedBuffer
-	got, err := Bootstrap(context.Background(), FollowerOptions{URL: fw.url, Token: "t", CheckpointProgressInterval: time.Nanosecond,
+	got, err := Bootstrap(context.Background(), TailOptions{URL: fw.url, Token: "t", CheckpointProgressInterval: time.Nanosecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}, dst, 1<<40, disk.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -151,8 +151,8 @@ type catchUpReplica struct {
 	cw    *catchUpWriter
 	store *disk.Store
 	w     *writer.Writer
-	f     *Follower
-	m     *FollowerMetrics
+	f     *Tail
+	m     *TailMetrics
 	reg   *prometheus.Registry // m's
 
 	mu        sync.Mutex
@@ -164,7 +164,7 @@ type catchUpReplica struct {
 	onPublish func(seq uint64)
 }
 
-// liveMargin is the follower's FollowerOptions.LiveMargin (0: the default).
+// liveMargin is the follower's TailOptions.LiveMargin (0: the default).
 func newCatchUpReplica(t testing.TB, cw *catchUpWriter, dir string, liveMargin uint64) *catchUpReplica {
 	t.Helper()
 	s, err := disk.Open(dir, catchUpStoreOptions)
@@ -173,7 +173,7 @@ func newCatchUpReplica(t testing.TB, cw *catchUpWriter, dir string, liveMargin u
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	reg := prometheus.NewRegistry()
-	rp := &catchUpReplica{t: t, cw: cw, store: s, reg: reg, m: NewFollowerMetrics(reg), first: s.Published().Seq, verified: map[uint64]bool{}}
+	rp := &catchUpReplica{t: t, cw: cw, store: s, reg: reg, m: NewTailMetrics(reg), first: s.Published().Seq, verified: map[uint64]bool{}}
 	rp.w = writer.New(s, writer.Options{SkipUnknownInputs: true, Verify: func(st disk.State) error {
 		err := rp.f.Verify(st)
 		if err == nil {
@@ -185,7 +185,7 @@ func newCatchUpReplica(t testing.TB, cw *catchUpWriter, dir string, liveMargin u
 	}})
 	t.Cleanup(func() { _ = rp.w.Close() })
 	rp.w.Subscribe(rp)
-	if rp.f, err = NewFollower(s, rp.w, FollowerOptions{URL: cw.srv.URL, Token: "t", Metrics: rp.m, LiveMargin: liveMargin}); err != nil {
+	if rp.f, err = NewTail(s, rp.w, TailOptions{URL: cw.srv.URL, Token: "t", Metrics: rp.m, LiveMargin: liveMargin}); err != nil {
 		t.Fatal(err)
 	}
 	return rp

@@ -4,7 +4,7 @@
 // the writer it serves the change log and checkpoints of the published state
 // (Source); on a replica it bootstraps a store from a checkpoint, verifies
 // it, and applies the writer's changes one by one through the same writer
-// code, checking the figures after each (Follower). It knows no HTTP
-// framework: the api package serves Source, and the Follower speaks plain
+// code, checking the figures after each (Tail). It knows no HTTP
+// framework: the api package serves Source, and the Tail speaks plain
 // net/http to the writer.
 package replication

@@ -52,7 +52,7 @@ const DefaultApplyPriorityWait = 50 * time.Millisecond
 // concurrent use; Hold is for the follower's goroutine.
 type ApplyGate struct {
 	wait    time.Duration
-	m       *FollowerMetrics
+	m       *TailMetrics
 	cur     atomic.Pointer[gateHold]
 	waiting atomic.Int64 // reads parked in Wait now
 	// afterFunc runs f once d has passed: time.AfterFunc (a test's clock).
@@ -71,9 +71,9 @@ type gateHold struct {
 // NewApplyGate returns a gate that holds new reads for at most wait while a
 // change is pending; wait <= 0 turns it off. m receives its figures (nil:
 // unexported ones).
-func NewApplyGate(wait time.Duration, m *FollowerMetrics) *ApplyGate {
+func NewApplyGate(wait time.Duration, m *TailMetrics) *ApplyGate {
 	if m == nil {
-		m = NewFollowerMetrics(nil)
+		m = NewTailMetrics(nil)
 	}
 	return &ApplyGate{wait: max(wait, 0), m: m, afterFunc: func(d time.Duration, f func()) { time.AfterFunc(d, f) }}
 }
@@ -100,7 +100,7 @@ func (g *ApplyGate) Wait(ctx context.Context) {
 }
 
 // Hold raises a hold for a pending change, unless one is already raised.
-// Follower goroutine only.
+// Tail goroutine only.
 func (g *ApplyGate) Hold() {
 	if g == nil || g.wait == 0 || g.cur.Load() != nil {
 		return

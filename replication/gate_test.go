@@ -37,7 +37,7 @@ func (c *gateClock) expire(t *testing.T, i int) {
 
 func newTestGate(wait time.Duration) (*ApplyGate, *gateClock, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
-	g := NewApplyGate(wait, NewFollowerMetrics(reg))
+	g := NewApplyGate(wait, NewTailMetrics(reg))
 	c := &gateClock{}
 	g.afterFunc = c.afterFunc
 	return g, c, reg

@@ -51,7 +51,7 @@ func TestReplicaTakesWritersLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := chain.DecodeChangeCBOR(rec, replicaLimits.WithDefaults()); !errors.Is(err, chain.ErrTooLarge) {
+	if _, _, err := chain.DecodeChangeCBOR(rec, replicaLimits.EnsureDefaults()); !errors.Is(err, chain.ErrTooLarge) {
 		t.Fatalf("the block is not over the replica's own limit: %v", err)
 	}
 
@@ -79,10 +79,10 @@ func TestReplicaTakesWritersLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rs.Close()
-			var f *Follower
+			var f *Tail
 			rw := writer.New(rs, writer.Options{Verify: func(st disk.State) error { return f.Verify(st) }})
 			defer rw.Close()
-			f, err = NewFollower(rs, rw, FollowerOptions{URL: srv.URL, Token: "t", BlockLimits: replicaLimits})
+			f, err = NewTail(rs, rw, TailOptions{URL: srv.URL, Token: "t", BlockLimits: replicaLimits})
 			if err != nil {
 				t.Fatal(err)
 			}

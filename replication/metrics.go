@@ -2,10 +2,10 @@ package replication
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// FollowerMetrics are a replica's figures (utxo_cache_replica_*), kept
+// TailMetrics are a replica's figures (utxo_cache_replica_*), kept
 // across the stores a replica goes through: make them once, and give them to
-// every Follower. With no registry they are kept but not exported.
-type FollowerMetrics struct {
+// every Tail. With no registry they are kept but not exported.
+type TailMetrics struct {
 	applied, writerSeq, lagBlocks, lastContact prometheus.Gauge
 	lagSeconds                                 prometheus.Gauge
 	divergences, contactErrors, bytes          prometheus.Counter
@@ -18,14 +18,14 @@ type FollowerMetrics struct {
 	// holds that opened by their bound before the change was published.
 	gateWaitSeconds prometheus.Histogram
 	gateExpired     prometheus.Counter
-	// Catch-up (Follower's ApplyBlocks runs): windows committed and the
+	// Catch-up (Tail's ApplyBlocks runs): windows committed and the
 	// block changes they applied.
 	catchUpWindows, catchUpBlocks prometheus.Counter
 }
 
-// NewFollowerMetrics registers a replica's figures with reg (may be nil).
-func NewFollowerMetrics(reg prometheus.Registerer) *FollowerMetrics {
-	m := &FollowerMetrics{
+// NewTailMetrics registers a replica's figures with reg (may be nil).
+func NewTailMetrics(reg prometheus.Registerer) *TailMetrics {
+	m := &TailMetrics{
 		Bootstraps: prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_bootstraps_total", Help: "Stores installed from a verified checkpoint of the writer."}),
 		bootstrapFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "utxo_cache_replica_bootstrap_failures_total",
 			Help: "Checkpoint downloads that failed, by reason: bad_archive (refused: not what the writer declared), insufficient_storage (no room for it), stalled (nothing received for --checkpoint-idle-timeout), mismatch (not the announced state), error (the writer unreachable or refusing)."},
@@ -60,7 +60,7 @@ func NewFollowerMetrics(reg prometheus.Registerer) *FollowerMetrics {
 	return m
 }
 
-func (m *FollowerMetrics) observe(s Status) {
+func (m *TailMetrics) observe(s Status) {
 	m.applied.Set(float64(s.Seq))
 	m.lagBlocks.Set(float64(s.LagBlocks))
 	m.lagSeconds.Set(s.LagSeconds)

@@ -1,18 +1,19 @@
 // Package writer owns every mutation of the store: one goroutine applies
-// blocks and rollbacks in order, answering each request through a future,
-// and after each commit hands a change-set to the registered listeners (the
-// cache tiers).
+// blocks and rollbacks in order, answering each request on its own reply
+// channel once it is done, and after each commit hands a change-set to the
+// registered listeners (the cache tiers).
 //
 // # Single writer
 //
-// Apply and Rollback send a request on a channel; the writer goroutine takes
+// Apply, ApplyBlocks, Rollback, RollbackToHash and Checkpoint send a
+// request on a channel and wait for its reply; the writer goroutine takes
 // them one at a time, so the store's write path never runs concurrently and
-// needs no lock. A request's future is answered only after its batch has been
+// needs no lock. A request is answered only after its batch has been
 // committed with Sync and the new tip published, so an acknowledged block
-// survives a crash (docs/consistency.md). Listeners run on the writer goroutine after
-// the commit, with no lock held, before the next request is taken: by the
-// time the next block is acknowledged, every listener has seen the previous
-// change-set.
+// survives a crash (docs/consistency.md). Listeners run on the writer
+// goroutine after the commit, with no lock held, before the request is
+// answered and the next one taken: by the time a block is acknowledged,
+// every listener has seen its change-set.
 //
 // # Validation
 //

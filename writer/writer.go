@@ -39,14 +39,16 @@ type PublishListener interface {
 	AfterPublish(cs *changeset.Set)
 }
 
+// queueLength is how many requests may wait for the writer goroutine
+// before a caller blocks in its submit.
+const queueLength = 64
+
 // Options configure a Writer.
 type Options struct {
 	// SkipUnknownInputs skips, and counts, inputs that are not live unspent
 	// outpoints instead of rejecting the block: for stores that start
 	// mid-chain. Default false (reject with chain.ErrUnknownInput).
 	SkipUnknownInputs bool
-	// QueueLength is how many requests may wait for the writer. Default 64.
-	QueueLength int
 	// Metrics receives the writer's figures. Default: none.
 	Metrics *Metrics
 	// Logger. Default: discard.
@@ -76,6 +78,24 @@ type Options struct {
 	// write's own estimate. Zero: DefaultReserve of the store's memtable
 	// size (192 MiB with the default 64 MiB memtable).
 	Reserve uint64
+}
+
+// EnsureDefaults returns o with every unset field set to its default, but
+// Reserve: its default depends on the store, so New fills it in.
+func (o Options) EnsureDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.WindowBytes == 0 {
+		o.WindowBytes = DefaultWindowBytes
+	}
+	if o.WindowBlocks <= 0 {
+		o.WindowBlocks = DefaultWindowBlocks
+	}
+	if o.LiveMargin == 0 {
+		o.LiveMargin = DefaultLiveMargin
+	}
+	return o
 }
 
 // Result answers an Apply.
@@ -163,28 +183,14 @@ type reply struct {
 // New starts the writer goroutine over store. The writer does not own the
 // store: Close the writer, then the store.
 func New(store *disk.Store, opts Options) *Writer {
-	if opts.QueueLength <= 0 {
-		opts.QueueLength = 64
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.WindowBytes == 0 {
-		opts.WindowBytes = DefaultWindowBytes
-	}
-	if opts.WindowBlocks <= 0 {
-		opts.WindowBlocks = DefaultWindowBlocks
-	}
-	if opts.LiveMargin == 0 {
-		opts.LiveMargin = DefaultLiveMargin
-	}
+	opts = opts.EnsureDefaults()
 	if opts.Reserve == 0 {
 		opts.Reserve = DefaultReserve(store.Options().MemTableBytes)
 	}
 	w := &Writer{
 		store: store,
 		opts:  opts,
-		reqs:  make(chan request, opts.QueueLength),
+		reqs:  make(chan request, queueLength),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}

@@ -74,7 +74,7 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.redisURL, "redis-url", "", "shared Redis tier `URL` (redis://host:port/db); none: tier off")
 	fs.StringVar(&s.memoryBytes, "memory-cache-bytes", "256MiB", "in-process cache budget (`SIZE`: bytes, or with KiB/MiB/GiB; 0 turns the tier off)")
 	fs.BoolVar(&s.skipUnknown, "skip-unknown-inputs", false, "skip and count inputs that are not live outputs (stores that start mid-chain)")
-	fs.Int64Var(&s.maxBlockBytes, "max-block-bytes", int64(chain.Limits{}.WithDefaults().MaxBlockBytes), "largest accepted POST /v1/blocks body, in `BYTES`")
+	fs.Int64Var(&s.maxBlockBytes, "max-block-bytes", int64(chain.Limits{}.EnsureDefaults().MaxBlockBytes), "largest accepted POST /v1/blocks body, in `BYTES`")
 	maxBlockMemoryFlag(fs, &s.maxBlockMemory)
 	fs.DurationVar(&s.redisTTL, "redis-ttl", 10*time.Minute, "lifetime of a Redis cache entry")
 	fs.DurationVar(&s.redisTimeout, "redis-timeout", 50*time.Millisecond, "timeout of every Redis call; slower means the tier is skipped")

@@ -14,7 +14,7 @@
 // # Live set
 //
 // The Generator tracks every output it created and has not spent yet in
-// O(live) memory, 36 bytes an output: the YoungWindow newest in a ring, the
+// O(live) memory, 36 bytes an output: the youngWindow newest in a ring, the
 // older ones in a dense slice with swap-delete (see liveset.go for why there
 // is no map), so adding an output, spending a uniformly random one and
 // spending a random young one are all O(1). Generating a 300-transaction

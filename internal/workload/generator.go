@@ -16,7 +16,7 @@ import (
 // Invariant: old, the live slots of young, and hot together hold exactly the
 // outputs created and not yet spent by the blocks returned so far, each in
 // one place: an ordinary output enters young and moves to old when
-// YoungWindow newer ones have been created; a hot one enters hot. Blocks
+// youngWindow newer ones have been created; a hot one enters hot. Blocks
 // returned are never touched again, but their Assets' policy and name bytes
 // are shared between outputs and blocks: treat blocks as read-only.
 type Generator struct {
@@ -25,7 +25,7 @@ type Generator struct {
 	zipf *rand.Zipf
 
 	old   pool      // ordinary live outputs older than the young window
-	young youngRing // the YoungWindow newest ordinary outputs, live or not
+	young youngRing // the youngWindow newest ordinary outputs, live or not
 	hot   pool      // live outputs to hot addresses, spent by consolidations
 
 	addrs    []address // by popularity rank, derived on first use (s == "")
@@ -77,7 +77,7 @@ func New(opts Options) (*Generator, error) {
 		opts:     opts,
 		rng:      rng,
 		zipf:     rand.NewZipf(rng, opts.ZipfS, opts.ZipfV, uint64(opts.Addresses-1)),
-		young:    newYoungRing(opts.YoungWindow),
+		young:    newYoungRing(youngWindow),
 		addrs:    make([]address, opts.Addresses),
 		hotAddrs: make([]address, opts.HotAddresses),
 		time:     genesisTime,
@@ -153,12 +153,12 @@ func (g *Generator) Next() *chain.Block {
 }
 
 // NextSeed returns the next block shaped to grow the live set fast: about
-// outputs new outputs in transactions of SeedOutputsPerTx outputs that spend
+// outputs new outputs in transactions of seedOutputsPerTx outputs that spend
 // one input each (plus a coinbase for Bitcoin). Use it to build a large store
 // quickly, then Next for realistic traffic on top.
 func (g *Generator) NextSeed(outputs int) *chain.Block {
 	b := g.newBlock()
-	per := g.opts.SeedOutputsPerTx
+	per := seedOutputsPerTx
 	b.Txs = make([]chain.Tx, 0, 1+(outputs+per-1)/per)
 	if g.opts.Profile == Bitcoin {
 		b.Txs = append(b.Txs, g.coinbase())
@@ -205,7 +205,7 @@ func (g *Generator) tx() chain.Tx {
 	nIn := g.draw(g.opts.InputsPerTx)
 	nOut := g.draw(g.opts.OutputsPerTx)
 	cardano := g.opts.Profile == Cardano
-	if cardano && g.ordinaryLive() > 0 && g.chance(g.opts.InvalidTxFraction) {
+	if cardano && g.ordinaryLive() > 0 && g.chance(invalidTxFraction) {
 		// Phase-2-invalid: the collateral is consumed and the collateral
 		// return created at index len(Outputs); the inputs and outputs it
 		// lists are not.
@@ -245,7 +245,7 @@ func (g *Generator) spend(n int) []chain.OutPoint {
 }
 
 func (g *Generator) pickSpend() (chain.OutPoint, bool) {
-	if len(g.hot) > 0 && g.chance(g.opts.HotInputFraction) {
+	if len(g.hot) > 0 && g.chance(hotInputFraction) {
 		return g.hot.takeAt(g.rng.IntN(len(g.hot))), true
 	}
 	if g.young.live > 0 && g.chance(g.opts.YoungProb) {

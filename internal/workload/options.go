@@ -66,7 +66,7 @@ type Options struct {
 	ZipfS, ZipfV float64
 	// HotAddresses is the number of exchange-like addresses that receive
 	// HotOutputFraction of all outputs and are spent from only by
-	// consolidations (HotInputFraction of inputs), so their outputs pile up:
+	// consolidations (hotInputFraction of inputs), so their outputs pile up:
 	// with the Bitcoin defaults about 31 more per block, 8 per address, so
 	// each holds 100k+ after some 13,000 blocks (or at once on a store seeded
 	// by NextSeed with 2M+ outputs). Default 4; negative disables.
@@ -74,24 +74,27 @@ type Options struct {
 	// HotOutputFraction is the fraction of outputs sent to a hot address.
 	// Default 0.05; negative: none.
 	HotOutputFraction float64
-	// HotInputFraction is the fraction of inputs that consolidate a hot
-	// output (chosen uniformly among live hot outputs). Default 0.01;
-	// negative: hot outputs are never spent.
-	HotInputFraction float64
-	// YoungWindow is the number of most recently created outputs that
-	// YoungProb picks from. Default 5000; negative disables the young bias.
-	YoungWindow int
 	// YoungProb is the probability that an input spends one of the
-	// YoungWindow youngest outputs (still live) rather than one chosen
+	// youngWindow youngest outputs (still live) rather than one chosen
 	// uniformly from the whole live set. Default 0.5; negative: never.
 	YoungProb float64
-	// InvalidTxFraction is the fraction of phase-2-invalid transactions
-	// (Cardano only). Default 0.02; negative: none.
-	InvalidTxFraction float64
-	// SeedOutputsPerTx is the number of outputs of each transaction of a
-	// block from NextSeed. Default 500.
-	SeedOutputsPerTx int
 }
+
+// Fixed shapes of the workload.
+const (
+	// hotInputFraction is the fraction of inputs that consolidate a hot
+	// output (chosen uniformly among live hot outputs).
+	hotInputFraction = 0.01
+	// youngWindow is the number of most recently created outputs that
+	// Options.YoungProb picks from.
+	youngWindow = 5000
+	// invalidTxFraction is the fraction of phase-2-invalid transactions
+	// (Cardano only).
+	invalidTxFraction = 0.02
+	// seedOutputsPerTx is the number of outputs of each transaction of a
+	// block from NextSeed.
+	seedOutputsPerTx = 500
+)
 
 // EnsureDefaults returns o with every zero field set to its default.
 func (o Options) EnsureDefaults() Options {
@@ -132,25 +135,10 @@ func (o Options) EnsureDefaults() Options {
 		o.HotOutputFraction = 0.05
 	}
 	o.HotOutputFraction = max(o.HotOutputFraction, 0)
-	if o.HotInputFraction == 0 {
-		o.HotInputFraction = 0.01
-	}
-	o.HotInputFraction = max(o.HotInputFraction, 0)
-	if o.YoungWindow == 0 {
-		o.YoungWindow = 5000
-	}
-	o.YoungWindow = max(o.YoungWindow, 0)
 	if o.YoungProb == 0 {
 		o.YoungProb = 0.5
 	}
 	o.YoungProb = max(o.YoungProb, 0)
-	if o.InvalidTxFraction == 0 {
-		o.InvalidTxFraction = 0.02
-	}
-	o.InvalidTxFraction = max(o.InvalidTxFraction, 0)
-	if o.SeedOutputsPerTx == 0 {
-		o.SeedOutputsPerTx = 500
-	}
 	return o
 }
 
@@ -172,11 +160,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("workload: zipf s %v must be > 1", o.ZipfS)
 	case !(o.ZipfV >= 1) || math.IsInf(o.ZipfV, 0):
 		return fmt.Errorf("workload: zipf v %v must be >= 1", o.ZipfV)
-	case !fraction(o.HotOutputFraction) || !fraction(o.HotInputFraction) ||
-		!fraction(o.YoungProb) || !fraction(o.InvalidTxFraction):
+	case !fraction(o.HotOutputFraction) || !fraction(o.YoungProb):
 		return fmt.Errorf("workload: fractions must be in [0, 1]")
-	case o.SeedOutputsPerTx < 1:
-		return fmt.Errorf("workload: seed outputs per tx %d must be positive", o.SeedOutputsPerTx)
 	}
 	return nil
 }

@@ -37,3 +37,9 @@ func WithoutCompactions(o Options) Options {
 	o.noCompactions = true
 	return o
 }
+
+// AddressKey is MakeDimKey(DimAddress, address).
+func AddressKey(address string) DimKey { return dimKeyOf(DimAddress, address) }
+
+// AssetCount is the number of assets the output carries.
+func (r *UtxoRef) AssetCount() int { return r.assetCount }

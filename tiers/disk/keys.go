@@ -46,9 +46,6 @@ type DimKey [dimKeySize]byte
 // MakeDimKey hashes a dimension value.
 func MakeDimKey(dim Dimension, value []byte) DimKey { return dimKeyOf(dim, value) }
 
-// AddressKey is MakeDimKey(DimAddress, address).
-func AddressKey(address string) DimKey { return dimKeyOf(DimAddress, address) }
-
 // dimKeyOf is MakeDimKey for a value held as bytes or as a string, with no
 // allocation either way.
 func dimKeyOf[V string | []byte](dim Dimension, value V) DimKey {

@@ -42,9 +42,6 @@ type UtxoRef struct {
 	key [outPointKeyLen]byte
 }
 
-// AssetCount is the number of assets the output carries.
-func (r *UtxoRef) AssetCount() int { return r.assetCount }
-
 // Assets returns an iterator over the output's assets, in stored order.
 func (r *UtxoRef) Assets() AssetIter { return AssetIter{b: r.assets, n: r.assetCount} }
 

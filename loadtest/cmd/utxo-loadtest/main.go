@@ -304,11 +304,7 @@ func runLoadtest(e *env, args []string) error {
 // validate reports bad option values (a remote target without
 // --allow-remote among them) as usage errors: exit status 2.
 func validate(o loadtest.Options) error {
-	o, err := o.EnsureDefaults()
-	if err == nil {
-		err = o.Validate()
-	}
-	if err != nil {
+	if err := o.EnsureDefaults().Validate(); err != nil {
 		return usagef("%v", err)
 	}
 	return nil

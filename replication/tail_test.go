@@ -47,7 +47,7 @@ func TestFirstPollDoesNotWait(t *testing.T) {
 		w.WriteHeader(http.StatusOK) // nothing after seq 0
 	}))
 	defer srv.Close()
-	f, err := NewFollower(emptyStore{}, noApplier{}, FollowerOptions{URL: srv.URL, Token: "t"})
+	f, err := NewTail(emptyStore{}, noApplier{}, TailOptions{URL: srv.URL, Token: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestNotWritersState(t *testing.T) {
 		_, _ = w.Write(rec)
 	}))
 	defer srv.Close()
-	f, err := NewFollower(fixedStore{disk.State{Seq: 3, Tip: tip(7, "r")}}, noApplier{}, FollowerOptions{URL: srv.URL, Token: "t"})
+	f, err := NewTail(fixedStore{disk.State{Seq: 3, Tip: tip(7, "r")}}, noApplier{}, TailOptions{URL: srv.URL, Token: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestOwnStateVerified(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	f, err := NewFollower(fixedStore{disk.State{Seq: 3, Tip: tip}}, noApplier{}, FollowerOptions{URL: srv.URL, Token: "t"})
+	f, err := NewTail(fixedStore{disk.State{Seq: 3, Tip: tip}}, noApplier{}, TailOptions{URL: srv.URL, Token: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}

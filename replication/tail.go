@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -20,17 +21,17 @@ import (
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
-// ErrDiverged is returned by Follower.Run when the replica's store no
+// ErrDiverged is returned by Tail.Run when the replica's store no
 // longer follows the writer: a change did not apply, or left other figures
 // than the writer's. The store must be replaced by a fresh checkpoint.
 var ErrDiverged = errors.New("replication: replica diverged from its writer")
 
-// ErrNeedBootstrap is returned by Follower.Run when the writer no longer
+// ErrNeedBootstrap is returned by Tail.Run when the writer no longer
 // keeps the changes the replica needs (410 log_truncated) or has none of its
 // state (409 ahead): the store must be replaced by a fresh checkpoint.
 var ErrNeedBootstrap = errors.New("replication: replica must bootstrap again")
 
-// ErrNotWritersState is returned by Follower.Run, with ErrDiverged, when the
+// ErrNotWritersState is returned by Tail.Run, with ErrDiverged, when the
 // replica's published state itself is not the writer's state at its seq (a
 // store tampered with, or restored from another writer's): unlike a change
 // that failed verification, which was never published, that state must not
@@ -40,7 +41,7 @@ var ErrNotWritersState = errors.New("replication: the replica's state is not its
 // Applier is the replica's writer: the same code that applies blocks and
 // rollbacks on the writer (*writer.Writer). ApplyBlocks takes a replica far
 // behind its writer through catch-up windows; its Options.Verify must be
-// the Follower's Verify.
+// the Tail's Verify.
 type Applier interface {
 	Apply(ctx context.Context, b *chain.Block) (writer.Result, error)
 	Rollback(ctx context.Context, target uint64) (writer.Result, error)
@@ -52,26 +53,23 @@ type Published interface {
 	Published() disk.State
 }
 
-// FollowerOptions configure a Follower.
-type FollowerOptions struct {
+// TailOptions configure a Tail.
+type TailOptions struct {
 	// URL is the writer's base URL (http://host:port).
 	URL string
 	// Token is the writer's replication token.
 	Token string
 	// Client makes the requests. Default: a client with no overall timeout
-	// (long polls), and a 10s dial and header timeout.
+	// (long polls), a 10s dial timeout, and a 45s timeout for the response
+	// headers (above the 10s long-poll wait).
 	Client *http.Client
-	// Wait is the long-poll wait asked of the writer. Default 10s.
-	Wait time.Duration
-	// MaxBackoff bounds the wait between failed contacts. Default 5s.
-	MaxBackoff time.Duration
 	// BlockLimits bound the blocks of the changes. Zero: chain defaults.
 	// A writer that announces larger limits (WriterLimitsHeaders) is
 	// followed with those: a replica applies every block its writer
 	// accepted, or it could never follow it past that block.
 	BlockLimits chain.Limits
 	// Metrics receives the replica's figures. Default: unexported ones.
-	Metrics *FollowerMetrics
+	Metrics *TailMetrics
 	// Gate, when set, holds the replica's new reads while a change is
 	// pending (ApplyGate); the follower raises and releases its holds, and
 	// the caller subscribes it to the replica's writer so that a hold opens
@@ -102,29 +100,31 @@ type FollowerOptions struct {
 }
 
 // DefaultCheckpointIdleTimeout is the default of
-// FollowerOptions.CheckpointIdleTimeout: a writer streams a checkpoint from
+// TailOptions.CheckpointIdleTimeout: a writer streams a checkpoint from
 // files it has staged, so a pause this long means a broken connection or
 // peer.
 const DefaultCheckpointIdleTimeout = 30 * time.Second
 
+// pollWait is the long-poll wait a follower asks of the writer, and
+// maxBackoff bounds its wait between failed contacts.
+const (
+	pollWait   = 10 * time.Second
+	maxBackoff = 5 * time.Second
+)
+
 // EnsureDefaults returns o with its zero fields filled.
-func (o FollowerOptions) EnsureDefaults() FollowerOptions {
+func (o TailOptions) EnsureDefaults() TailOptions {
 	if o.Client == nil {
 		o.Client = &http.Client{Transport: &http.Transport{
 			Proxy:                 nil,
+			DialContext:           (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 			ResponseHeaderTimeout: 45 * time.Second,
 			MaxIdleConnsPerHost:   2,
 		}}
 	}
-	if o.Wait <= 0 {
-		o.Wait = 10 * time.Second
-	}
-	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = 5 * time.Second
-	}
-	o.BlockLimits = o.BlockLimits.WithDefaults()
+	o.BlockLimits = o.BlockLimits.EnsureDefaults()
 	if o.Metrics == nil {
-		o.Metrics = NewFollowerMetrics(nil)
+		o.Metrics = NewTailMetrics(nil)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -141,7 +141,7 @@ func (o FollowerOptions) EnsureDefaults() FollowerOptions {
 	return o
 }
 
-// Follower tails a writer's change log into a replica's store. Run applies;
+// Tail tails a writer's change log into a replica's store. Run applies;
 // Status is safe from any goroutine.
 //
 // # Exactly the writer's sequence
@@ -170,12 +170,12 @@ func (o FollowerOptions) EnsureDefaults() FollowerOptions {
 // published states are still writer's states in order (a window publishes
 // the state after its last block; readers skip the ones inside it). Blocks
 // within LiveMargin of the writer's tip, and rollbacks, go one at a time.
-type Follower struct {
-	opts  FollowerOptions
+type Tail struct {
+	opts  TailOptions
 	base  *url.URL
 	store Published
 	w     Applier
-	m     *FollowerMetrics
+	m     *TailMetrics
 	// expect is the changes being applied, consecutive in seq, for Verify
 	// (set by the follower before it hands them to the writer, read on the
 	// writer goroutine).
@@ -201,14 +201,14 @@ type Follower struct {
 	}
 }
 
-// NewFollower follows opts.URL into store through w.
-func NewFollower(store Published, w Applier, opts FollowerOptions) (*Follower, error) {
+// NewTail follows opts.URL into store through w.
+func NewTail(store Published, w Applier, opts TailOptions) (*Tail, error) {
 	opts = opts.EnsureDefaults()
 	base, err := url.Parse(opts.URL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("replication: writer URL %q: want http://host:port", opts.URL)
 	}
-	return &Follower{opts: opts, base: base, store: store, w: w, m: opts.Metrics}, nil
+	return &Tail{opts: opts, base: base, store: store, w: w, m: opts.Metrics}, nil
 }
 
 // Status is the replica's view of replication.
@@ -230,10 +230,10 @@ type Status struct {
 // the writer confirms it). Until then the node's answers are its own store's,
 // which nothing has yet checked: a caller keeps them out of tiers other
 // nodes read (query.Options.FillShared). Safe for concurrent use.
-func (f *Follower) Verified() bool { return f.verified.Load() }
+func (f *Tail) Verified() bool { return f.verified.Load() }
 
 // Status returns the replica's current replication figures.
-func (f *Follower) Status() Status {
+func (f *Tail) Status() Status {
 	st := f.store.Published()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -256,7 +256,7 @@ func (f *Follower) Status() Status {
 // bootstrapped again (an error matching ErrDiverged or ErrNeedBootstrap).
 // While the writer is unreachable it retries with jittered backoff, and the
 // store keeps serving its last state.
-func (f *Follower) Run(ctx context.Context) error {
+func (f *Tail) Run(ctx context.Context) error {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := f.poll(ctx)
@@ -287,7 +287,7 @@ func (f *Follower) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		backoff = min(2*backoff, f.opts.MaxBackoff)
+		backoff = min(2*backoff, maxBackoff)
 	}
 	return nil
 }
@@ -296,7 +296,7 @@ func (f *Follower) Run(ctx context.Context) error {
 // starts one change early, to compare the replica's own state with the
 // writer's record of it (a store tampered with, or restored from elsewhere,
 // is found before it applies anything).
-func (f *Follower) poll(ctx context.Context) error {
+func (f *Tail) poll(ctx context.Context) error {
 	after := f.store.Published().Seq
 	if !f.checked {
 		if after == 0 {
@@ -306,10 +306,37 @@ func (f *Follower) poll(ctx context.Context) error {
 			after--
 		}
 	}
+	ans, err := f.fetchChanges(ctx, after)
+	if err != nil || ans == nil {
+		return err
+	}
+	// Whatever happens to the answer, no hold outlives it.
+	defer f.opts.Gate.Release()
+	return f.applyChanges(ctx, ans)
+}
+
+// changesAnswer is a writer's answer to a request for changes, decoded.
+type changesAnswer struct {
+	changes []*chain.Change
+	// decodeErr is the error of the change after changes, which ends the
+	// answer (nil when every change decoded).
+	decodeErr    error
+	writerHeight uint64
+}
+
+// fetchChanges asks the writer for the changes after seq after (the
+// transport half of poll): the request, the answer's status, and the
+// decoding of its CBOR sequence; it records the contact. On an answer
+// that announces a change, it raises the gate's hold (Options.Gate): the
+// caller releases it once done with the answer, and fetchChanges itself
+// when it returns an error or no answer (nil, nil: the writer no longer
+// has the record of the first poll's state, so there is nothing to
+// compare).
+func (f *Tail) fetchChanges(ctx context.Context, after uint64) (ans *changesAnswer, err error) {
 	// Until the writer has answered once, ask without waiting: a long poll
 	// on an idle writer would leave the replica without contact (not
 	// ready, its lag unknown) for a whole wait.
-	wait := f.opts.Wait
+	wait := pollWait
 	f.mu.Lock()
 	if f.mu.contact.IsZero() {
 		wait = 0
@@ -319,12 +346,12 @@ func (f *Follower) poll(ctx context.Context) error {
 	u.RawQuery = "after=" + strconv.FormatUint(after, 10) + "&wait=" + strconv.FormatFloat(wait.Seconds(), 'f', -1, 64)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+f.opts.Token)
 	resp, err := f.opts.Client.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusOK {
@@ -334,25 +361,28 @@ func (f *Follower) poll(ctx context.Context) error {
 			f.opts.Gate.Hold()
 		}
 	}
-	// Whatever happens to the answer, no hold outlives it.
-	defer f.opts.Gate.Release()
+	defer func() {
+		if ans == nil {
+			f.opts.Gate.Release()
+		}
+	}()
 	lim := f.limitsOf(resp.Header)
 	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(lim.MaxBlockBytes)*2+maxChangesResponse))
 	if err != nil {
-		return fmt.Errorf("read changes: %w", err)
+		return nil, fmt.Errorf("read changes: %w", err)
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusGone:
 		if !f.checked { // the record of our own state is gone: nothing to compare
 			f.checked = true
-			return nil
+			return nil, nil
 		}
-		return fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
+		return nil, fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
 	case http.StatusConflict:
-		return fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
+		return nil, fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
 	default:
-		return fmt.Errorf("changes after %d: writer answered %d %s", after, resp.StatusCode, bytes.TrimSpace(body))
+		return nil, fmt.Errorf("changes after %d: writer answered %d %s", after, resp.StatusCode, bytes.TrimSpace(body))
 	}
 	f.m.bytes.Add(float64(len(body)))
 	writerSeq, _ := strconv.ParseUint(resp.Header.Get("X-Commit-Seq"), 10, 64)
@@ -366,19 +396,27 @@ func (f *Follower) poll(ctx context.Context) error {
 	f.mu.writerSeq, f.mu.writerHeight, f.mu.contact = writerSeq, writerHeight, time.Now()
 	f.mu.Unlock()
 	f.m.writerSeq.Set(float64(writerSeq))
-	var changes []*chain.Change
-	var decodeErr error
+	ans = &changesAnswer{writerHeight: writerHeight}
 	for rest := body; len(rest) > 0; {
 		c, r, err := chain.DecodeChangeCBOR(rest, lim)
 		if err != nil {
-			decodeErr = err // after the changes before it
+			ans.decodeErr = err // after the changes before it
 			break
 		}
 		rest = r
-		changes = append(changes, c)
+		ans.changes = append(ans.changes, c)
 	}
+	return ans, nil
+}
+
+// applyChanges applies the changes of ans (the apply half of poll): those
+// far below the writer's tip in catch-up runs, the others one at a time. A
+// change that did not decode stops it after the ones before it, as a
+// divergence.
+func (f *Tail) applyChanges(ctx context.Context, ans *changesAnswer) error {
+	changes := ans.changes
 	for len(changes) > 0 {
-		n := f.catchUpLen(changes, writerHeight)
+		n := f.catchUpLen(changes, ans.writerHeight)
 		if n == 0 {
 			if err := f.apply(ctx, changes[0]); err != nil {
 				return err
@@ -386,13 +424,13 @@ func (f *Follower) poll(ctx context.Context) error {
 			changes = changes[1:]
 			continue
 		}
-		if err := f.applyRun(ctx, changes[:n], writerHeight); err != nil {
+		if err := f.applyRun(ctx, changes[:n], ans.writerHeight); err != nil {
 			return err
 		}
 		changes = changes[n:]
 	}
-	if decodeErr != nil {
-		return fmt.Errorf("change after %d: %v: %w", f.store.Published().Seq, decodeErr, ErrDiverged)
+	if ans.decodeErr != nil {
+		return fmt.Errorf("change after %d: %v: %w", f.store.Published().Seq, ans.decodeErr, ErrDiverged)
 	}
 	f.mu.Lock()
 	if f.store.Published().Seq >= f.mu.writerSeq {
@@ -413,7 +451,7 @@ const maxChangesResponse = 8 << 20
 //
 // The follower hands the writer consecutive changes (one, or a run for
 // ApplyBlocks); Verify checks st against the one of them at st.Seq.
-func (f *Follower) Verify(st disk.State) error {
+func (f *Tail) Verify(st disk.State) error {
 	p := f.expect.Load()
 	if p == nil || len(*p) == 0 || st.Seq < (*p)[0].Seq || st.Seq-(*p)[0].Seq >= uint64(len(*p)) {
 		return fmt.Errorf("a change nobody asked for (seq %d): %w", st.Seq, ErrDiverged)
@@ -430,7 +468,7 @@ func matchAfter(c *chain.Change, st disk.State) error {
 }
 
 // apply applies change c and checks the figures after it.
-func (f *Follower) apply(ctx context.Context, c *chain.Change) error {
+func (f *Tail) apply(ctx context.Context, c *chain.Change) error {
 	before := f.store.Published()
 	if c.Seq == before.Seq && !f.checked {
 		// The record of the replica's own state (asked for at start): it
@@ -480,7 +518,7 @@ func (f *Follower) apply(ctx context.Context, c *chain.Change) error {
 // as one run (0: the first goes alone, through apply): block changes whose
 // seqs follow the published state's, more than LiveMargin below the
 // writer's tip height; a run of fewer than two goes alone.
-func (f *Follower) catchUpLen(changes []*chain.Change, writerHeight uint64) int {
+func (f *Tail) catchUpLen(changes []*chain.Change, writerHeight uint64) int {
 	if !f.checked {
 		return 0 // the record of the replica's own state comes first
 	}
@@ -505,7 +543,7 @@ func (f *Follower) catchUpLen(changes []*chain.Change, writerHeight uint64) int 
 // before it was published (Verify), the last is checked again here, as
 // apply does. The apply priority holds new reads from the call to the first
 // publish.
-func (f *Follower) applyRun(ctx context.Context, run []*chain.Change, target uint64) error {
+func (f *Tail) applyRun(ctx context.Context, run []*chain.Change, target uint64) error {
 	start := time.Now()
 	blocks := make([]*chain.Block, len(run))
 	for i, c := range run {
@@ -555,7 +593,7 @@ func (f *Follower) applyRun(ctx context.Context, run []*chain.Change, target uin
 // download that receives nothing for opts.CheckpointIdleTimeout
 // (ErrStalled). A failure is counted in opts.Metrics by its reason, and
 // leaves nothing behind. It returns the installed state's manifest.
-func Bootstrap(ctx context.Context, opts FollowerOptions, dir string, maxBytes int64, storeOpts disk.Options) (Manifest, error) {
+func Bootstrap(ctx context.Context, opts TailOptions, dir string, maxBytes int64, storeOpts disk.Options) (Manifest, error) {
 	opts = opts.EnsureDefaults()
 	m, err := bootstrap(ctx, opts, dir, maxBytes, storeOpts)
 	if err != nil && ctx.Err() == nil {
@@ -565,10 +603,10 @@ func Bootstrap(ctx context.Context, opts FollowerOptions, dir string, maxBytes i
 }
 
 // ErrStalled marks a checkpoint download that received nothing for
-// FollowerOptions.CheckpointIdleTimeout.
+// TailOptions.CheckpointIdleTimeout.
 var ErrStalled = errors.New("replication: checkpoint download stalled")
 
-func bootstrap(ctx context.Context, opts FollowerOptions, dir string, maxBytes int64, storeOpts disk.Options) (Manifest, error) {
+func bootstrap(ctx context.Context, opts TailOptions, dir string, maxBytes int64, storeOpts disk.Options) (Manifest, error) {
 	base, err := url.Parse(opts.URL)
 	if err != nil {
 		return Manifest{}, err
@@ -638,7 +676,7 @@ type download struct {
 	lastN     int64
 }
 
-func newDownload(r io.Reader, opts FollowerOptions, announced int64, abort func()) *download {
+func newDownload(r io.Reader, opts TailOptions, announced int64, abort func()) *download {
 	now := time.Now()
 	d := &download{r: r, idle: opts.CheckpointIdleTimeout, log: opts.Logger, every: opts.CheckpointProgressInterval,
 		announced: announced, start: now, lastLog: now}
@@ -712,7 +750,7 @@ const (
 // WriterLimitsHeaders sets, on a changes answer, the headers that announce
 // the writer's block limits lim to its replicas.
 func WriterLimitsHeaders(h http.Header, lim chain.Limits) {
-	lim = lim.WithDefaults()
+	lim = lim.EnsureDefaults()
 	h.Set(HeaderMaxBlockBytes, strconv.Itoa(lim.MaxBlockBytes))
 	h.Set(HeaderMaxBlockMemory, strconv.Itoa(lim.BlockMemoryLimit()))
 }
@@ -723,7 +761,7 @@ func WriterLimitsHeaders(h http.Header, lim chain.Limits) {
 // limits, so a replica with smaller ones would refuse a block its writer
 // accepted and stop following for good. The first answer that raises them
 // is logged. Run's goroutine only.
-func (f *Follower) limitsOf(h http.Header) chain.Limits {
+func (f *Tail) limitsOf(h http.Header) chain.Limits {
 	own := f.opts.BlockLimits
 	own.MaxBlockMemory = own.BlockMemoryLimit()
 	lim := own
