@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/utxo-cache/utxo-cache/api/bare"
+	"github.com/utxo-cache/utxo-cache/node"
 )
 
 // process is a subprocess the harness started (the service, redis-server,
@@ -296,17 +298,9 @@ func ServeBare(ctx context.Context, addr, bodiesPath string) error {
 	if err != nil {
 		return err
 	}
-	// The service's server settings (cmd/utxo-cache serve), and a write
-	// timeout the service cannot have (its replication answers stream for as
-	// long as they make progress): these answers are small and fixed.
-	srv := &http.Server{
-		Handler:           bare.NewHandler(bodies),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-	}
+	// The service's own server settings, so that the ceiling is served
+	// the way the service is.
+	srv := node.NewHTTPServer(bare.NewHandler(bodies), slog.New(slog.DiscardHandler))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -50,7 +50,7 @@ var layers = []struct {
 	{"cmd/utxo-cache", []string{"api", "bitcoin", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.
-	{"loadtest", []string{"api/bare", "chain", "internal/model", "internal/workload"}},
+	{"loadtest", []string{"api/bare", "chain", "internal/model", "internal/workload", "node"}},
 	{"loadtest/cmd/utxo-loadtest", []string{"internal/workload", "loadtest"}},
 }
 
