@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/btcsuite/btcd/btcutil/base58"
+
+	"github.com/utxo-cache/utxo-cache/internal/textenc"
 )
 
 // TestBase58AgainstBtcutil compares the encoder with btcutil's on random
@@ -30,8 +32,8 @@ func TestBase58AgainstBtcutil(t *testing.T) {
 					in[i] = 0xff
 				}
 			}
-			if got, want := base58Encode(in), base58.Encode(in); got != want {
-				t.Fatalf("seed %d: base58Encode(%x) = %s, want %s", seed, in, got, want)
+			if got, want := textenc.Base58(in), base58.Encode(in); got != want {
+				t.Fatalf("seed %d: textenc.Base58(%x) = %s, want %s", seed, in, got, want)
 			}
 		}
 	}

@@ -23,6 +23,7 @@ var layers = []struct {
 	// Leaves: they import nothing of the module.
 	{"chain", nil},
 	{"internal/durable", nil},
+	{"internal/textenc", nil},
 	{"internal/testredis", nil},
 	{"internal/lint", nil},
 	{"api/bare", nil},
@@ -31,10 +32,10 @@ var layers = []struct {
 	{"replication/storedir", []string{"internal/durable"}},
 	{"cache", []string{"chain"}},
 	{"changeset", []string{"chain"}},
-	{"bitcoin", []string{"chain"}},
-	{"cardano", []string{"chain"}},
+	{"bitcoin", []string{"chain", "internal/textenc"}},
+	{"cardano", []string{"chain", "internal/textenc"}},
 	{"internal/model", []string{"chain"}},
-	{"internal/workload", []string{"chain"}},
+	{"internal/workload", []string{"chain", "internal/textenc"}},
 	// The store and the cache tiers.
 	{"tiers/disk", []string{"chain", "changeset"}},
 	{"tiers/memory", []string{"cache"}},
