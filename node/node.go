@@ -121,7 +121,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	store, err := openStore(ctx, cfg.DataDir, disk.Options{
 		PruneDepth: cfg.PruneDepth, RollbackWindow: cfg.RollbackWindow, Logger: log,
-		LogRetention: cfg.ReplicationRetention, MemTableBytes: cfg.MemTableBytes,
+		LogRetention: cfg.ReplicationRetention, MemTableBytes: cfg.MemTableBytes, Chain: cfg.Chain,
 	})
 	if err != nil {
 		return err

@@ -128,11 +128,12 @@ func runImportBitcoin(e *env, args []string) error {
 	pl := placement{e: e, dataDir: *dataDir, opts: disk.Options{
 		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
 		RollbackWindow: storeDepth(cl, "rollback-window", *window),
+		Chain:          chainBitcoin,
 	},
 		adapter: adapter, skipUnknown: *skipUnknown}
 	store, err := pl.openAndPlace(ord, firstHeight)
 	if err != nil {
-		return err
+		return chainRefused("import-bitcoin", *dataDir, "", err)
 	}
 	space, reserve := writerSpace(*dataDir, reserveBytes)
 	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, Space: space, Reserve: reserve, WindowBytes: windowBytes})

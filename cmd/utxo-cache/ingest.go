@@ -123,9 +123,10 @@ func runIngest(e *env, args []string) error {
 	store, err := openStore(e, *dataDir, disk.Options{
 		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
 		RollbackWindow: storeDepth(cl, "rollback-window", *window),
+		Chain:          chainGeneric,
 	}, false)
 	if err != nil {
-		return err
+		return chainRefused("ingest", *dataDir, "", err)
 	}
 	space, reserve := writerSpace(*dataDir, reserveBytes)
 	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, Space: space, Reserve: reserve, WindowBytes: windowBytes})

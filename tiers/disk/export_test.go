@@ -43,3 +43,6 @@ func AddressKey(address string) DimKey { return dimKeyOf(DimAddress, address) }
 
 // AssetCount is the number of assets the output carries.
 func (r *UtxoRef) AssetCount() int { return r.assetCount }
+
+// SettingsRow returns the raw settings row (meta.go).
+func SettingsRow(s *Store) ([]byte, error) { return s.get(keySettings) }

@@ -69,6 +69,12 @@ type Options struct {
 	CacheBytes int64
 	// MemTableBytes is Pebble's memtable size. Default 64 MiB.
 	MemTableBytes uint64
+	// Chain names the chain whose blocks the caller feeds (chainname.go).
+	// Empty: unset, no check. Set: a store that records another chain and
+	// holds blocks refuses the Open (ErrWrongChain, before anything is
+	// written); otherwise the store records it (a store created before
+	// chains were recorded takes the first one given).
+	Chain Chain
 	// Dimensions lists optional index dimensions beyond DimAddress. They are
 	// fixed when the store is created; opening with a different set fails.
 	Dimensions []Dimension
@@ -139,6 +145,9 @@ func (o Options) Validate() error {
 	}
 	if o.PruneBudget < 1 {
 		return fmt.Errorf("disk: prune budget %d must be positive", o.PruneBudget)
+	}
+	if err := o.Chain.validate(); err != nil {
+		return err
 	}
 	for _, d := range o.Dimensions {
 		if _, ok := dimensions[d]; !ok {
@@ -304,7 +313,7 @@ func (s *Store) init(given Options) error {
 		_ = b.Set(keySecret, s.secret, nil)
 		_ = b.Set(keySchema, appendSchema(nil, &want), nil)
 		_ = b.Set(keyState, appendState(nil, &st), nil)
-		_ = b.Set(keySettings, appendSettings(nil, &settings{pruneDepth: s.opts.PruneDepth, rollbackWindow: s.opts.RollbackWindow}), nil)
+		_ = b.Set(keySettings, appendSettings(nil, &settings{pruneDepth: s.opts.PruneDepth, rollbackWindow: s.opts.RollbackWindow, chain: s.opts.Chain}), nil)
 		// Through s.commit, like every write: Pebble reports a failed log
 		// write or sync through Logger.Fatalf, which panics, and only
 		// s.commit turns that panic back into an error.
@@ -346,7 +355,8 @@ func (s *Store) init(given Options) error {
 
 // resolveSettings adopts the recorded settings where given leaves them zero,
 // and records a deliberate change (or, for a store created before settings
-// were recorded, the values in force).
+// were recorded, the values in force). A chain that the store refuses
+// (resolveChain) is refused before anything is written.
 func (s *Store) resolveSettings(given Options) error {
 	raw, err := s.get(keySettings)
 	var have settings
@@ -360,7 +370,12 @@ func (s *Store) resolveSettings(given Options) error {
 			return err
 		}
 	}
-	want := settings{pruneDepth: s.opts.PruneDepth, rollbackWindow: s.opts.RollbackWindow}
+	st := s.State()
+	chainName, err := resolveChain(have.chain, given.Chain, !st.Tip.Empty || st.Seq > 0)
+	if err != nil {
+		return err
+	}
+	want := settings{pruneDepth: s.opts.PruneDepth, rollbackWindow: s.opts.RollbackWindow, chain: chainName}
 	if recorded {
 		if given.PruneDepth == 0 {
 			want.pruneDepth = have.pruneDepth
@@ -369,7 +384,7 @@ func (s *Store) resolveSettings(given Options) error {
 			want.rollbackWindow = have.rollbackWindow
 		}
 	}
-	s.opts.PruneDepth, s.opts.RollbackWindow = want.pruneDepth, want.rollbackWindow
+	s.opts.PruneDepth, s.opts.RollbackWindow, s.opts.Chain = want.pruneDepth, want.rollbackWindow, want.chain
 	if recorded && want == have {
 		return nil
 	}
@@ -385,6 +400,9 @@ func (s *Store) resolveSettings(given Options) error {
 		if want.rollbackWindow != have.rollbackWindow {
 			s.opts.Logger.Warn("rollback window changed: undo data already pruned stays pruned",
 				"from", have.rollbackWindow, "to", want.rollbackWindow)
+		}
+		if want.chain != have.chain {
+			s.opts.Logger.Info("recording the store's chain", "chain", string(want.chain), "was", string(have.chain))
 		}
 	}
 	b := s.db.NewBatch()
@@ -417,6 +435,10 @@ func (s *Store) Secret() []byte { return s.secret }
 
 // Options returns the store's effective options.
 func (s *Store) Options() Options { return s.opts }
+
+// Chain returns the chain the store records ("" when it records none: a
+// store only ever opened without Options.Chain).
+func (s *Store) Chain() Chain { return s.opts.Chain }
 
 // Close flushes and closes the store. The writer must have stopped.
 func (s *Store) Close() error {
