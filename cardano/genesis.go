@@ -108,7 +108,7 @@ func ByronGenesisTxs(r io.Reader) ([]chain.Tx, error) {
 // shelleyGenesis is the part of a Shelley genesis file the outputs need.
 type shelleyGenesis struct {
 	InitialFunds map[string]json.RawMessage `json:"initialFunds"`
-	NetworkMagic *uint32                `json:"networkMagic"`
+	NetworkMagic *uint32                    `json:"networkMagic"`
 }
 
 // ShelleyGenesisTxs reads a Shelley genesis file (JSON) and returns its
@@ -321,4 +321,3 @@ func cborHead(b []byte, major byte) (uint64, []byte, bool) {
 	}
 	return v, b[size:], true
 }
-
