@@ -121,7 +121,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	store, err := openStore(ctx, cfg.DataDir, disk.Options{
 		PruneDepth: cfg.PruneDepth, RollbackWindow: cfg.RollbackWindow, Logger: log,
-		LogRetention: cfg.ReplicationRetention, MemTableBytes: cfg.MemTableBytes, Chain: cfg.Chain,
+		LogRetention: cfg.ReplicationRetention, MemTableBytes: cfg.MemTableBytes, Chain: cfg.Chain, ChainIfNone: cfg.ChainIfNone,
 	})
 	if err != nil {
 		return err
