@@ -16,7 +16,9 @@ import (
 // with a CBOR reader of its own (neither gouroboros nor the cardano
 // package), to check what import-cardano stored.
 
-func cardanoFixture(name string) string { return filepath.Join("..", "..", "testdata", "cardano", name) }
+func cardanoFixture(name string) string {
+	return filepath.Join("..", "..", "testdata", "cardano", name)
+}
 
 // rawCBOR walks CBOR items.
 type rawCBOR struct {
@@ -156,7 +158,7 @@ type chunkFacts struct {
 	tip                chain.Hash // the last complete block's header hash, from the .secondary
 	tipHeight          uint64
 	live               map[chain.OutPoint]uint64 // outpoint → lovelace
-	created, spent     int // net of each block: an output created and spent in one block is neither
+	created, spent     int                       // net of each block: an output created and spent in one block is neither
 	inBlock            map[chain.OutPoint]bool
 	skipped            int
 	txs                int
