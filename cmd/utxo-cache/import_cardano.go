@@ -380,6 +380,11 @@ func isHexText(data []byte) bool {
 // start at the chain's start, whose parent is the Byron genesis hash.
 func (lc *cardanoChain) seed(txs [][]chain.Tx) error {
 	if lc.origin == nil {
+		if len(lc.blocks) > 0 && lc.blocks[0].b.Height == 0 {
+			return usagef("%s: the chain starts with block %s at height 0, after no Byron blocks: there is no room "+
+				"for a genesis block before it, and seeding such a chain is not supported (docs/cardano.md); "+
+				"import it without --byron-genesis and --shelley-genesis", lc.blocks[0].where, lc.blocks[0].b.Hash)
+		}
 		what := "no blocks"
 		if len(lc.blocks) > 0 {
 			what = fmt.Sprintf("block %s at height %d (%s)", lc.blocks[0].b.Hash, lc.blocks[0].b.Height, lc.blocks[0].where)

@@ -246,8 +246,15 @@ func TestImportCardanoBadInput(t *testing.T) {
 		}
 	}
 
+	// Two blocks that do not follow each other, in one run.
+	err, _, _ := runIn(runImportCardano, "--data-dir", existing, "--skip-unknown-inputs", cardanoFixture("byron1.block"), cardanoFixture("byron2.block"))
+	if !errors.Is(err, cardano.ErrNotLinked) || !strings.Contains(err.Error(), "byron2.block") {
+		t.Fatalf("blocks that do not link: %v, want ErrNotLinked naming byron2.block", err)
+	}
+	wantStats(t, existing, before)
+
 	// 01836 does not follow 01285's first 100 blocks.
-	err, _, _ := runIn(runImportCardano, "--data-dir", existing, cardanoFixture("01836.chunk"))
+	err, _, _ = runIn(runImportCardano, "--data-dir", existing, cardanoFixture("01836.chunk"))
 	if err == nil || !strings.Contains(err.Error(), "01836.chunk offset 0") || !strings.Contains(err.Error(), "does not follow the store's tip") {
 		t.Fatalf("a chunk that does not follow: %v", err)
 	}
