@@ -497,8 +497,8 @@ func (im *cardanoImporter) importFrom(lc *cardanoChain, from int) error {
 			if errors.Is(err, chain.ErrUnknownInput) {
 				hint = " (a store that starts mid-chain needs --skip-unknown-inputs; a chain's start, --byron-genesis)"
 			}
-			return fmt.Errorf("%s: height %d block %s: %w%s (nothing of it applied; the tip stays %s)",
-				cb.where, cb.b.Height, cb.b.Hash, err, hint, im.store.State().Tip)
+			return fmt.Errorf("%s: height %d block %s (slot %d): %w%s (nothing of it applied; the tip stays %s)",
+				cb.where, cb.b.Height, cb.b.Hash, cb.slot, err, hint, im.store.State().Tip)
 		}
 		mode := "live"
 		if res.Windows > 0 {
