@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -260,6 +261,18 @@ func TestImportCardanoBadInput(t *testing.T) {
 	}
 	wantStats(t, existing, before)
 
+	// Resumed without --skip-unknown-inputs: the first block with an
+	// unknown input stops the import, named with the flag that helps; the
+	// blocks before it stay applied.
+	err, _, _ = runIn(runImportCardano, "--data-dir", existing, cardanoFixture("01285.chunk"))
+	m := regexp.MustCompile(`01285\.chunk offset \d+: height (\d+) block [0-9a-f]{64} \(slot \d+\): .*unknown input.*--skip-unknown-inputs`).FindStringSubmatch(fmt.Sprint(err))
+	if !errors.Is(err, chain.ErrUnknownInput) || m == nil {
+		t.Fatalf("resumed without --skip-unknown-inputs: %v", err)
+	}
+	if h, _ := strconv.ParseUint(m[1], 10, 64); h <= f.firstHeight+100 || tipHeightOf(t, existing) != h-1 {
+		t.Fatalf("stopped at height %s, the store's tip is at %d", m[1], tipHeightOf(t, existing))
+	}
+
 	// A mid-chain start without --skip-unknown-inputs.
 	fresh := filepath.Join(tmp, "fresh")
 	err, _, _ = runIn(runImportCardano, "--data-dir", fresh, cardanoFixture("01836.chunk"))
@@ -372,4 +385,13 @@ func TestImportCardanoGenesis(t *testing.T) {
 		t.Fatalf("genesis with a mid-chain chunk: %v", err)
 	}
 	wantStats(t, dir, before)
+}
+
+func tipHeightOf(t *testing.T, dir string) uint64 {
+	t.Helper()
+	var st struct{ Tip struct{ Height uint64 } }
+	if err := json.Unmarshal([]byte(statsJSONLine(t, dir)), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Tip.Height
 }
