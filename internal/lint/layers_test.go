@@ -34,6 +34,7 @@ var layers = []struct {
 	{"changeset", []string{"chain"}},
 	{"bitcoin", []string{"chain", "internal/textenc"}},
 	{"cardano", []string{"chain", "internal/textenc"}},
+	{"cardano/credential", []string{"chain", "internal/textenc"}},
 	{"internal/model", []string{"chain"}},
 	{"internal/workload", []string{"chain", "internal/textenc"}},
 	// The store and the cache tiers.

@@ -70,8 +70,20 @@ type Options struct {
 	// MemTableBytes is Pebble's memtable size. Default 64 MiB.
 	MemTableBytes uint64
 	// Dimensions lists optional index dimensions beyond DimAddress. They are
-	// fixed when the store is created; opening with a different set fails.
+	// fixed when the store is created and recorded in its schema row; opening
+	// with a different set fails (adding an index needs a re-import into a
+	// new store). Empty: the store's recorded set, or DefaultDimensions for a
+	// new store.
 	Dimensions []Dimension
+	// DefaultDimensions are the dimensions a new store is created with when
+	// Dimensions is empty (the chain's default set); an existing store keeps
+	// what it recorded.
+	DefaultDimensions []Dimension
+	// Derivers gives the values of the dimensions the chain adapter knows
+	// (DimPaymentCredential, DimStakeCredential). A store that indexes one
+	// of them opens without it, for reads, but refuses every write
+	// (ErrNoDeriver).
+	Derivers Derivers
 	// Logger receives Pebble's events and the store's own. Default: discard.
 	Logger *slog.Logger
 
@@ -140,7 +152,7 @@ func (o Options) Validate() error {
 	if o.PruneBudget < 1 {
 		return fmt.Errorf("disk: prune budget %d must be positive", o.PruneBudget)
 	}
-	for _, d := range o.Dimensions {
+	for _, d := range append(slices.Clip(o.Dimensions), o.DefaultDimensions...) {
 		if _, ok := dimensions[d]; !ok {
 			return fmt.Errorf("disk: unknown index dimension %d", d)
 		}
@@ -165,6 +177,11 @@ type Store struct {
 	db   *pebble.DB
 	opts Options
 	dims []Dimension // enabled dimensions, DimAddress first
+	// dimFuncs[i] gives the values of dims[i] (nil for DimAddress); see
+	// dimFuncs. noDeriver, when set, is why the store takes no writes: a
+	// dimension it indexes has no deriver (ErrNoDeriver).
+	dimFuncs  []ValuesFunc
+	noDeriver error
 
 	// state is the committed state, stored after each commit. Only the
 	// writer stores it.
@@ -288,10 +305,12 @@ func Open(dir string, opts Options) (*Store, error) {
 // init checks or writes the schema row, loads the state and resolves the
 // recorded settings against given (the options as the caller passed them).
 func (s *Store) init(given Options) error {
-	want := schema{version: SchemaVersion, dims: append([]Dimension{DimAddress}, s.opts.Dimensions...)}
-	slices.Sort(want.dims[1:])
-	want.dims = slices.Compact(want.dims)
+	asked := s.opts.Dimensions
 	raw, err := s.get(keySchema)
+	if errors.Is(err, pebble.ErrNotFound) && len(asked) == 0 {
+		asked = s.opts.DefaultDimensions
+	}
+	want := schema{version: SchemaVersion, dims: normalDims(asked)}
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 		st := State{Tip: chain.Tip{Empty: true}}
@@ -311,7 +330,7 @@ func (s *Store) init(given Options) error {
 		if err := s.commit(b); err != nil {
 			return fmt.Errorf("disk: initialise store: %w", err)
 		}
-		s.dims = want.dims
+		s.setDims(want.dims)
 		s.state.Store(&st)
 		return nil
 	case err != nil:
@@ -326,9 +345,9 @@ func (s *Store) init(given Options) error {
 			ErrNewerSchema, have.version, SchemaVersion)
 	}
 	if len(s.opts.Dimensions) > 0 && !slices.Equal(have.dims, want.dims) {
-		return fmt.Errorf("disk: store indexes dimensions %v, options ask for %v: reindex into a new store", have.dims, want.dims)
+		return dimsMismatch(have.dims, want.dims)
 	}
-	s.dims = have.dims
+	s.setDims(have.dims)
 	if s.secret, err = s.get(keySecret); err != nil || len(s.secret) != 32 {
 		return fmt.Errorf("disk: read secret (%d bytes): %w", len(s.secret), errors.Join(err, ErrCorrupt))
 	}
@@ -343,6 +362,55 @@ func (s *Store) init(given Options) error {
 	s.state.Store(&st)
 	return s.resolveSettings(given)
 }
+
+// ErrIndexMismatch is returned by Open when Options.Dimensions asks for
+// another index set than the store recorded at its creation.
+var ErrIndexMismatch = errors.New("disk: the store keeps another set of indexes")
+
+// ErrNoDeriver is returned by every write of a store that indexes a
+// dimension whose values come from the chain adapter when Options.Derivers
+// lacks it: the index rows of new outputs could not be written.
+var ErrNoDeriver = errors.New("disk: no deriver for an indexed dimension")
+
+// dimsMismatch explains an Open that asks for other indexes than the store's.
+func dimsMismatch(have, want []Dimension) error {
+	var added, dropped []Dimension
+	for _, d := range want {
+		if !slices.Contains(have, d) {
+			added = append(added, d)
+		}
+	}
+	for _, d := range have {
+		if !slices.Contains(want, d) {
+			dropped = append(dropped, d)
+		}
+	}
+	msg := fmt.Sprintf("the store keeps the indexes [%s], the options ask for [%s]", dimNames(have), dimNames(want))
+	if len(added) > 0 {
+		msg += fmt.Sprintf("; adding [%s] to an existing store needs a re-import into a new store", dimNames(added))
+	}
+	if len(dropped) > 0 {
+		msg += fmt.Sprintf("; the store cannot drop [%s]: re-import into a new store, or open it without asking for indexes", dimNames(dropped))
+	}
+	return fmt.Errorf("%w: %s", ErrIndexMismatch, msg)
+}
+
+// setDims fixes the store's dimensions and resolves their functions.
+func (s *Store) setDims(dims []Dimension) {
+	s.dims = dims
+	funcs, missing := dimFuncs(dims, s.opts.Derivers)
+	s.dimFuncs = funcs
+	if len(missing) > 0 {
+		s.noDeriver = fmt.Errorf("%w: the store indexes [%s]; open it with its chain's derivers", ErrNoDeriver, dimNames(missing))
+	}
+}
+
+// Dimensions returns the store's index dimensions, DimAddress first. The
+// caller must not modify the slice.
+func (s *Store) Dimensions() []Dimension { return s.dims }
+
+// Indexes reports whether the store indexes dimension d.
+func (s *Store) Indexes(d Dimension) bool { return slices.Contains(s.dims, d) }
 
 // resolveSettings adopts the recorded settings where given leaves them zero,
 // and records a deliberate change (or, for a store created before settings
