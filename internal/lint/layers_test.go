@@ -47,7 +47,7 @@ var layers = []struct {
 	{"replication", []string{"chain", "changeset", "internal/diskspace", "internal/durable", "replication/storedir", "tiers/disk", "writer"}},
 	{"follow", []string{"bitcoin", "chain", "writer"}},
 	// Serving, and the tools and binary built on it.
-	{"api", []string{"chain", "query", "replication", "writer"}},
+	{"api", []string{"cardano/credential", "chain", "query", "replication", "writer"}},
 	{"node", []string{"api", "bitcoin", "cache", "chain", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
 	{"cmd/utxo-cache", []string{"api", "bitcoin", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
 
