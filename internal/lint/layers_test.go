@@ -48,7 +48,7 @@ var layers = []struct {
 	{"follow", []string{"bitcoin", "chain", "writer"}},
 	// Serving, and the tools and binary built on it.
 	{"api", []string{"cardano/credential", "chain", "query", "replication", "writer"}},
-	{"node", []string{"api", "bitcoin", "cache", "chain", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
+	{"node", []string{"api", "bitcoin", "cache", "cardano/credential", "chain", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
 	{"cmd/utxo-cache", []string{"api", "bitcoin", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.
