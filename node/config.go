@@ -10,6 +10,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/bitcoin"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/replication"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
 // Config is everything a node needs, as plain values: the command line
@@ -37,6 +38,11 @@ type Config struct {
 	// match what an existing store recorded. Not for a replica: it keeps
 	// its writer's, from the checkpoint.
 	Indexes string
+	// Chain names the chain the writer feeds the store (disk.Options.Chain):
+	// a store that holds another chain's blocks is refused at start, before
+	// anything is applied. "": no check (a node that only serves reads).
+	// The writer's only; a replica keeps its writer's store as it is.
+	Chain disk.Chain
 	// DiskReserve is the free space, in bytes, the writer keeps on the
 	// data directory's file system (its free-space guard refuses writes
 	// below it, 507); 0 turns the guard off, and so the start-up check.
@@ -159,6 +165,8 @@ func (c Config) Validate() error {
 		return errors.New("node: a replica keeps its writer's indexes, from the checkpoint (indexes)")
 	case c.FollowBitcoinREST != "":
 		return errors.New("node: a replica follows its writer, not a Bitcoin node")
+	case c.Chain != "":
+		return errors.New("node: a replica keeps its writer's chain")
 	}
 	return nil
 }

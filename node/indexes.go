@@ -74,7 +74,7 @@ func ParseIndexes(spec string) (dims []disk.Dimension, given bool, err error) {
 // given: all four for "cardano", where wallets list by credential, policy
 // and asset; none otherwise, so a Bitcoin store writes no row it never
 // reads.
-func DefaultIndexes(chain string) []disk.Dimension {
+func DefaultIndexes(chain disk.Chain) []disk.Dimension {
 	if chain == "cardano" {
 		return []disk.Dimension{disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAssetPolicy, disk.DimAsset}
 	}
@@ -92,9 +92,11 @@ func IndexDerivers() disk.Derivers {
 	}
 }
 
-// WithIndexes returns opts set to open a store of chain with the index set
-// spec (see indexNames) and the derivers of every index.
-func WithIndexes(opts disk.Options, spec, chain string) (disk.Options, error) {
+// WithIndexes returns opts set to open a store fed chain's blocks with the
+// index set spec (see indexNames) and the derivers of every index: the
+// chain's default set applies to a store that takes its first chain now
+// (disk.Options.DefaultDimensions).
+func WithIndexes(opts disk.Options, spec string, chain disk.Chain) (disk.Options, error) {
 	dims, given, err := ParseIndexes(spec)
 	if err != nil {
 		return opts, err

@@ -121,8 +121,8 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	opts, err := WithIndexes(disk.Options{
 		PruneDepth: cfg.PruneDepth, RollbackWindow: cfg.RollbackWindow, Logger: log,
-		LogRetention: cfg.ReplicationRetention, MemTableBytes: cfg.MemTableBytes,
-	}, cfg.Indexes, "")
+		LogRetention: cfg.ReplicationRetention, MemTableBytes: cfg.MemTableBytes, Chain: cfg.Chain,
+	}, cfg.Indexes, cfg.Chain)
 	if err != nil {
 		return err
 	}

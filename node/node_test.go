@@ -150,6 +150,9 @@ func TestValidate(t *testing.T) {
 		{"replica following bitcoin", func(c *node.Config) {
 			c.ReplicaOf, c.AdminToken, c.FollowBitcoinREST = "http://w", "", "http://b"
 		}, "not a Bitcoin node"},
+		{"replica with a chain", func(c *node.Config) {
+			c.ReplicaOf, c.AdminToken, c.Chain = "http://w", "", "bitcoin"
+		}, "writer's chain"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok

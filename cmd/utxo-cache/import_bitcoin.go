@@ -133,7 +133,8 @@ func runImportBitcoin(e *env, args []string) error {
 	opts, err := node.WithIndexes(disk.Options{
 		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
 		RollbackWindow: storeDepth(cl, "rollback-window", *window),
-	}, *indexes, "bitcoin")
+		Chain:          chainBitcoin,
+	}, *indexes, chainBitcoin)
 	if err != nil {
 		return usagef("--indexes: %v", err)
 	}
@@ -141,7 +142,7 @@ func runImportBitcoin(e *env, args []string) error {
 		adapter: adapter, skipUnknown: *skipUnknown}
 	store, err := pl.openAndPlace(ord, firstHeight)
 	if err != nil {
-		return err
+		return chainRefused("import-bitcoin", *dataDir, "", err)
 	}
 	space, reserve := writerSpace(*dataDir, reserveBytes)
 	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, Space: space, Reserve: reserve, WindowBytes: windowBytes})

@@ -128,13 +128,14 @@ func runIngest(e *env, args []string) error {
 	opts, err := node.WithIndexes(disk.Options{
 		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
 		RollbackWindow: storeDepth(cl, "rollback-window", *window),
-	}, *indexes, "")
+		Chain:          chainGeneric,
+	}, *indexes, chainGeneric)
 	if err != nil {
 		return usagef("--indexes: %v", err)
 	}
 	store, err := openStore(e, *dataDir, opts, false)
 	if err != nil {
-		return err
+		return chainRefused("ingest", *dataDir, "", err)
 	}
 	space, reserve := writerSpace(*dataDir, reserveBytes)
 	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, Space: space, Reserve: reserve, WindowBytes: windowBytes})

@@ -23,6 +23,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/internal/diskspace"
 	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/replication"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
@@ -234,6 +235,7 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 
 		FollowBitcoinREST: s.followURL,
 		BitcoinNetwork:    network,
+		Chain:             s.chain(),
 
 		ReplicaOf:             s.replicaOf,
 		MaxLagBlocks:          s.maxLagBlocks,
@@ -241,6 +243,32 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		CheckpointIdleTimeout: s.checkpointIdleTimeout,
 	}
 	return cfg
+}
+
+// chain is the chain serve feeds its store (chainname.go): a follower's;
+// without one, generic when blocks may be posted (--admin-token); none when
+// the node only serves reads, or is a replica (its store is its writer's).
+// So a bitcoin or cardano store is served read-only by a plain serve, and
+// takes posted blocks only alongside its own chain's follower, which checks
+// they extend its chain as it goes.
+func (s serveSettings) chain() disk.Chain {
+	switch {
+	case s.replicaOf != "":
+		return ""
+	case s.followURL != "":
+		return chainBitcoin
+	case s.adminToken != "":
+		return chainGeneric
+	}
+	return ""
+}
+
+// chainHint is what to do when the store refuses serve's chain.
+func (s serveSettings) chainHint() string {
+	if s.chain() == chainGeneric {
+		return "--admin-token takes POSTed docs/blocks.md blocks into it: serve it without --admin-token to serve reads, or with its chain's follower"
+	}
+	return ""
 }
 
 // serve runs the node of settings s, the writer or a read replica, until
@@ -272,7 +300,7 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 		return nil
 	}
 	if err != nil {
-		return err
+		return chainRefused("serve", s.dataDir, s.chainHint(), err)
 	}
 	srv := node.NewHTTPServer(n.Handler(), log)
 	errc := make(chan error, 2)

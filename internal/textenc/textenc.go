@@ -5,7 +5,11 @@
 // knowledge: a checksum or a version byte is the caller's.
 package textenc
 
-import "math/bits"
+import (
+	"fmt"
+	"math/bits"
+	"strings"
+)
 
 // base58Alphabet is Bitcoin's base58 alphabet (no 0, O, I or l).
 const base58Alphabet = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
@@ -133,4 +137,32 @@ func Bech32(hrp string, data []byte, constant uint32) string {
 		out = append(out, bech32Charset[(mod>>(5*(5-i)))&31])
 	}
 	return string(out)
+}
+
+// DecodeBase58 decodes Bitcoin's base58 (Base58's inverse): each leading '1'
+// is a zero byte. A character outside the alphabet is an error.
+func DecodeBase58(s string) ([]byte, error) {
+	zeros := 0
+	for zeros < len(s) && s[zeros] == '1' {
+		zeros++
+	}
+	// Big-endian bytes of the number, built digit by digit: out = out*58 + d.
+	out := make([]byte, 0, len(s)*733/1000+1) // log(58)/log(256) < 0.733
+	for i := zeros; i < len(s); i++ {
+		d := strings.IndexByte(base58Alphabet, s[i])
+		if d < 0 {
+			return nil, fmt.Errorf("base58: invalid character %q at %d", s[i], i)
+		}
+		carry := d
+		for j := len(out) - 1; j >= 0; j-- {
+			carry += int(out[j]) * 58
+			out[j] = byte(carry)
+			carry >>= 8
+		}
+		for carry > 0 {
+			out = append([]byte{byte(carry)}, out...)
+			carry >>= 8
+		}
+	}
+	return append(make([]byte, zeros, zeros+len(out)), out...), nil
 }

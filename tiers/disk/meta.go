@@ -197,38 +197,63 @@ func (d *decbuf) tip() chain.Tip {
 // disk, recorded when the store is created and whenever an Open changes them,
 // so that a store keeps them without the operator passing them every time.
 //
-// Layout (version 1):
+// Layout (version 2; version 1, written while no chain is recorded, so that
+// older binaries still open such a store, lacks the chain and decodes with
+// none):
 //
-//	version          1 byte = 0x01
+//	version          1 byte = 0x02 (0x01: no chain)
 //	prune depth      uint64
 //	rollback window  uint64
+//	chain length     1 byte (1 to 32)
+//	chain name       that many bytes (Chain.validate)
 //
-// Example: prune depth 2160, rollback window 4320:
+// Example: prune depth 2160, rollback window 4320, chain "cardano":
 //
-//	01 0000000000000870 00000000000010e0
+//	02 0000000000000870 00000000000010e0 07 63617264616e6f
 type settings struct {
 	pruneDepth     uint64
 	rollbackWindow uint64
+	chain          Chain
 }
 
-const settingsVersion byte = 0x01
+const (
+	settingsVersion1 byte = 0x01
+	settingsVersion  byte = 0x02
+)
 
 func appendSettings(dst []byte, s *settings) []byte {
-	dst = append(dst, settingsVersion)
+	version := settingsVersion
+	if s.chain == "" {
+		version = settingsVersion1
+	}
+	dst = append(dst, version)
 	dst = binary.BigEndian.AppendUint64(dst, s.pruneDepth)
-	return binary.BigEndian.AppendUint64(dst, s.rollbackWindow)
+	dst = binary.BigEndian.AppendUint64(dst, s.rollbackWindow)
+	if version == settingsVersion1 {
+		return dst
+	}
+	dst = append(dst, byte(len(s.chain)))
+	return append(dst, s.chain...)
 }
 
 func decodeSettings(b []byte) (settings, error) {
 	d := decbuf{b: b, ctx: "settings"}
 	var s settings
-	if v := d.byte1(); d.err() == nil && v != settingsVersion {
+	version := d.byte1()
+	if d.err() == nil && version != settingsVersion && version != settingsVersion1 {
 		d.fail("unknown version")
 	}
 	s.pruneDepth = d.u64()
 	s.rollbackWindow = d.u64()
 	if d.err() == nil && (s.pruneDepth == 0 || s.rollbackWindow == 0) {
 		d.fail("zero setting")
+	}
+	if version == settingsVersion && d.err() == nil {
+		n := int(d.byte1())
+		s.chain = Chain(d.fixed(n))
+		if d.err() == nil && (n == 0 || s.chain.validate() != nil) {
+			d.fail("bad chain name")
+		}
 	}
 	return s, d.done()
 }

@@ -152,3 +152,93 @@ func TestChangeLog(t *testing.T) {
 		t.Fatal("a bounded answer is not a prefix of the full one")
 	}
 }
+
+// TestStoreChain: a store records the chain it is first opened for; an Open
+// for another chain, once the store holds blocks, is refused with
+// ErrWrongChain (a ChainMismatchError naming both) and changes nothing; an
+// Open without a chain neither checks nor records; a store that never took a
+// block takes the chain it is next opened for.
+func TestStoreChain(t *testing.T) {
+	dir := t.TempDir()
+	st := stOpen(t, dir, disk.Options{Chain: "cardano", PruneDepth: 50})
+	if got := st.s.Chain(); got != "cardano" {
+		t.Fatalf("new store: chain %q, want cardano", got)
+	}
+	st.apply(stChain(1, 1, 3)...)
+	before := st.s.State()
+	st.close()
+
+	row := func() []byte {
+		s, err := disk.Open(dir, disk.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if s.State() != before {
+			t.Fatalf("state %+v, want %+v", s.State(), before)
+		}
+		if s.Chain() != "cardano" || s.Options().PruneDepth != 50 {
+			t.Fatalf("chain %q, prune depth %d; want cardano, 50", s.Chain(), s.Options().PruneDepth)
+		}
+		r, err := disk.SettingsRow(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	rowBefore := row()
+	for _, opts := range []disk.Options{{Chain: "bitcoin"}, {Chain: "generic", PruneDepth: 9, RollbackWindow: 9}} {
+		_, err := disk.Open(dir, opts)
+		var mm *disk.ChainMismatchError
+		if !errors.Is(err, disk.ErrWrongChain) || !errors.As(err, &mm) || mm.Have != "cardano" || mm.Want != opts.Chain {
+			t.Fatalf("open for %s: %v (%+v), want a mismatch cardano/%s", opts.Chain, err, mm, opts.Chain)
+		}
+		if got := row(); !bytes.Equal(got, rowBefore) { // and the state checked in row
+			t.Fatalf("refused open for %s changed the settings row: %x, was %x", opts.Chain, got, rowBefore)
+		}
+	}
+	again := stOpen(t, dir, disk.Options{Chain: "cardano"})
+	again.close()
+
+	// A store that never took a block takes the next chain.
+	empty := t.TempDir()
+	stOpen(t, empty, disk.Options{Chain: "generic"}).close()
+	e := stOpen(t, empty, disk.Options{Chain: "bitcoin"})
+	if got := e.s.Chain(); got != "bitcoin" {
+		t.Fatalf("empty store opened for bitcoin: chain %q", got)
+	}
+	e.close()
+
+	if _, err := disk.Open(t.TempDir(), disk.Options{Chain: "Bit coin"}); err == nil {
+		t.Fatal("a chain name with a space and capitals was accepted")
+	}
+}
+
+// TestStoreChainOldStore: a store that records no chain (one written before
+// chains were recorded: its settings row is version 1) opens, with or
+// without a chain, and records the first chain given.
+func TestStoreChainOldStore(t *testing.T) {
+	dir := t.TempDir()
+	st := stOpen(t, dir, disk.Options{})
+	st.apply(stChain(1, 1, 3)...)
+	before := st.s.State()
+	r, err := disk.SettingsRow(st.s)
+	if err != nil || len(r) != 17 || r[0] != 1 {
+		t.Fatalf("settings row of a store without a chain: %x, %v; want the 17-byte version 1 row", r, err)
+	}
+	st.close()
+
+	st = stOpen(t, dir, disk.Options{})
+	if st.s.Chain() != "" || st.s.State() != before {
+		t.Fatalf("old store: chain %q, state %+v; want none, %+v", st.s.Chain(), st.s.State(), before)
+	}
+	st.close()
+	st = stOpen(t, dir, disk.Options{Chain: "bitcoin"})
+	if st.s.Chain() != "bitcoin" || st.s.State() != before {
+		t.Fatalf("old store opened for bitcoin: chain %q, state changed: %v", st.s.Chain(), st.s.State() != before)
+	}
+	st.close()
+	if _, err := disk.Open(dir, disk.Options{Chain: "cardano"}); !errors.Is(err, disk.ErrWrongChain) {
+		t.Fatalf("after recording bitcoin, open for cardano: %v, want ErrWrongChain", err)
+	}
+}

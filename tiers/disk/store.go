@@ -69,15 +69,22 @@ type Options struct {
 	CacheBytes int64
 	// MemTableBytes is Pebble's memtable size. Default 64 MiB.
 	MemTableBytes uint64
+	// Chain names the chain whose blocks the caller feeds (chainname.go).
+	// Empty: unset, no check. Set: a store that records another chain and
+	// holds blocks refuses the Open (ErrWrongChain, before anything is
+	// written); otherwise the store records it (a store created before
+	// chains were recorded takes the first one given).
+	Chain Chain
 	// Dimensions lists optional index dimensions beyond DimAddress. They are
-	// fixed when the store is created and recorded in its schema row; opening
-	// with a different set fails (adding an index needs a re-import into a
-	// new store). Empty: the store's recorded set, or DefaultDimensions for a
-	// new store.
+	// fixed when the store takes its first block and recorded in its schema
+	// row; once it holds blocks, opening with a different set fails
+	// (ErrIndexMismatch: adding an index needs a re-import into a new
+	// store). Empty: the store's recorded set, or DefaultDimensions.
 	Dimensions []Dimension
-	// DefaultDimensions are the dimensions a new store is created with when
-	// Dimensions is empty (the chain's default set); an existing store keeps
-	// what it recorded.
+	// DefaultDimensions are the dimensions of Chain's stores (the chain's
+	// default set), taken when Dimensions is empty by a new store, and by a
+	// store that never took a block when it takes Chain now; any other
+	// store keeps what it recorded.
 	DefaultDimensions []Dimension
 	// Derivers gives the values of the dimensions the chain adapter knows
 	// (DimPaymentCredential, DimStakeCredential). A store that indexes one
@@ -151,6 +158,9 @@ func (o Options) Validate() error {
 	}
 	if o.PruneBudget < 1 {
 		return fmt.Errorf("disk: prune budget %d must be positive", o.PruneBudget)
+	}
+	if err := o.Chain.validate(); err != nil {
+		return err
 	}
 	for _, d := range append(slices.Clip(o.Dimensions), o.DefaultDimensions...) {
 		if _, ok := dimensions[d]; !ok {
@@ -323,7 +333,7 @@ func (s *Store) init(given Options) error {
 		_ = b.Set(keySecret, s.secret, nil)
 		_ = b.Set(keySchema, appendSchema(nil, &want), nil)
 		_ = b.Set(keyState, appendState(nil, &st), nil)
-		_ = b.Set(keySettings, appendSettings(nil, &settings{pruneDepth: s.opts.PruneDepth, rollbackWindow: s.opts.RollbackWindow}), nil)
+		_ = b.Set(keySettings, appendSettings(nil, &settings{pruneDepth: s.opts.PruneDepth, rollbackWindow: s.opts.RollbackWindow, chain: s.opts.Chain}), nil)
 		// Through s.commit, like every write: Pebble reports a failed log
 		// write or sync through Logger.Fatalf, which panics, and only
 		// s.commit turns that panic back into an error.
@@ -344,10 +354,6 @@ func (s *Store) init(given Options) error {
 		return fmt.Errorf("%w: schema version %d, this binary reads up to %d; upgrade utxo-cache",
 			ErrNewerSchema, have.version, SchemaVersion)
 	}
-	if len(s.opts.Dimensions) > 0 && !slices.Equal(have.dims, want.dims) {
-		return dimsMismatch(have.dims, want.dims)
-	}
-	s.setDims(have.dims)
 	if s.secret, err = s.get(keySecret); err != nil || len(s.secret) != 32 {
 		return fmt.Errorf("disk: read secret (%d bytes): %w", len(s.secret), errors.Join(err, ErrCorrupt))
 	}
@@ -360,7 +366,56 @@ func (s *Store) init(given Options) error {
 		return err
 	}
 	s.state.Store(&st)
+	if err := s.resolveDims(given, have.dims, want.dims); err != nil {
+		return err
+	}
 	return s.resolveSettings(given)
+}
+
+// resolveDims fixes the dimensions of an existing store: the recorded ones,
+// which Options.Dimensions must match once the store holds blocks. A store
+// that never took a block has no index row, so its set can still change
+// without a re-import: it takes the set given explicitly, or, when it takes
+// its chain now (Options.Chain differs from the recorded one, see
+// resolveChain), that chain's DefaultDimensions; the new set is recorded.
+func (s *Store) resolveDims(given Options, have, asked []Dimension) error {
+	st := s.State()
+	blank := st.Tip.Empty && st.Seq == 0
+	dims := have
+	switch {
+	case len(given.Dimensions) > 0 && !slices.Equal(have, asked) && !blank:
+		return dimsMismatch(have, asked)
+	case len(given.Dimensions) > 0:
+		dims = asked
+	case blank && given.Chain != "" && s.recordedChain() != given.Chain:
+		dims = normalDims(given.DefaultDimensions)
+	}
+	if !slices.Equal(dims, have) {
+		s.opts.Logger.Info("recording the indexes of a store that holds no block yet",
+			"indexes", dimNames(dims), "was", dimNames(have))
+		b := s.db.NewBatch()
+		defer b.Close()
+		_ = b.Set(keySchema, appendSchema(nil, &schema{version: SchemaVersion, dims: dims}), nil)
+		if err := s.commit(b); err != nil { // not db.Set: see init
+			return fmt.Errorf("disk: record indexes: %w", err)
+		}
+	}
+	s.setDims(dims)
+	return nil
+}
+
+// recordedChain returns the chain the settings row records, "" when it
+// records none or cannot be read (resolveSettings reports that).
+func (s *Store) recordedChain() Chain {
+	raw, err := s.get(keySettings)
+	if err != nil {
+		return ""
+	}
+	have, err := decodeSettings(raw)
+	if err != nil {
+		return ""
+	}
+	return have.chain
 }
 
 // ErrIndexMismatch is returned by Open when Options.Dimensions asks for
@@ -414,7 +469,8 @@ func (s *Store) Indexes(d Dimension) bool { return slices.Contains(s.dims, d) }
 
 // resolveSettings adopts the recorded settings where given leaves them zero,
 // and records a deliberate change (or, for a store created before settings
-// were recorded, the values in force).
+// were recorded, the values in force). A chain that the store refuses
+// (resolveChain) is refused before anything is written.
 func (s *Store) resolveSettings(given Options) error {
 	raw, err := s.get(keySettings)
 	var have settings
@@ -428,7 +484,12 @@ func (s *Store) resolveSettings(given Options) error {
 			return err
 		}
 	}
-	want := settings{pruneDepth: s.opts.PruneDepth, rollbackWindow: s.opts.RollbackWindow}
+	st := s.State()
+	chainName, err := resolveChain(have.chain, given.Chain, !st.Tip.Empty || st.Seq > 0)
+	if err != nil {
+		return err
+	}
+	want := settings{pruneDepth: s.opts.PruneDepth, rollbackWindow: s.opts.RollbackWindow, chain: chainName}
 	if recorded {
 		if given.PruneDepth == 0 {
 			want.pruneDepth = have.pruneDepth
@@ -437,7 +498,7 @@ func (s *Store) resolveSettings(given Options) error {
 			want.rollbackWindow = have.rollbackWindow
 		}
 	}
-	s.opts.PruneDepth, s.opts.RollbackWindow = want.pruneDepth, want.rollbackWindow
+	s.opts.PruneDepth, s.opts.RollbackWindow, s.opts.Chain = want.pruneDepth, want.rollbackWindow, want.chain
 	if recorded && want == have {
 		return nil
 	}
@@ -453,6 +514,9 @@ func (s *Store) resolveSettings(given Options) error {
 		if want.rollbackWindow != have.rollbackWindow {
 			s.opts.Logger.Warn("rollback window changed: undo data already pruned stays pruned",
 				"from", have.rollbackWindow, "to", want.rollbackWindow)
+		}
+		if want.chain != have.chain {
+			s.opts.Logger.Info("recording the store's chain", "chain", string(want.chain), "was", string(have.chain))
 		}
 	}
 	b := s.db.NewBatch()
@@ -485,6 +549,10 @@ func (s *Store) Secret() []byte { return s.secret }
 
 // Options returns the store's effective options.
 func (s *Store) Options() Options { return s.opts }
+
+// Chain returns the chain the store records ("" when it records none: a
+// store only ever opened without Options.Chain).
+func (s *Store) Chain() Chain { return s.opts.Chain }
 
 // Close flushes and closes the store. The writer must have stopped.
 func (s *Store) Close() error {
