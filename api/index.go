@@ -95,7 +95,7 @@ func clip(s string) string {
 func (a *API) indexReader() (IndexReader, error) {
 	ir, ok := a.r.(IndexReader)
 	if !ok {
-		return nil, fmt.Errorf("%w: this server reads no index", query.ErrNotIndexed)
+		return nil, fmt.Errorf("this server reads no index: %w", query.ErrNotIndexed)
 	}
 	return ir, nil
 }

@@ -15,7 +15,7 @@ import (
 // ErrNotIndexed is returned by the index reads (IndexUtxos, IndexBalance)
 // for a dimension the store does not keep: a store fixes its indexes when it
 // is created (disk.Options.Dimensions).
-var ErrNotIndexed = errors.New("query: the store does not keep this index")
+var ErrNotIndexed = errors.New("index not kept")
 
 // IndexKey names one value of an index dimension other than the address (a
 // payment or stake credential, an asset policy, an asset) for a read.
@@ -69,7 +69,7 @@ func (s *Server) checkIndexKey(k IndexKey) error {
 	case k.Field == "" || len(k.Label) > MaxAddressLen:
 		return fmt.Errorf("index value of %d bytes: %w", len(k.Label), chain.ErrInvalidArgument)
 	case !s.store.Indexes(k.Dim):
-		return fmt.Errorf("%w: this store does not keep the %s index (it is chosen when the store is created; adding it needs a re-import)", ErrNotIndexed, k.Dim)
+		return fmt.Errorf("this store does not keep the %s index (a store's indexes are chosen when it is created; adding one needs a re-import): %w", k.Dim, ErrNotIndexed)
 	}
 	return nil
 }
