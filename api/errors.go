@@ -43,6 +43,7 @@ var errorTable = []errorClass{
 	{errWritesDisabled, http.StatusForbidden, "writes_disabled", ""},
 	{errReadOnly, http.StatusForbidden, "read_only", ""},
 	{chain.ErrNotFound, http.StatusNotFound, "not_found", ""},
+	{query.ErrNotIndexed, http.StatusNotFound, "not_indexed", ""},
 	{chain.ErrNotNextBlock, http.StatusConflict, "not_next_block", ""},
 	{chain.ErrRollbackTooDeep, http.StatusConflict, "rollback_too_deep", ""},
 	{errRequestTimeout, http.StatusRequestTimeout, "request_timeout", ""},

@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,7 +22,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/cardano/credential"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/internal/textenc"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
@@ -134,8 +137,8 @@ func TestOpenAPIDocument(t *testing.T) {
 	for _, item := range doc.Paths.Map() {
 		ops += len(item.Operations())
 	}
-	if ops != 13 {
-		t.Fatalf("the document describes %d operations, the API has 13", ops)
+	if ops != 21 {
+		t.Fatalf("the document describes %d operations, the API has 21", ops)
 	}
 }
 
@@ -190,6 +193,21 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 	full.apply(tx("full", nil, out("alice", 1)))
 	full.apply(tx("full2", nil, out("bob", 1)))
 	fullSpace.avail.Store(0)
+
+	// A store that keeps the Cardano indexes, one output on a base address
+	// carrying an asset.
+	idx := newStack(t, stackConfig{noSpec: true, disk: disk.Options{Dimensions: []disk.Dimension{disk.DimPaymentCredential,
+		disk.DimStakeCredential, disk.DimAssetPolicy, disk.DimAsset}, Derivers: disk.Derivers{
+		disk.DimPaymentCredential: credential.PaymentValues, disk.DimStakeCredential: credential.StakeValues}}})
+	cred := func(hrp string, raw []byte) string {
+		return textenc.Bech32(hrp, textenc.ConvertBits(raw), textenc.Bech32Const)
+	}
+	payHash, stakeHash, policy := bytes.Repeat([]byte{0x11}, 28), bytes.Repeat([]byte{0x22}, 28), bytes.Repeat([]byte{0x33}, 28)
+	base := cred("addr", append(append([]byte{0x01}, payHash...), stakeHash...))
+	idx.apply(tx("idx", nil, out(base, 5, chain.Asset{Policy: policy, Name: []byte("tok"), Quantity: 7}), out(base, 6)))
+	payCred, stakeAddr := cred("addr_vkh", payHash), cred("stake", append([]byte{0xe1}, stakeHash...))
+	policyHex := hex.EncodeToString(policy)
+	unit := policyHex + hex.EncodeToString([]byte("tok"))
 
 	h := txh("a").String()
 	etagOf := func(s *stack, target string) string {
@@ -298,6 +316,70 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 			return call{method: "GET", target: "/v1/addresses/alice/balance", header: []string{"If-None-Match", etagOf(m, "/v1/addresses/alice/balance")}}
 		}, want: 304},
 		{name: "balance long address", s: m, mk: get("/v1/addresses/" + strings.Repeat("x", 1025) + "/balance"), want: 400},
+		{name: "payment credential utxos", s: idx, mk: get("/v1/payment-credentials/" + payCred + "/utxos?limit=1"), want: 200},
+		{name: "payment credential utxos 304", s: idx, mk: func() call {
+			target := "/v1/payment-credentials/" + payCred + "/utxos"
+			return call{method: "GET", target: target, header: []string{"If-None-Match", etagOf(idx, target)}}
+		}, want: 304},
+		{name: "payment credential utxos bad bech32", s: idx, mk: get("/v1/payment-credentials/" + payCred[:len(payCred)-1] + "q/utxos"), want: 400},
+		{name: "payment credential utxos not kept", s: noToken, mk: get("/v1/payment-credentials/" + payCred + "/utxos"), want: 404},
+		{name: "payment credential utxos behind", s: idx, mk: get("/v1/payment-credentials/" + payCred + "/utxos?min_seq=1000&wait=0"), want: 503},
+		{name: "payment credential balance", s: idx, mk: get("/v1/payment-credentials/" + payCred + "/balance"), want: 200},
+		{name: "payment credential balance 304", s: idx, mk: func() call {
+			target := "/v1/payment-credentials/" + payCred + "/balance"
+			return call{method: "GET", target: target, header: []string{"If-None-Match", etagOf(idx, target)}}
+		}, want: 304},
+		{name: "payment credential balance stake prefix", s: idx, mk: get("/v1/payment-credentials/" + cred("stake_vkh", payHash) + "/balance"), want: 400},
+		{name: "payment credential balance not kept", s: m, mk: get("/v1/payment-credentials/" + payCred + "/balance"), want: 404},
+		{name: "payment credential balance behind", s: idx, mk: get("/v1/payment-credentials/" + payCred + "/balance?min_seq=1000&wait=0"), want: 503},
+		{name: "stake credential utxos", s: idx, mk: get("/v1/stake-credentials/" + stakeAddr + "/utxos?order=desc"), want: 200},
+		{name: "stake credential utxos 304", s: idx, mk: func() call {
+			target := "/v1/stake-credentials/" + stakeAddr + "/utxos"
+			return call{method: "GET", target: target, header: []string{"If-None-Match", etagOf(idx, target)}}
+		}, want: 304},
+		{name: "stake credential utxos an address", s: idx, mk: get("/v1/stake-credentials/" + base + "/utxos"), want: 400},
+		{name: "stake credential utxos not kept", s: m, mk: get("/v1/stake-credentials/" + stakeAddr + "/utxos"), want: 404},
+		{name: "stake credential utxos behind", s: idx, mk: get("/v1/stake-credentials/" + stakeAddr + "/utxos?min_seq=1000&wait=0"), want: 503},
+		{name: "stake credential balance", s: idx, mk: get("/v1/stake-credentials/" + cred("stake_vkh", stakeHash) + "/balance"), want: 200},
+		{name: "stake credential balance 304", s: idx, mk: func() call {
+			target := "/v1/stake-credentials/" + stakeAddr + "/balance"
+			return call{method: "GET", target: target, header: []string{"If-None-Match", etagOf(idx, target)}}
+		}, want: 304},
+		{name: "stake credential balance bad", s: idx, mk: get("/v1/stake-credentials/nope/balance"), want: 400},
+		{name: "stake credential balance not kept", s: noToken, mk: get("/v1/stake-credentials/" + stakeAddr + "/balance"), want: 404},
+		{name: "stake credential balance behind", s: idx, mk: get("/v1/stake-credentials/" + stakeAddr + "/balance?min_seq=1000&wait=0"), want: 503},
+		{name: "policy utxos", s: idx, mk: get("/v1/policies/" + policyHex + "/utxos"), want: 200},
+		{name: "policy utxos 304", s: idx, mk: func() call {
+			target := "/v1/policies/" + policyHex + "/utxos"
+			return call{method: "GET", target: target, header: []string{"If-None-Match", etagOf(idx, target)}}
+		}, want: 304},
+		{name: "policy utxos odd hex", s: idx, mk: get("/v1/policies/abc/utxos"), want: 400},
+		{name: "policy utxos not kept", s: m, mk: get("/v1/policies/" + policyHex + "/utxos"), want: 404},
+		{name: "policy utxos behind", s: idx, mk: get("/v1/policies/" + policyHex + "/utxos?min_seq=1000&wait=0"), want: 503},
+		{name: "policy balance", s: idx, mk: get("/v1/policies/" + strings.ToUpper(policyHex) + "/balance"), want: 200},
+		{name: "policy balance 304", s: idx, mk: func() call {
+			target := "/v1/policies/" + policyHex + "/balance"
+			return call{method: "GET", target: target, header: []string{"If-None-Match", etagOf(idx, target)}}
+		}, want: 304},
+		{name: "policy balance not hex", s: idx, mk: get("/v1/policies/xyz1/balance"), want: 400},
+		{name: "policy balance not kept", s: m, mk: get("/v1/policies/" + policyHex + "/balance"), want: 404},
+		{name: "policy balance behind", s: idx, mk: get("/v1/policies/" + policyHex + "/balance?min_seq=1000&wait=0"), want: 503},
+		{name: "asset utxos", s: idx, mk: get("/v1/assets/" + unit + "/utxos"), want: 200},
+		{name: "asset utxos 304", s: idx, mk: func() call {
+			target := "/v1/assets/" + unit + "/utxos"
+			return call{method: "GET", target: target, header: []string{"If-None-Match", etagOf(idx, target)}}
+		}, want: 304},
+		{name: "asset utxos short unit", s: idx, mk: get("/v1/assets/" + policyHex[:54] + "/utxos"), want: 400},
+		{name: "asset utxos not kept", s: noToken, mk: get("/v1/assets/" + unit + "/utxos"), want: 404},
+		{name: "asset utxos behind", s: idx, mk: get("/v1/assets/" + unit + "/utxos?min_seq=1000&wait=0"), want: 503},
+		{name: "asset balance", s: idx, mk: get("/v1/assets/" + policyHex + "/balance"), want: 200},
+		{name: "asset balance 304", s: idx, mk: func() call {
+			target := "/v1/assets/" + unit + "/balance"
+			return call{method: "GET", target: target, header: []string{"If-None-Match", etagOf(idx, target)}}
+		}, want: 304},
+		{name: "asset balance long name", s: idx, mk: get("/v1/assets/" + unit + strings.Repeat("00", 65) + "/balance"), want: 400},
+		{name: "asset balance not kept", s: m, mk: get("/v1/assets/" + unit + "/balance"), want: 404},
+		{name: "asset balance behind", s: idx, mk: get("/v1/assets/" + unit + "/balance?min_seq=1000&wait=0"), want: 503},
 		{name: "utxo live", s: m, mk: get("/v1/utxos/" + h + "/0"), want: 200},
 		{name: "utxo datum", s: m, mk: get("/v1/utxos/" + h + "/1"), want: 200},
 		{name: "utxo collateral return", s: m, mk: get("/v1/utxos/" + txh("c").String() + "/0"), want: 200},

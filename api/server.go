@@ -190,6 +190,7 @@ func New(r Reader, w Writer, opts Options) *API {
 	a.route(http.MethodGet, "/v1/tip", a.read(a.getTip))
 	a.route(http.MethodGet, "/v1/addresses/:address/utxos", a.read(a.getAddressUtxos))
 	a.route(http.MethodGet, "/v1/addresses/:address/balance", a.read(a.getBalance))
+	a.indexRoutes() // index.go
 	a.route(http.MethodGet, "/v1/utxos/:tx_hash/:index", a.read(a.getUtxo))
 	a.route(http.MethodPost, "/v1/utxos/lookup", a.read(a.postLookup))
 	a.route(http.MethodPost, "/v1/blocks", a.postBlock)
@@ -314,16 +315,27 @@ func (a *API) getAddressUtxos(c *gin.Context) {
 	if !ok {
 		return
 	}
-	limit := query.DefaultPageLimit
+	desc, limit, cursor, err := pageParams(&q)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	address := c.Param("address")
+	a.serveRead(c, rc, true, func(ctx context.Context) (query.Answer, error) {
+		return a.r.AddressUtxos(ctx, address, desc, limit, cursor)
+	})
+}
+
+// pageParams reads a listing's limit, order and cursor (pageParamNames).
+func pageParams(q *queryParams) (desc bool, limit int, cursor string, err error) {
+	limit = query.DefaultPageLimit
 	if s, given := q.lookup("limit"); given {
 		n, err := parseDecimalUint64(s)
 		if err != nil || n < 1 || n > query.MaxPageLimit {
-			a.fail(c, fmt.Errorf("limit must be an integer in 1..%d: %w", query.MaxPageLimit, chain.ErrInvalidArgument))
-			return
+			return false, 0, "", fmt.Errorf("limit must be an integer in 1..%d: %w", query.MaxPageLimit, chain.ErrInvalidArgument)
 		}
 		limit = int(n)
 	}
-	var desc bool
 	if order, given := q.lookup("order"); given {
 		// An empty order= is an error, as every other empty parameter.
 		switch order {
@@ -331,19 +343,14 @@ func (a *API) getAddressUtxos(c *gin.Context) {
 		case "desc":
 			desc = true
 		default:
-			a.fail(c, fmt.Errorf("order %q: must be asc or desc: %w", order, chain.ErrInvalidArgument))
-			return
+			return false, 0, "", fmt.Errorf("order %q: must be asc or desc: %w", order, chain.ErrInvalidArgument)
 		}
 	}
 	cursor, given := q.lookup("cursor")
 	if given && cursor == "" {
-		a.fail(c, fmt.Errorf("cursor is empty: %w", chain.ErrInvalidArgument))
-		return
+		return false, 0, "", fmt.Errorf("cursor is empty: %w", chain.ErrInvalidArgument)
 	}
-	address := c.Param("address")
-	a.serveRead(c, rc, true, func(ctx context.Context) (query.Answer, error) {
-		return a.r.AddressUtxos(ctx, address, desc, limit, cursor)
-	})
+	return desc, limit, cursor, nil
 }
 
 func (a *API) getBalance(c *gin.Context) {

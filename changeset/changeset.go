@@ -38,6 +38,13 @@ type Set struct {
 	// indexes Addresses), in no particular order. Read-only: the Utxos are
 	// the writer's.
 	Outputs []AddressOutput
+	// IndexKeys lists, once each, the index key of every value of a
+	// dimension other than the address (a payment or stake credential, an
+	// asset policy, an asset) whose listing or balance the change touched:
+	// the store's key of the value (disk.DimKey, a hash of the dimension and
+	// the value), so readers key their cached answers by it. Empty for a
+	// store that indexes addresses only.
+	IndexKeys [][16]byte
 }
 
 // AddressOutput is one output a change added to an address's listing, or

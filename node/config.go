@@ -32,6 +32,12 @@ type Config struct {
 	ReplicationRetention uint64
 	// MemTableBytes is Pebble's memtable size; 0: the store's default.
 	MemTableBytes uint64
+	// Indexes is the store's index set beyond addresses (indexes.go): ""
+	// keeps what the store recorded (a new store takes its chain's
+	// default), "none" or a list of payment, stake, policy, asset must
+	// match what an existing store recorded. Not for a replica: it keeps
+	// its writer's, from the checkpoint.
+	Indexes string
 	// Chain names the chain the writer feeds the store (disk.Options.Chain):
 	// a store that holds another chain's blocks is refused at start, before
 	// anything is applied. "": no check (a node that only serves reads).
@@ -149,6 +155,9 @@ func (c Config) Validate() error {
 	case c.CheckpointIdleTimeout < 0:
 		return fmt.Errorf("node: checkpoint idle timeout %s: must be positive", c.CheckpointIdleTimeout)
 	}
+	if _, _, err := ParseIndexes(c.Indexes); err != nil {
+		return err
+	}
 	if c.ReplicaOf == "" {
 		return nil
 	}
@@ -157,6 +166,8 @@ func (c Config) Validate() error {
 		return errors.New("node: a replica needs the writer's replication token")
 	case c.AdminToken != "":
 		return errors.New("node: a replica takes no writes (admin token)")
+	case c.Indexes != "":
+		return errors.New("node: a replica keeps its writer's indexes, from the checkpoint (indexes)")
 	case c.FollowBitcoinREST != "":
 		return errors.New("node: a replica follows its writer, not a Bitcoin node")
 	case c.Chain != "" || c.ChainIfNone != "":

@@ -119,10 +119,14 @@ func (n *Node) start(ctx context.Context) error {
 	if err := checkStartSpace(cfg.DataDir, cfg.DiskReserve, log); err != nil {
 		return err
 	}
-	store, err := openStore(ctx, cfg.DataDir, disk.Options{
+	opts, err := WithIndexes(disk.Options{
 		PruneDepth: cfg.PruneDepth, RollbackWindow: cfg.RollbackWindow, Logger: log,
 		LogRetention: cfg.ReplicationRetention, MemTableBytes: cfg.MemTableBytes, Chain: cfg.Chain, ChainIfNone: cfg.ChainIfNone,
-	})
+	}, cfg.Indexes, cfg.Chain)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, cfg.DataDir, opts)
 	if err != nil {
 		return err
 	}

@@ -296,7 +296,7 @@ func (r *replica) bootstrap(ctx context.Context, minSeq uint64) (string, error) 
 		name := storedir.NewStoreName(time.Now())
 		dir := r.dir.Path(name)
 		start := time.Now()
-		m, err := replication.Bootstrap(ctx, r.tailOptions(), dir, MaxCheckpointBytes, disk.Options{NoChangeLog: true})
+		m, err := replication.Bootstrap(ctx, r.tailOptions(), dir, MaxCheckpointBytes, disk.Options{NoChangeLog: true, Derivers: IndexDerivers()})
 		switch {
 		case err == nil && m.Seq < minSeq:
 			err = fmt.Errorf("the writer's checkpoint is at seq %d, this replica already served %d: waiting for the writer", m.Seq, minSeq)
@@ -343,7 +343,7 @@ func (r *replica) tailOptions() replication.TailOptions {
 // openNode opens store name with its reads, writer and follower.
 // It returns early when ctx ends (disk.OpenContext).
 func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, error) {
-	store, err := disk.OpenContext(ctx, r.dir.Path(name), disk.Options{NoChangeLog: true, Logger: r.log})
+	store, err := disk.OpenContext(ctx, r.dir.Path(name), disk.Options{NoChangeLog: true, Logger: r.log, Derivers: IndexDerivers()})
 	if err != nil {
 		return nil, err
 	}

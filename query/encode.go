@@ -168,7 +168,14 @@ func appendSpent(dst []byte, r *disk.UtxoRef) []byte {
 func appendBalanceBody(dst []byte, address string, b *chain.Balance) []byte {
 	dst = append(dst, `"address":`...)
 	dst = appendString(dst, address)
-	dst = append(dst, `,"value":"`...)
+	dst = append(dst, ',')
+	return appendBalanceFields(dst, b)
+}
+
+// appendBalanceFields appends a balance's members and the closing brace:
+// `"value":…,"assets":[…],"utxo_count":…}`.
+func appendBalanceFields(dst []byte, b *chain.Balance) []byte {
+	dst = append(dst, `"value":"`...)
 	dst = append(dst, b.Value.String()...)
 	dst = append(dst, `","assets":[`...)
 	for i, a := range b.Assets {

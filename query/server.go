@@ -27,6 +27,8 @@ type Store interface {
 	PublishedView() (*disk.View, error)
 	Published() disk.State
 	Secret() []byte
+	// Indexes reports whether the store keeps index dimension d.
+	Indexes(d disk.Dimension) bool
 }
 
 // ErrBehind is returned by WaitFor when the published state did not reach
@@ -300,7 +302,7 @@ func Satisfies(p Published, minSeq, minHeight uint64) bool {
 // listener: it runs on the writer goroutine after the commit and before the
 // change is published.
 func (s *Server) Changed(cs *changeset.Set) {
-	guards := make([]string, 0, len(cs.Addresses)+len(cs.OutPoints))
+	guards := make([]string, 0, len(cs.Addresses)+len(cs.OutPoints)+len(cs.IndexKeys))
 	for _, a := range cs.Addresses {
 		guards = append(guards, addressGuard(a))
 	}
@@ -308,6 +310,7 @@ func (s *Server) Changed(cs *changeset.Set) {
 	for _, op := range cs.OutPoints {
 		guards = append(guards, outPointGuard(op))
 	}
+	guards = indexGuards(guards, cs) // index.go
 	ctx := context.Background()
 	for _, t := range s.tiers[:s.owned] {
 		// A tier that fails to invalidate must stop serving what it held

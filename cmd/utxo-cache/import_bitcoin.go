@@ -12,6 +12,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/bitcoin"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
@@ -63,6 +64,7 @@ func runImportBitcoin(e *env, args []string) error {
 			"the block, for a store that starts mid-chain")
 	pruneDepth := pruneDepthFlag(cl.fs)
 	window := rollbackWindowFlag(cl.fs)
+	indexes := indexesFlag(cl.fs)
 	var df diskFlags
 	df.registerReserve(cl.fs)
 	if err := cl.parse(e, args); err != nil {
@@ -89,6 +91,9 @@ func runImportBitcoin(e *env, args []string) error {
 	}
 	if err := checkBlocks(cl, "rollback-window", *window); err != nil {
 		return err
+	}
+	if _, _, err := node.ParseIndexes(*indexes); err != nil {
+		return usagef("--indexes: %v", err)
 	}
 	var firstHeight *uint64
 	if *startHeight != "" {
@@ -125,11 +130,15 @@ func runImportBitcoin(e *env, args []string) error {
 		}
 	}
 
-	pl := placement{e: e, dataDir: *dataDir, opts: disk.Options{
+	opts, err := node.WithIndexes(disk.Options{
 		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
 		RollbackWindow: storeDepth(cl, "rollback-window", *window),
 		Chain:          chainBitcoin,
-	},
+	}, *indexes, chainBitcoin)
+	if err != nil {
+		return usagef("--indexes: %v", err)
+	}
+	pl := placement{e: e, dataDir: *dataDir, opts: opts,
 		adapter: adapter, skipUnknown: *skipUnknown}
 	store, err := pl.openAndPlace(ord, firstHeight)
 	if err != nil {

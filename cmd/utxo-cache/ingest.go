@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
@@ -67,6 +68,7 @@ func runIngest(e *env, args []string) error {
 			"the block, for a store that starts mid-chain")
 	pruneDepth := pruneDepthFlag(cl.fs)
 	window := rollbackWindowFlag(cl.fs)
+	indexes := indexesFlag(cl.fs)
 	var df diskFlags
 	df.registerReserve(cl.fs)
 	if err := cl.parse(e, args); err != nil {
@@ -89,6 +91,9 @@ func runIngest(e *env, args []string) error {
 	}
 	if err := checkBlocks(cl, "rollback-window", *window); err != nil {
 		return err
+	}
+	if _, _, err := node.ParseIndexes(*indexes); err != nil {
+		return usagef("--indexes: %v", err)
 	}
 	sources, err := ingestSources(cl.fs.Args(), *formatName)
 	if err != nil {
@@ -120,11 +125,15 @@ func runIngest(e *env, args []string) error {
 		}
 	}()
 
-	store, err := openStore(e, *dataDir, disk.Options{
+	opts, err := node.WithIndexes(disk.Options{
 		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
 		RollbackWindow: storeDepth(cl, "rollback-window", *window),
 		Chain:          chainGeneric,
-	}, false)
+	}, *indexes, chainGeneric)
+	if err != nil {
+		return usagef("--indexes: %v", err)
+	}
+	store, err := openStore(e, *dataDir, opts, false)
 	if err != nil {
 		return chainRefused("ingest", *dataDir, "", err)
 	}

@@ -42,6 +42,7 @@ type serveSettings struct {
 	adminTokenFile                                     string
 	adminListen, logLevel, logFormat, config           string
 	pruneDepth, rollbackWindow                         uint64 // 0: the store's recorded values
+	indexes                                            string // --indexes: node.Config.Indexes
 	skipUnknown                                        bool
 	maxBlockBytes                                      int64
 	maxBlockMemory                                     string
@@ -71,6 +72,7 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.adminTokenFile, "admin-token-file", "", "`FILE` holding the admin token (a trailing newline is ignored); not with --admin-token")
 	fs.Uint64Var(&s.pruneDepth, "prune-depth", storeDefaults.PruneDepth, pruneDepthUsage)
 	fs.Uint64Var(&s.rollbackWindow, "rollback-window", storeDefaults.RollbackWindow, rollbackWindowUsage)
+	fs.StringVar(&s.indexes, "indexes", "", indexesUsage)
 	fs.DurationVar(&s.maxWait, "max-wait", 2*time.Second, "longest a read waits for its min_seq / min_height before answering 503 behind (0: never waits)")
 	fs.StringVar(&s.redisURL, "redis-url", "", "shared Redis tier `URL` (redis://host:port/db); none: tier off")
 	fs.StringVar(&s.memoryBytes, "memory-cache-bytes", "256MiB", "in-process cache budget (`SIZE`: bytes, or with KiB/MiB/GiB; 0 turns the tier off)")
@@ -175,6 +177,9 @@ func runServe(e *env, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if _, _, err := node.ParseIndexes(s.indexes); err != nil {
+		return usagef("--indexes: %v", err)
+	}
 	// Not given: 0, the values the store recorded.
 	s.pruneDepth = storeDepth(cl, "prune-depth", s.pruneDepth)
 	s.rollbackWindow = storeDepth(cl, "rollback-window", s.rollbackWindow)
@@ -188,6 +193,8 @@ func runServe(e *env, args []string) error {
 			return usagef("--follow-bitcoin-rest: a replica follows its writer, not a node")
 		case cl.given("prune-depth") || cl.given("rollback-window"):
 			return usagef("--prune-depth and --rollback-window: a replica keeps its writer's, from the checkpoint")
+		case cl.given("indexes"):
+			return usagef("--indexes: a replica keeps its writer's, from the checkpoint")
 		case cl.given("disk-reserve-bytes") || cl.given("ballast-bytes"):
 			return usagef("--disk-reserve-bytes and --ballast-bytes: the free-space guard and the ballast are the writer's (docs/disk-full.md)")
 		}
@@ -207,6 +214,7 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		RollbackWindow:       s.rollbackWindow,
 		ReplicationRetention: s.replicationRetention,
 		MemTableBytes:        s.memtableBytes,
+		Indexes:              s.indexes,
 		DiskReserve:          s.reserve,
 		BallastBytes:         ballast,
 

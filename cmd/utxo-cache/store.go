@@ -8,10 +8,12 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/diskspace"
+	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -64,6 +66,19 @@ func catchUpWindowBytes(v string) (int64, error) {
 	}
 	return n, nil
 }
+
+// indexesFlag registers --indexes, the index set of a new store (see
+// node.ParseIndexes); not given, an existing store keeps its own.
+func indexesFlag(fs *flag.FlagSet) *string {
+	return fs.String("indexes", "", indexesUsage)
+}
+
+// indexesUsage is the help of --indexes.
+var indexesUsage = "indexes the store keeps beyond addresses: `none`, or a comma-separated list of " +
+	strings.Join(node.IndexNames(), ", ") + ".\n" +
+	"The store records them when created; not given, an existing store keeps its own and a new one\n" +
+	"takes its chain's default (all four for Cardano, none otherwise); a set that differs from the\n" +
+	"recorded one is refused (adding an index needs a re-import into a new store)"
 
 func rollbackWindowFlag(fs *flag.FlagSet) *uint64 {
 	return fs.Uint64("rollback-window", storeDefaults.RollbackWindow, rollbackWindowUsage)
@@ -124,6 +139,11 @@ func openStoreWith(e *env, dir string, opts disk.Options, mustExist bool, open f
 		case !fi.IsDir():
 			return nil, fmt.Errorf("%s is not a directory", dir)
 		}
+	}
+	if opts.Derivers == nil {
+		// A store that keeps a credential index takes writes only with
+		// them (disk.ErrNoDeriver): every command passes them.
+		opts.Derivers = node.IndexDerivers()
 	}
 	if opts.Logger == nil {
 		// Pebble's errors (and the store's warnings) reach the operator.

@@ -34,6 +34,7 @@ var layers = []struct {
 	{"changeset", []string{"chain"}},
 	{"bitcoin", []string{"chain", "internal/textenc"}},
 	{"cardano", []string{"chain", "internal/textenc"}},
+	{"cardano/credential", []string{"chain", "internal/textenc"}},
 	{"internal/model", []string{"chain"}},
 	{"internal/workload", []string{"chain", "internal/textenc"}},
 	// The store and the cache tiers.
@@ -46,8 +47,8 @@ var layers = []struct {
 	{"replication", []string{"chain", "changeset", "internal/diskspace", "internal/durable", "replication/storedir", "tiers/disk", "writer"}},
 	{"follow", []string{"bitcoin", "chain", "writer"}},
 	// Serving, and the tools and binary built on it.
-	{"api", []string{"chain", "query", "replication", "writer"}},
-	{"node", []string{"api", "bitcoin", "cache", "chain", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
+	{"api", []string{"cardano/credential", "chain", "query", "replication", "writer"}},
+	{"node", []string{"api", "bitcoin", "cache", "cardano/credential", "chain", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
 	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.

@@ -482,3 +482,9 @@ func (g *Gen) badBlock(m *Model, f Fault) (*chain.Block, bool) {
 }
 
 func sortOutPoints(ops []chain.OutPoint) { slices.SortFunc(ops, CompareOutPoints) }
+
+// GenPolicies and GenNames return the asset policies and names g's outputs
+// carry, for tests that read by policy or asset. The caller must not modify
+// them.
+func GenPolicies(g *Gen) [][]byte { return g.policies }
+func GenNames(g *Gen) [][]byte    { return g.names }

@@ -1,5 +1,6 @@
 // Package textenc renders bytes as the text encodings addresses use:
-// base58 (Bitcoin's alphabet, no checksum of its own) and bech32/bech32m.
+// base58 (Bitcoin's alphabet, no checksum of its own) and bech32/bech32m,
+// and decodes bech32/bech32m (DecodeBech32).
 // It is one copy for every chain adapter and generator, with no chain
 // knowledge: a checksum or a version byte is the caller's.
 package textenc

@@ -17,6 +17,8 @@ type changes struct {
 	// address came through addressKey (derived, which has the key at hand);
 	// merge leaves it short, and setBalances then hashes the addresses.
 	addrKeys []DimKey
+	// idx holds cs.IndexKeys, for their deduplication.
+	idx map[DimKey]struct{}
 }
 
 // blockChanges is newChanges for a single block's commit, reusing the
@@ -34,6 +36,7 @@ func (s *Store) blockChanges(old chain.Tip, n int) *changes {
 	}
 	c.addrKeys = c.addrKeys[:0]
 	c.merged = false
+	clear(c.idx)
 	c.cs = changeset.Set{OldTip: old, Addresses: make([]string, 0, n), OutPoints: make([]chain.OutPoint, 0, n),
 		Spans: make([]changeset.PositionSpan, 0, n), Outputs: make([]changeset.AddressOutput, 0, n)}
 	return c
@@ -89,6 +92,21 @@ func (c *changes) output(u *chain.Utxo, k DimKey, p chain.Position, added bool) 
 	}
 }
 
+// indexKeys adds the keys of dimension values other than addresses whose
+// listing and balance changed. A store that indexes only addresses passes
+// none and pays nothing.
+func (c *changes) indexKeys(ks []DimKey) {
+	for _, k := range ks {
+		if c.idx == nil {
+			c.idx = make(map[DimKey]struct{})
+		}
+		if _, ok := c.idx[k]; !ok {
+			c.idx[k] = struct{}{}
+			c.cs.IndexKeys = append(c.cs.IndexKeys, k)
+		}
+	}
+}
+
 func (c *changes) outPoint(op chain.OutPoint) {
 	if _, ok := c.ops[op]; !ok {
 		c.ops[op] = struct{}{}
@@ -141,6 +159,9 @@ func (c *changes) merge(cs *changeset.Set) {
 	}
 	for _, op := range cs.OutPoints {
 		c.outPoint(op)
+	}
+	for _, k := range cs.IndexKeys {
+		c.indexKeys([]DimKey{k})
 	}
 	c.cs.Created += cs.Created
 	c.cs.Spent += cs.Spent

@@ -18,6 +18,7 @@ import (
 // live UTXO disappeared", so they share it.
 type derived struct {
 	dims     []Dimension
+	funcs    []ValuesFunc // dimFuncs of dims
 	b        *keyBatch
 	balances map[DimKey]*balanceDelta
 	order    []DimKey
@@ -34,8 +35,8 @@ type derived struct {
 
 // newDerived starts the derived changes of a commit of about n outpoint rows
 // (a size hint) into b.
-func newDerived(dims []Dimension, b *keyBatch, st *State, ch *changes, n int) *derived {
-	return &derived{dims: dims, b: b, balances: make(map[DimKey]*balanceDelta, n), state: st, ch: ch}
+func newDerived(dims []Dimension, funcs []ValuesFunc, b *keyBatch, st *State, ch *changes, n int) *derived {
+	return &derived{dims: dims, funcs: funcs, b: b, balances: make(map[DimKey]*balanceDelta, n), state: st, ch: ch}
 }
 
 func (d *derived) delta(k DimKey) *balanceDelta {
@@ -52,12 +53,13 @@ func (d *derived) delta(k DimKey) *balanceDelta {
 func (d *derived) add(u *chain.Utxo) {
 	pos := u.Position()
 	d.valBuf = appendIndexValue(d.valBuf[:0], u)
-	d.dimKeys = appendDimKeys(d.dimKeys[:0], d.dims, u)
+	d.dimKeys = appendDimKeys(d.dimKeys[:0], d.dims, d.funcs, u)
 	for _, k := range d.dimKeys {
 		d.keyBuf = appendIndexKey(d.keyBuf[:0], k, pos)
 		_ = d.b.Set(d.keyBuf, d.valBuf, nil)
 		d.delta(k).apply(u, +1)
 	}
+	d.ch.indexKeys(d.dimKeys[1:])
 	if !d.noFigures {
 		d.state.UtxoCount++
 		d.state.Digest.Add(u)
@@ -69,12 +71,13 @@ func (d *derived) add(u *chain.Utxo) {
 // remove records that u stopped being live.
 func (d *derived) remove(u *chain.Utxo) {
 	pos := u.Position()
-	d.dimKeys = appendDimKeys(d.dimKeys[:0], d.dims, u)
+	d.dimKeys = appendDimKeys(d.dimKeys[:0], d.dims, d.funcs, u)
 	for _, k := range d.dimKeys {
 		d.keyBuf = appendIndexKey(d.keyBuf[:0], k, pos)
 		_ = d.b.Delete(d.keyBuf, nil)
 		d.delta(k).apply(u, -1)
 	}
+	d.ch.indexKeys(d.dimKeys[1:])
 	if !d.noFigures {
 		d.state.UtxoCount--
 		d.state.Digest.Sub(u)

@@ -1,6 +1,12 @@
 package disk
 
-import "github.com/utxo-cache/utxo-cache/chain"
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+)
 
 // Dimension identifies one index dimension: a function from an output to the
 // values it is listed under. The values are persisted in index and balance
@@ -10,16 +16,41 @@ type Dimension uint8
 const (
 	// DimAddress lists outputs by their address. Always enabled.
 	DimAddress Dimension = 1
-	// DimAssetPolicy lists outputs by each asset policy they carry. Optional.
+	// DimAssetPolicy lists outputs by each asset policy they carry (the
+	// policy's bytes). Optional.
 	DimAssetPolicy Dimension = 2
+	// DimPaymentCredential lists outputs by the payment credential of their
+	// address. Optional; its values come from the chain adapter (Derivers).
+	DimPaymentCredential Dimension = 3
+	// DimStakeCredential lists outputs by the stake credential of their
+	// address. Optional; its values come from the chain adapter (Derivers).
+	DimStakeCredential Dimension = 4
+	// DimAsset lists outputs by each asset they carry: the value is
+	// AssetValue(policy, name). Optional.
+	DimAsset Dimension = 5
 )
+
+// ValuesFunc calls yield once per distinct value u is listed under in one
+// dimension (not at all when u is listed under none). It must be a pure
+// function of u: the store calls it when u becomes live and again when it
+// stops being live (a spend, a rollback), and both calls must name the same
+// values, or index rows and balances drift. It must not keep value after
+// yield returns, nor fail: an output it cannot read has no value.
+type ValuesFunc func(u *chain.Utxo, yield func(value []byte))
+
+// Derivers gives the values of the dimensions whose meaning depends on the
+// chain's address format (DimPaymentCredential, DimStakeCredential): the
+// store knows no address format, so the chain adapter provides them and the
+// assembly (node, cmd/utxo-cache) injects them through Options.
+type Derivers map[Dimension]ValuesFunc
 
 // dimensions is the table of known dimensions. Adding a dimension is adding a
 // row: indexing, balances, listing and rollback are generic over it.
 var dimensions = map[Dimension]struct {
 	name string
-	// values calls yield once per distinct value u is listed under.
-	values func(u *chain.Utxo, yield func(value []byte))
+	// values calls yield once per distinct value u is listed under; nil for
+	// a dimension whose values come from Options.Derivers.
+	values ValuesFunc
 }{
 	DimAddress: {
 		name:   "address",
@@ -35,6 +66,29 @@ var dimensions = map[Dimension]struct {
 			}
 		},
 	},
+	DimPaymentCredential: {name: "payment_credential"},
+	DimStakeCredential:   {name: "stake_credential"},
+	DimAsset: {
+		name: "asset",
+		values: func(u *chain.Utxo, yield func([]byte)) {
+			var buf [1 + chain.MaxPolicyLen + chain.MaxAssetNameLen]byte
+			for i, a := range u.Assets {
+				if !assetSeen(u.Assets[:i], a) {
+					yield(AppendAssetValue(buf[:0], a.Policy, a.Name))
+				}
+			}
+		},
+	},
+}
+
+// AppendAssetValue appends the DimAsset value of the asset (policy, name):
+// one byte len(policy), the policy, then the name, so that no two assets
+// share a value whatever their lengths. The policy must be shorter than 256
+// bytes (chain.MaxPolicyLen bounds it lower).
+func AppendAssetValue(dst, policy, name []byte) []byte {
+	dst = append(dst, byte(len(policy)))
+	dst = append(dst, policy...)
+	return append(dst, name...)
 }
 
 func policySeen(assets []chain.Asset, policy []byte) bool {
@@ -46,23 +100,85 @@ func policySeen(assets []chain.Asset, policy []byte) bool {
 	return false
 }
 
-// appendDimKeys appends to dst the dimension keys u is indexed under, given
-// the enabled dimensions (DimAddress first): the address's key is computed
-// without an allocation, the block's hottest path.
-func appendDimKeys(dst []DimKey, dims []Dimension, u *chain.Utxo) []DimKey {
-	for _, d := range dims {
-		if d == DimAddress {
-			dst = append(dst, dimKeyOf(DimAddress, u.Address))
-			continue
+func assetSeen(assets []chain.Asset, x chain.Asset) bool {
+	for _, a := range assets {
+		if string(a.Policy) == string(x.Policy) && string(a.Name) == string(x.Name) {
+			return true
 		}
-		dst = appendOtherDimKeys(dst, d, u)
 	}
-	return dst
+	return false
 }
 
-// appendOtherDimKeys appends the keys of u under dimension d through the
-// dimensions table.
-func appendOtherDimKeys(dst []DimKey, d Dimension, u *chain.Utxo) []DimKey {
-	dimensions[d].values(u, func(v []byte) { dst = append(dst, MakeDimKey(d, v)) })
+// String returns the dimension's name ("address", "payment_credential", …).
+func (d Dimension) String() string {
+	if row, ok := dimensions[d]; ok {
+		return row.name
+	}
+	return fmt.Sprintf("dimension(%d)", uint8(d))
+}
+
+// ParseDimension returns the dimension named name (String's names).
+func ParseDimension(name string) (Dimension, error) {
+	for d, row := range dimensions {
+		if row.name == name {
+			return d, nil
+		}
+	}
+	return 0, fmt.Errorf("disk: unknown index dimension %q", name)
+}
+
+// dimNames renders a set of dimensions for a message: "address, asset".
+func dimNames(dims []Dimension) string {
+	names := make([]string, len(dims))
+	for i, d := range dims {
+		names[i] = d.String()
+	}
+	return strings.Join(names, ", ")
+}
+
+// normalDims returns DimAddress followed by the other dimensions of dims,
+// sorted and without duplicates: the schema row's order.
+func normalDims(dims []Dimension) []Dimension {
+	out := []Dimension{DimAddress}
+	for _, d := range dims {
+		if d != DimAddress {
+			out = append(out, d)
+		}
+	}
+	slices.Sort(out[1:])
+	return slices.Compact(out)
+}
+
+// dimFuncs returns, for each dimension of dims (DimAddress first), the
+// function of its values: the table's, or the injected one; nil for
+// DimAddress (appendDimKeys hashes the address itself). A derived dimension
+// with no deriver is named in missing.
+func dimFuncs(dims []Dimension, inj Derivers) (funcs []ValuesFunc, missing []Dimension) {
+	funcs = make([]ValuesFunc, len(dims))
+	for i, d := range dims {
+		switch {
+		case d == DimAddress:
+		case dimensions[d].values != nil:
+			funcs[i] = dimensions[d].values
+		case inj[d] != nil:
+			funcs[i] = inj[d]
+		default:
+			missing = append(missing, d)
+		}
+	}
+	return funcs, missing
+}
+
+// appendDimKeys appends to dst the dimension keys u is indexed under, given
+// the enabled dimensions' functions (dimFuncs: DimAddress first, with a nil
+// function): the address's key is computed without an allocation, the
+// block's hottest path, and a store that indexes only addresses pays nothing
+// more.
+func appendDimKeys(dst []DimKey, dims []Dimension, funcs []ValuesFunc, u *chain.Utxo) []DimKey {
+	dst = append(dst, dimKeyOf(DimAddress, u.Address))
+	for i := 1; i < len(dims); i++ {
+		d := dims[i]
+		funcs[i](u, func(v []byte) { dst = append(dst, MakeDimKey(d, v)) })
+	}
 	return dst
 }

@@ -24,8 +24,13 @@
 //	0x09    seq[8]                                          change record (changelog.go)   LogRetention changes
 //
 // dim_key is the first 16 bytes of SHA-256(dimension id || value): an index
-// dimension (the address today; asset policy as an option) is a row in the
-// dimensions table of dims.go, not new code. Listing a dimension value is a
+// dimension (the address, always; asset policy, asset, payment and stake
+// credential as options a store fixes at creation and records in its schema
+// row) is a row in the dimensions table of dims.go, not new code. The store
+// knows no address format: the values of the credential dimensions come
+// from functions the chain adapter provides (Options.Derivers), injected by
+// the assembly. A store that indexes addresses only writes no other row and
+// computes no other key. Listing a dimension value is a
 // bounded prefix scan of 0x03 in (height, tx_pos, index) order, which is the
 // contract's chain order, in either direction, from an exclusive position; its
 // cost is O(page), never O(size of the value's set).

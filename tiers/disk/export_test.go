@@ -1,6 +1,12 @@
 package disk
 
-import "github.com/cockroachdb/pebble/v2/vfs"
+import (
+	"log/slog"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
 
 // WithFS returns o with its file system replaced by fs: the crash and fault
 // tests of package disk_test run stores on vfs.NewCrashableMem, wrapped in
@@ -46,3 +52,27 @@ func (r *UtxoRef) AssetCount() int { return r.assetCount }
 
 // SettingsRow returns the raw settings row (meta.go).
 func SettingsRow(s *Store) ([]byte, error) { return s.get(keySettings) }
+
+// CountRows opens the closed store in dir with plain Pebble and counts its
+// index rows (0x03) and balance rows (0x04).
+func CountRows(t testing.TB, dir string) (index, balance int) {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixIndex}, UpperBound: []byte{prefixBalance + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if it.Key()[0] == prefixIndex {
+			index++
+		} else {
+			balance++
+		}
+	}
+	return index, balance
+}

@@ -91,6 +91,15 @@ func (s *Store) writable() error {
 	return nil
 }
 
+// canWrite is writable, and then ErrNoDeriver when a dimension the store
+// indexes has no deriver: the writes' entry points check it.
+func (s *Store) canWrite() error {
+	if err := s.writable(); err != nil {
+		return err
+	}
+	return s.noDeriver
+}
+
 // Failed reports the store's first storage failure, nil while it has none.
 // Safe from any goroutine.
 func (s *Store) Failed() error { return s.writable() }

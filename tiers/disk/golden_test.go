@@ -604,6 +604,7 @@ var schemaGoldens = []struct {
 	// Version SchemaVersion on purpose: bumping it must update these goldens.
 	{"address only", schema{version: SchemaVersion, dims: []Dimension{DimAddress}}, "00000001 01 01"},
 	{"address and asset policy", schema{version: SchemaVersion, dims: []Dimension{DimAddress, DimAssetPolicy}}, "00000001 02 01 02"},
+	{"the Cardano indexes", schema{version: SchemaVersion, dims: []Dimension{DimAddress, DimAssetPolicy, DimPaymentCredential, DimStakeCredential, DimAsset}}, "00000001 05 01 02 03 04 05"},
 }
 
 func TestGoldenSchema(t *testing.T) {
@@ -784,7 +785,7 @@ func goldenCodecs() []goldenCodec {
 		bad: []badInput{
 			{"well formed, for reference", "00000001 02 01 02", ""},
 			{"unknown dimension 0", "00000001 01 00", "unknown dimension 0"},
-			{"unknown dimension 3", "00000001 02 01 03", "unknown dimension 3"},
+			{"unknown dimension 9", "00000001 02 01 09", "unknown dimension 9"},
 			{"version 0", "00000000 01 01", "schema version 0"},
 			{"no dimensions", "00000001 00", "no dimensions"},
 			{"address not first", "00000001 02 02 01", "address dimension is not first"},

@@ -104,7 +104,7 @@ func (s *Store) CheckRollback(target uint64) error {
 // recorded as in progress, and the store takes no more writes (ErrFailed):
 // reopening it completes the rollback.
 func (s *Store) RollbackTo(target uint64) (*changeset.Set, error) {
-	if err := s.writable(); err != nil {
+	if err := s.canWrite(); err != nil {
 		return nil, err
 	}
 	st := s.State()
@@ -166,7 +166,7 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 	defer s.releaseScratch()
 	ch := newChanges(prev.Tip, len(undo.entries))
 	ch.cs.Rollback = true
-	d := newDerived(s.dims, b, &st, ch, len(undo.entries))
+	d := newDerived(s.dims, s.dimFuncs, b, &st, ch, len(undo.entries))
 	var key, val []byte
 	for _, e := range undo.entries {
 		key = appendOutPointKey(key[:0], e.op)

@@ -82,8 +82,21 @@ type Options struct {
 	// serves every chain's store (what it takes must link to the tip).
 	ChainIfNone Chain
 	// Dimensions lists optional index dimensions beyond DimAddress. They are
-	// fixed when the store is created; opening with a different set fails.
+	// fixed when the store takes its first block and recorded in its schema
+	// row; once it holds blocks, opening with a different set fails
+	// (ErrIndexMismatch: adding an index needs a re-import into a new
+	// store). Empty: the store's recorded set, or DefaultDimensions.
 	Dimensions []Dimension
+	// DefaultDimensions are the dimensions of Chain's stores (the chain's
+	// default set), taken when Dimensions is empty by a new store, and by a
+	// store that never took a block when it takes Chain now; any other
+	// store keeps what it recorded.
+	DefaultDimensions []Dimension
+	// Derivers gives the values of the dimensions the chain adapter knows
+	// (DimPaymentCredential, DimStakeCredential). A store that indexes one
+	// of them opens without it, for reads, but refuses every write
+	// (ErrNoDeriver).
+	Derivers Derivers
 	// Logger receives Pebble's events and the store's own. Default: discard.
 	Logger *slog.Logger
 
@@ -158,7 +171,7 @@ func (o Options) Validate() error {
 	if err := o.ChainIfNone.validate(); err != nil {
 		return err
 	}
-	for _, d := range o.Dimensions {
+	for _, d := range append(slices.Clip(o.Dimensions), o.DefaultDimensions...) {
 		if _, ok := dimensions[d]; !ok {
 			return fmt.Errorf("disk: unknown index dimension %d", d)
 		}
@@ -183,6 +196,11 @@ type Store struct {
 	db   *pebble.DB
 	opts Options
 	dims []Dimension // enabled dimensions, DimAddress first
+	// dimFuncs[i] gives the values of dims[i] (nil for DimAddress); see
+	// dimFuncs. noDeriver, when set, is why the store takes no writes: a
+	// dimension it indexes has no deriver (ErrNoDeriver).
+	dimFuncs  []ValuesFunc
+	noDeriver error
 
 	// state is the committed state, stored after each commit. Only the
 	// writer stores it.
@@ -306,10 +324,12 @@ func Open(dir string, opts Options) (*Store, error) {
 // init checks or writes the schema row, loads the state and resolves the
 // recorded settings against given (the options as the caller passed them).
 func (s *Store) init(given Options) error {
-	want := schema{version: SchemaVersion, dims: append([]Dimension{DimAddress}, s.opts.Dimensions...)}
-	slices.Sort(want.dims[1:])
-	want.dims = slices.Compact(want.dims)
+	asked := s.opts.Dimensions
 	raw, err := s.get(keySchema)
+	if errors.Is(err, pebble.ErrNotFound) && len(asked) == 0 {
+		asked = s.opts.DefaultDimensions
+	}
+	want := schema{version: SchemaVersion, dims: normalDims(asked)}
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 		st := State{Tip: chain.Tip{Empty: true}}
@@ -329,7 +349,7 @@ func (s *Store) init(given Options) error {
 		if err := s.commit(b); err != nil {
 			return fmt.Errorf("disk: initialise store: %w", err)
 		}
-		s.dims = want.dims
+		s.setDims(want.dims)
 		s.state.Store(&st)
 		return nil
 	case err != nil:
@@ -343,10 +363,6 @@ func (s *Store) init(given Options) error {
 		return fmt.Errorf("%w: schema version %d, this binary reads up to %d; upgrade utxo-cache",
 			ErrNewerSchema, have.version, SchemaVersion)
 	}
-	if len(s.opts.Dimensions) > 0 && !slices.Equal(have.dims, want.dims) {
-		return fmt.Errorf("disk: store indexes dimensions %v, options ask for %v: reindex into a new store", have.dims, want.dims)
-	}
-	s.dims = have.dims
 	if s.secret, err = s.get(keySecret); err != nil || len(s.secret) != 32 {
 		return fmt.Errorf("disk: read secret (%d bytes): %w", len(s.secret), errors.Join(err, ErrCorrupt))
 	}
@@ -359,8 +375,106 @@ func (s *Store) init(given Options) error {
 		return err
 	}
 	s.state.Store(&st)
+	if err := s.resolveDims(given, have.dims, want.dims); err != nil {
+		return err
+	}
 	return s.resolveSettings(given)
 }
+
+// resolveDims fixes the dimensions of an existing store: the recorded ones,
+// which Options.Dimensions must match once the store holds blocks. A store
+// that never took a block has no index row, so its set can still change
+// without a re-import: it takes the set given explicitly, or, when it takes
+// its chain now (Options.Chain differs from the recorded one, see
+// resolveChain), that chain's DefaultDimensions; the new set is recorded.
+func (s *Store) resolveDims(given Options, have, asked []Dimension) error {
+	st := s.State()
+	blank := st.Tip.Empty && st.Seq == 0
+	dims := have
+	switch {
+	case len(given.Dimensions) > 0 && !slices.Equal(have, asked) && !blank:
+		return dimsMismatch(have, asked)
+	case len(given.Dimensions) > 0:
+		dims = asked
+	case blank && given.Chain != "" && s.recordedChain() != given.Chain:
+		dims = normalDims(given.DefaultDimensions)
+	}
+	if !slices.Equal(dims, have) {
+		s.opts.Logger.Info("recording the indexes of a store that holds no block yet",
+			"indexes", dimNames(dims), "was", dimNames(have))
+		b := s.db.NewBatch()
+		defer b.Close()
+		_ = b.Set(keySchema, appendSchema(nil, &schema{version: SchemaVersion, dims: dims}), nil)
+		if err := s.commit(b); err != nil { // not db.Set: see init
+			return fmt.Errorf("disk: record indexes: %w", err)
+		}
+	}
+	s.setDims(dims)
+	return nil
+}
+
+// recordedChain returns the chain the settings row records, "" when it
+// records none or cannot be read (resolveSettings reports that).
+func (s *Store) recordedChain() Chain {
+	raw, err := s.get(keySettings)
+	if err != nil {
+		return ""
+	}
+	have, err := decodeSettings(raw)
+	if err != nil {
+		return ""
+	}
+	return have.chain
+}
+
+// ErrIndexMismatch is returned by Open when Options.Dimensions asks for
+// another index set than the store recorded at its creation.
+var ErrIndexMismatch = errors.New("disk: the store keeps another set of indexes")
+
+// ErrNoDeriver is returned by every write of a store that indexes a
+// dimension whose values come from the chain adapter when Options.Derivers
+// lacks it: the index rows of new outputs could not be written.
+var ErrNoDeriver = errors.New("disk: no deriver for an indexed dimension")
+
+// dimsMismatch explains an Open that asks for other indexes than the store's.
+func dimsMismatch(have, want []Dimension) error {
+	var added, dropped []Dimension
+	for _, d := range want {
+		if !slices.Contains(have, d) {
+			added = append(added, d)
+		}
+	}
+	for _, d := range have {
+		if !slices.Contains(want, d) {
+			dropped = append(dropped, d)
+		}
+	}
+	msg := fmt.Sprintf("the store keeps the indexes [%s], the options ask for [%s]", dimNames(have), dimNames(want))
+	if len(added) > 0 {
+		msg += fmt.Sprintf("; adding [%s] to an existing store needs a re-import into a new store", dimNames(added))
+	}
+	if len(dropped) > 0 {
+		msg += fmt.Sprintf("; the store cannot drop [%s]: re-import into a new store, or open it without asking for indexes", dimNames(dropped))
+	}
+	return fmt.Errorf("%w: %s", ErrIndexMismatch, msg)
+}
+
+// setDims fixes the store's dimensions and resolves their functions.
+func (s *Store) setDims(dims []Dimension) {
+	s.dims = dims
+	funcs, missing := dimFuncs(dims, s.opts.Derivers)
+	s.dimFuncs = funcs
+	if len(missing) > 0 {
+		s.noDeriver = fmt.Errorf("%w: the store indexes [%s]; open it with its chain's derivers", ErrNoDeriver, dimNames(missing))
+	}
+}
+
+// Dimensions returns the store's index dimensions, DimAddress first. The
+// caller must not modify the slice.
+func (s *Store) Dimensions() []Dimension { return s.dims }
+
+// Indexes reports whether the store indexes dimension d.
+func (s *Store) Indexes(d Dimension) bool { return slices.Contains(s.dims, d) }
 
 // resolveSettings adopts the recorded settings where given leaves them zero,
 // and records a deliberate change (or, for a store created before settings

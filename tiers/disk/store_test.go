@@ -464,22 +464,21 @@ func TestOpenOptions(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	s, err := disk.Open(dir, disk.Options{Dimensions: []disk.Dimension{disk.DimAssetPolicy}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	st := stOpen(t, dir, disk.Options{Dimensions: []disk.Dimension{disk.DimAssetPolicy}})
+	st.apply(stChain('d', 1, 1)...)
+	s := st.s
+	st.close()
 	if err := s.Close(); !errors.Is(err, disk.ErrClosed) {
 		t.Fatalf("second Close: err %v, want ErrClosed", err)
 	}
-	if s, err := disk.Open(dir, disk.Options{Dimensions: []disk.Dimension{disk.DimAddress}}); err == nil {
-		s.Close()
-		t.Fatalf("reopen with other dimensions succeeded")
+	if s, err := disk.Open(dir, disk.Options{Dimensions: []disk.Dimension{disk.DimAddress}}); !errors.Is(err, disk.ErrIndexMismatch) {
+		if err == nil {
+			s.Close()
+		}
+		t.Fatalf("reopen with other dimensions: %v, want ErrIndexMismatch", err)
 	}
 	// No dimensions asked for: the store's own.
-	s, err = disk.Open(dir, disk.Options{})
+	s, err := disk.Open(dir, disk.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func (s *Store) PrepareWritesUntil(stop func() bool) error {
 // NewBlock starts collecting block b's changes. The caller has checked that b
 // extends the tip.
 func (s *Store) NewBlock(b *chain.Block) (*BlockTxn, error) {
-	if err := s.writable(); err != nil {
+	if err := s.canWrite(); err != nil {
 		return nil, err
 	}
 	if s.State().RollingBack {
@@ -304,7 +304,7 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 	b := s.writeBatch()
 	ch := s.blockChanges(prev.Tip, len(t.order))
 	ch.cs.Skipped = int(t.skipped)
-	d := newDerived(s.dims, b, &st, ch, len(t.order))
+	d := newDerived(s.dims, s.dimFuncs, b, &st, ch, len(t.order))
 
 	undo := undoDelta{prev: prev.Tip, skipped: t.skipped, entries: make([]undoEntry, 0, len(t.order))}
 	var spentHere []byte // packed outpoints spent at h: the 0x05 row

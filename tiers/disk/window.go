@@ -149,7 +149,7 @@ type windowBlock struct {
 // producer is heading to: at least every block the window will take). See
 // the section comment above. Writer goroutine only.
 func (s *Store) NewWindow(target uint64) (*BlockTxn, error) {
-	if err := s.writable(); err != nil {
+	if err := s.canWrite(); err != nil {
 		return nil, err
 	}
 	st := s.State()
@@ -347,7 +347,7 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 	ch := newChanges(w.start.Tip, len(t.order))
 	ch.cs.Skipped = int(t.skipped)
 	scratch := st
-	d := newDerived(s.dims, b, &scratch, ch, len(t.order))
+	d := newDerived(s.dims, s.dimFuncs, b, &scratch, ch, len(t.order))
 	d.noFigures = true // st carries them, block by block
 
 	var key, val []byte
