@@ -110,11 +110,18 @@ func (tx *Tx) Creates(fn func(index uint32, out *Output, collateralReturn bool))
 
 // Block is one block in chain order. PrevHash is the zero hash when the
 // producer omitted it (allowed only for the first block of an empty store).
+//
+// Slot is the block's slot number on a chain that has slots (Cardano: the
+// header's absolute slot; a chain point is (Slot, Hash)), and 0 on a chain
+// that has none (Bitcoin). The store keeps it beside the block's hash, so a
+// follower can name recent points to its node; it takes no part in applying
+// the block, in the UTXO set or in its digest.
 type Block struct {
 	Height   uint64
 	Hash     Hash
 	PrevHash Hash
 	Time     int64
+	Slot     uint64
 	Txs      []Tx
 }
 
