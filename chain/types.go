@@ -125,6 +125,18 @@ type Block struct {
 	Txs      []Tx
 }
 
+// Point names one block of a chain by its height, hash and slot: what a
+// Cardano node needs to find where two chains meet (its points are
+// (Slot, Hash)). Slot is 0 on a chain without slots.
+type Point struct {
+	Height uint64
+	Slot   uint64
+	Hash   Hash
+}
+
+// String renders the point as "height/slot/hash".
+func (p Point) String() string { return fmt.Sprintf("%d/%d/%s", p.Height, p.Slot, p.Hash) }
+
 // Tip identifies the newest applied block. The zero Tip with Empty set is the
 // tip of a store that has applied nothing.
 type Tip struct {
