@@ -45,6 +45,7 @@ var layers = []struct {
 	{"writer", []string{"chain", "changeset", "tiers/disk"}},
 	{"replication", []string{"chain", "changeset", "internal/diskspace", "internal/durable", "replication/storedir", "tiers/disk", "writer"}},
 	{"follow", []string{"bitcoin", "chain", "writer"}},
+	{"cardano/n2n", []string{"cardano", "chain", "writer"}},
 	// Serving, and the tools and binary built on it.
 	{"api", []string{"chain", "query", "replication", "writer"}},
 	{"node", []string{"api", "bitcoin", "cache", "chain", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
