@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/utxo-cache/utxo-cache/cardano/n2n/n2ntest"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
@@ -29,13 +31,15 @@ import (
 
 const testChunk = "01836"
 
+var fixtureDir = filepath.Join("..", "..", "testdata", "cardano")
+
 // testBlocks is how many blocks of the chunk the scenarios use: enough for
 // catch-up windows and rollbacks, few enough for -race -count=20.
 const testBlocks = 60
 
 type rig struct {
 	t     *testing.T
-	node  *fakeNode
+	node  *n2ntest.Node
 	store *disk.Store
 	w     *writer.Writer
 	f     *Follower
@@ -59,12 +63,12 @@ func openStore(t testing.TB) (*disk.Store, *writer.Writer) {
 
 // startRig starts a fake node serving blocks and a follower of it over a
 // fresh store. opts may adjust the follower's options.
-func startRig(t *testing.T, blocks []fakeBlock, opts func(*Options)) *rig {
-	r := &rig{t: t, node: newFakeNode(t, blocks), reg: prometheus.NewRegistry(), done: make(chan error, 1)}
+func startRig(t *testing.T, blocks []n2ntest.Block, opts func(*Options)) *rig {
+	r := &rig{t: t, node: n2ntest.NewNode(t, MagicPreview, blocks), reg: prometheus.NewRegistry(), done: make(chan error, 1)}
 	r.store, r.w = openStore(t)
-	start := Point{Slot: blocks[0].slot, Hash: blocks[0].hash}
+	start := Point{Slot: blocks[0].Slot, Hash: blocks[0].Hash}
 	o := Options{
-		Address: r.node.addr(), Magic: MagicPreview, Start: &start,
+		Address: r.node.Addr(), Magic: MagicPreview, Start: &start,
 		Writer: r.w, Points: r.store, Metrics: r.reg,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 40 * time.Millisecond,
 		BatchBlocks: 16, FlushAfter: 5 * time.Millisecond, FetchTimeout: 10 * time.Second,
@@ -139,27 +143,27 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 // waitTip waits until the store has published the tip b.
-func (r *rig) waitTip(b *fakeBlock) {
+func (r *rig) waitTip(b *n2ntest.Block) {
 	r.t.Helper()
-	waitFor(r.t, "store at "+b.hash.String(), func() bool {
+	waitFor(r.t, "store at "+b.Hash.String(), func() bool {
 		tip := r.store.Published().Tip
-		return !tip.Empty && tip.Hash == b.hash
+		return !tip.Empty && tip.Hash == b.Hash
 	})
 }
 
 // checkSame compares the rig's store with one built by applying chain[1:]
 // directly.
-func (r *rig) checkSame(chainBlocks []fakeBlock) {
+func (r *rig) checkSame(chainBlocks []n2ntest.Block) {
 	r.t.Helper()
 	checkSameStore(r.t, r.store, chainBlocks)
 }
 
-func checkSameStore(t *testing.T, got *disk.Store, chainBlocks []fakeBlock) {
+func checkSameStore(t *testing.T, got *disk.Store, chainBlocks []n2ntest.Block) {
 	t.Helper()
 	ref, w := openStore(t)
 	var blocks []*chain.Block
 	for i := range chainBlocks[1:] {
-		b := chainBlocks[1+i].conv.Chain
+		b := chainBlocks[1+i].Conv.Chain
 		blocks = append(blocks, &b)
 	}
 	for _, b := range blocks {
@@ -196,7 +200,7 @@ func checkSameStore(t *testing.T, got *disk.Store, chainBlocks []fakeBlock) {
 	// rolled back included: they must be gone from both).
 	n := 0
 	for i := range chainBlocks {
-		for _, tx := range chainBlocks[i].conv.Chain.Txs {
+		for _, tx := range chainBlocks[i].Conv.Chain.Txs {
 			for j := range uint32(len(tx.Outputs) + 1) {
 				op := chain.OutPoint{TxHash: tx.Hash, Index: j}
 				gu, gsp, gerr := gv.Utxo(op)
@@ -224,14 +228,14 @@ func checkSameStore(t *testing.T, got *disk.Store, chainBlocks []fakeBlock) {
 // to its tip (catch-up windows far below it), then the blocks the node
 // announces one at a time.
 func TestColdStartToTip(t *testing.T) {
-	all := chunkBlocks(t, testChunk, testBlocks)
+	all := n2ntest.ChunkBlocks(t, fixtureDir, testChunk, testBlocks)
 	r := startRig(t, all[:50], nil)
 	r.waitTip(&all[49])
 	if w := r.metric("utxo_cache_cardano_follow_catchup_windows_total"); w == 0 {
 		t.Errorf("the catch-up used no window")
 	}
 	for i := 50; i < len(all); i++ {
-		r.node.extend(all[i])
+		r.node.Extend(all[i])
 		r.waitTip(&all[i])
 	}
 	r.checkSame(all)
@@ -239,8 +243,8 @@ func TestColdStartToTip(t *testing.T) {
 		t.Errorf("blocks_applied_total %v, want %d", got, len(all)-1)
 	}
 	waitFor(t, "tip metrics", func() bool {
-		return r.metric("utxo_cache_cardano_follow_tip_slot") == float64(all[len(all)-1].slot) &&
-			r.metric("utxo_cache_cardano_follow_node_tip_height") == float64(all[len(all)-1].height)
+		return r.metric("utxo_cache_cardano_follow_tip_slot") == float64(all[len(all)-1].Slot) &&
+			r.metric("utxo_cache_cardano_follow_node_tip_height") == float64(all[len(all)-1].Height)
 	})
 	if err := r.f.Ready(); err != nil {
 		t.Errorf("Ready: %v", err)
@@ -252,22 +256,22 @@ func TestColdStartToTip(t *testing.T) {
 // more; finally a restart of the follower over the same store resumes by
 // intersection without applying anything twice.
 func TestRollbackThenReapply(t *testing.T) {
-	all := chunkBlocks(t, testChunk, testBlocks)
+	all := n2ntest.ChunkBlocks(t, fixtureDir, testChunk, testBlocks)
 	r := startRig(t, all[:40], nil)
 	r.waitTip(&all[39])
 
-	r.node.rollback(7) // tip 32
+	r.node.Rollback(7) // tip 32
 	r.waitTip(&all[32])
 	r.checkSame(all[:33])
 	if got := r.metric("utxo_cache_cardano_follow_rolled_back_blocks_total"); got != 7 {
 		t.Errorf("rolled_back_blocks_total %v, want 7", got)
 	}
-	r.node.extend(all[33:36]...)
+	r.node.Extend(all[33:36]...)
 	r.waitTip(&all[35])
 	r.checkSame(all[:36])
-	r.node.rollback(2) // tip 33, then forward again past the old tip
+	r.node.Rollback(2) // tip 33, then forward again past the old tip
 	r.waitTip(&all[33])
-	r.node.extend(all[34:50]...)
+	r.node.Extend(all[34:50]...)
 	r.waitTip(&all[49])
 	r.checkSame(all[:50])
 	if got := r.metric("utxo_cache_cardano_follow_rollbacks_total"); got != 2 {
@@ -278,7 +282,7 @@ func TestRollbackThenReapply(t *testing.T) {
 	r.close()
 	applied := r.store.State().Seq
 	f2reg := prometheus.NewRegistry()
-	f2 := New(Options{Address: r.node.addr(), Magic: MagicPreview, Writer: r.w, Points: r.store, Metrics: f2reg,
+	f2 := New(Options{Address: r.node.Addr(), Magic: MagicPreview, Writer: r.w, Points: r.store, Metrics: f2reg,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 40 * time.Millisecond, FlushAfter: 5 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -289,7 +293,7 @@ func TestRollbackThenReapply(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	r.node.extend(all[50:]...)
+	r.node.Extend(all[50:]...)
 	r.waitTip(&all[len(all)-1])
 	r.checkSame(all)
 	if got := r.store.State().Seq - applied; got != uint64(len(all)-50) {
@@ -301,11 +305,11 @@ func TestRollbackThenReapply(t *testing.T) {
 // block-fetch batch; the follower applies nothing of it, reconnects and
 // reaches the tip.
 func TestDroppedMidFetch(t *testing.T) {
-	all := chunkBlocks(t, testChunk, testBlocks)
+	all := n2ntest.ChunkBlocks(t, fixtureDir, testChunk, testBlocks)
 	r := startRig(t, all[:2], nil)
 	r.waitTip(&all[1])
-	r.node.setDropAfter(3)
-	r.node.extend(all[2:30]...)
+	r.node.DropAfter(3)
+	r.node.Extend(all[2:30]...)
 	r.waitTip(&all[29])
 	r.checkSame(all[:30])
 	if got := r.metric("utxo_cache_cardano_follow_reconnects_total"); got < 1 {
@@ -321,23 +325,23 @@ func TestDroppedMidFetch(t *testing.T) {
 // follower retries with backoff; once the node serves the missing block it
 // catches up.
 func TestBlockThatDoesNotLink(t *testing.T) {
-	all := chunkBlocks(t, testChunk, testBlocks)
+	all := n2ntest.ChunkBlocks(t, fixtureDir, testChunk, testBlocks)
 	logs := &lockedLog{}
 	r := startRig(t, all[:10], func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
 	r.waitTip(&all[9])
 	before := r.store.State()
-	r.node.extend(all[11]) // skips block 10
+	r.node.Extend(all[11]) // skips block 10
 	waitFor(t, "two not_linked errors", func() bool {
 		return r.metric("utxo_cache_cardano_follow_errors_total", "reason", ReasonNotLinked) >= 2
 	})
 	if after := r.store.State(); after.Seq != before.Seq || after.Tip != before.Tip {
 		t.Fatalf("a block that does not link changed the store: %+v → %+v", before, after)
 	}
-	if s := logs.String(); !strings.Contains(s, all[11].hash.String()) || !strings.Contains(s, "does not link") {
-		t.Errorf("the log does not name the block %s:\n%s", all[11].hash, s)
+	if s := logs.String(); !strings.Contains(s, all[11].Hash.String()) || !strings.Contains(s, "does not link") {
+		t.Errorf("the log does not name the block %s:\n%s", all[11].Hash, s)
 	}
-	r.node.rollback(1)
-	r.node.extend(all[10:20]...)
+	r.node.Rollback(1)
+	r.node.Extend(all[10:20]...)
 	r.waitTip(&all[19])
 	r.checkSame(all[:20])
 }
@@ -345,11 +349,11 @@ func TestBlockThatDoesNotLink(t *testing.T) {
 // TestGarbage: the node answers with bytes that are no protocol message;
 // the session ends (a protocol error), the follower reconnects and goes on.
 func TestGarbage(t *testing.T) {
-	all := chunkBlocks(t, testChunk, testBlocks)
+	all := n2ntest.ChunkBlocks(t, fixtureDir, testChunk, testBlocks)
 	r := startRig(t, all[:5], nil)
 	r.waitTip(&all[4])
-	r.node.setGarbageNext()
-	r.node.extend(all[5:25]...)
+	r.node.GarbageNext()
+	r.node.Extend(all[5:25]...)
 	r.waitTip(&all[24])
 	r.checkSame(all[:25])
 	if got := r.metric("utxo_cache_cardano_follow_errors_total", "reason", ReasonProtocol) + r.metric("utxo_cache_cardano_follow_errors_total", "reason", ReasonNetwork); got < 1 {
@@ -362,11 +366,11 @@ func TestGarbage(t *testing.T) {
 // the halted gauge, and never guesses; when the node returns to the
 // store's chain it resumes.
 func TestRollbackTooDeep(t *testing.T) {
-	all := chunkBlocks(t, testChunk, testBlocks)
+	all := n2ntest.ChunkBlocks(t, fixtureDir, testChunk, testBlocks)
 	r := startRig(t, all[:50], nil)
 	r.waitTip(&all[49])
 	before := r.store.State()
-	r.node.rollback(25) // tip 24: 25 blocks deep, the window is 20
+	r.node.Rollback(25) // tip 24: 25 blocks deep, the window is 20
 	waitFor(t, "halted", func() bool { return r.f.Ready() != nil })
 	if err := r.f.Ready(); !errors.Is(err, ErrRollbackTooDeep) {
 		t.Fatalf("Ready: %v, want ErrRollbackTooDeep", err)
@@ -378,7 +382,7 @@ func TestRollbackTooDeep(t *testing.T) {
 		t.Fatalf("a rollback too deep changed the store: %+v → %+v", before, after)
 	}
 	// The node comes back to the store's chain: the follower resumes.
-	r.node.extend(all[25:55]...)
+	r.node.Extend(all[25:55]...)
 	r.waitTip(&all[54])
 	waitFor(t, "resumed", func() bool { return r.f.Ready() == nil })
 	r.checkSame(all[:55])

@@ -46,10 +46,11 @@ var layers = []struct {
 	{"replication", []string{"chain", "changeset", "internal/diskspace", "internal/durable", "replication/storedir", "tiers/disk", "writer"}},
 	{"follow", []string{"bitcoin", "chain", "writer"}},
 	{"cardano/n2n", []string{"cardano", "chain", "writer"}},
+	{"cardano/n2n/n2ntest", []string{"cardano", "chain"}},
 	// Serving, and the tools and binary built on it.
 	{"api", []string{"chain", "query", "replication", "writer"}},
-	{"node", []string{"api", "bitcoin", "cache", "chain", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
-	{"cmd/utxo-cache", []string{"api", "bitcoin", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
+	{"node", []string{"api", "bitcoin", "cache", "cardano/n2n", "chain", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
+	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano/n2n", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.
 	{"loadtest", []string{"api/bare", "chain", "internal/model", "internal/workload", "node"}},

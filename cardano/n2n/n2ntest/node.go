@@ -1,4 +1,13 @@
-package n2n
+// Package n2ntest is a fake Cardano node for tests: the node-to-node
+// handshake, ChainSync and BlockFetch servers of gouroboros over a real TCP
+// listener on loopback, serving a chain of real blocks (the fixtures'
+// ImmutableDB chunks) that the test changes as it goes: extend it (a block
+// announced), roll it back, and inject faults (a connection dropped in the
+// middle of a block-fetch batch, garbage bytes instead of an answer).
+//
+// It is for tests only, as net/http/httptest is: nothing of the service
+// imports it.
+package n2ntest
 
 import (
 	"errors"
@@ -19,34 +28,27 @@ import (
 	"github.com/utxo-cache/utxo-cache/chain"
 )
 
-// A fake Cardano node on loopback, built on gouroboros' server side: the
-// handshake, ChainSync and BlockFetch servers over a real TCP listener. It
-// serves a chain of real blocks (an ImmutableDB chunk of the fixtures) that
-// the test changes as it goes: extend it (a block announced), roll it back,
-// replace its end, and inject faults (a connection dropped in the middle
-// of a block-fetch batch, garbage bytes instead of an answer).
-
-// fakeBlock is one block the fake node serves.
-type fakeBlock struct {
-	era    uint
-	inner  []byte // the block without its [tag, …] wrapper (BlockFetch sends it; ChainSync its header)
-	slot   uint64
-	hash   chain.Hash
-	height uint64
-	conv   *cardano.Block // the adapter's conversion, for the reference store
+// Block is one block the fake node serves.
+type Block struct {
+	Era    uint
+	Inner  []byte // the block without its [tag, …] wrapper (BlockFetch sends it; ChainSync its header)
+	Slot   uint64
+	Hash   chain.Hash
+	Height uint64
+	Conv   *cardano.Block // the adapter's conversion, for a reference store
 }
 
-func (b *fakeBlock) point() pcommon.Point {
-	return pcommon.NewPoint(b.slot, append([]byte(nil), b.hash[:]...))
+func (b *Block) point() pcommon.Point {
+	return pcommon.NewPoint(b.Slot, append([]byte(nil), b.Hash[:]...))
 }
 
-// chunkBlocks reads the fixture chunk name (consecutive blocks of one
-// chain) and returns its first n blocks (all when n is 0). The facts the
+// ChunkBlocks reads the ImmutableDB chunk name (name.chunk and
+// name.secondary in dir: consecutive blocks of one chain) and returns its
+// first n blocks (all when n is 0). The facts the
 // node announces (slot, hash, block number) come from the adapter, which
 // the chunk's own secondary index checks in package cardano's tests.
-func chunkBlocks(tb testing.TB, name string, n int) []fakeBlock {
+func ChunkBlocks(tb testing.TB, dir, name string, n int) []Block {
 	tb.Helper()
-	dir := filepath.Join("..", "..", "testdata", "cardano")
 	data, err := os.ReadFile(filepath.Join(dir, name+".chunk"))
 	if err != nil {
 		tb.Fatal(err)
@@ -66,7 +68,7 @@ func chunkBlocks(tb testing.TB, name string, n int) []fakeBlock {
 	if n == 0 || n > len(c.Blocks) {
 		n = len(c.Blocks)
 	}
-	out := make([]fakeBlock, n)
+	out := make([]Block, n)
 	for i, tagged := range c.Blocks[:n] {
 		var parts []cbor.RawMessage
 		if _, err := cbor.Decode(tagged, &parts); err != nil || len(parts) != 2 {
@@ -80,21 +82,21 @@ func chunkBlocks(tb testing.TB, name string, n int) []fakeBlock {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		out[i] = fakeBlock{era: era, inner: parts[1], slot: b.Slot, hash: b.Chain.Hash, height: b.Chain.Height, conv: b}
+		out[i] = Block{Era: era, Inner: parts[1], Slot: b.Slot, Hash: b.Chain.Hash, Height: b.Chain.Height, Conv: b}
 	}
 	return out
 }
 
-// fakeNode is the node. Its chain is blocks[0..]; blocks[0] is the start
+// Node is the node. Its chain is blocks[0..]; blocks[0] is the start
 // point the follower's empty store intersects at.
-type fakeNode struct {
+type Node struct {
 	t     testing.TB
 	ln    net.Listener
 	magic uint32
 
 	mu struct {
 		sync.Mutex
-		blocks []fakeBlock
+		blocks []Block
 		conns  map[*fakeConn]struct{}
 		// Faults, each used once: drop the connection after sending this
 		// many blocks of the next batch (-1: none); answer the next
@@ -109,30 +111,34 @@ type fakeNode struct {
 type fakeConn struct {
 	raw  net.Conn
 	conn *ouroboros.Connection
-	// Guarded by fakeNode.mu.
+	// Guarded by Node.mu.
 	cursor   int  // index of the last block the client has
 	rollTo   int  // pending roll backward to this index; -1: none
 	awaiting bool // the client waits for a block (AwaitReply sent)
 }
 
-func newFakeNode(t testing.TB, blocks []fakeBlock) *fakeNode {
+// NewNode starts a node of network magic serving blocks; blocks[0] is the
+// point a follower's empty store starts at. It stops with the test.
+func NewNode(t testing.TB, magic uint32, blocks []Block) *Node {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &fakeNode{t: t, ln: ln, magic: MagicPreview}
-	n.mu.blocks = append([]fakeBlock(nil), blocks...)
+	n := &Node{t: t, ln: ln, magic: magic}
+	n.mu.blocks = append([]Block(nil), blocks...)
 	n.mu.conns = map[*fakeConn]struct{}{}
 	n.mu.dropAfter = -1
 	n.wg.Add(1)
 	go n.accept()
-	t.Cleanup(n.close)
+	t.Cleanup(n.Close)
 	return n
 }
 
-func (n *fakeNode) addr() string { return n.ln.Addr().String() }
+// Addr is the node's HOST:PORT.
+func (n *Node) Addr() string { return n.ln.Addr().String() }
 
-func (n *fakeNode) close() {
+// Close stops the node and drops its connections.
+func (n *Node) Close() {
 	_ = n.ln.Close()
 	n.mu.Lock()
 	conns := make([]*fakeConn, 0, len(n.mu.conns))
@@ -146,7 +152,7 @@ func (n *fakeNode) close() {
 	n.wg.Wait()
 }
 
-func (n *fakeNode) accept() {
+func (n *Node) accept() {
 	defer n.wg.Done()
 	for {
 		raw, err := n.ln.Accept()
@@ -159,7 +165,7 @@ func (n *fakeNode) accept() {
 }
 
 // serve runs one connection until it fails.
-func (n *fakeNode) serve(raw net.Conn) {
+func (n *Node) serve(raw net.Conn) {
 	defer n.wg.Done()
 	fc := &fakeConn{raw: raw, cursor: -1, rollTo: -1}
 	errc := make(chan error, 10)
@@ -204,22 +210,22 @@ func mustBlockFetch(opts ...blockfetch.BlockFetchOptionFunc) blockfetch.Config {
 }
 
 // tipLocked is the node's tip.
-func (n *fakeNode) tipLocked() chainsync.Tip {
+func (n *Node) tipLocked() chainsync.Tip {
 	b := &n.mu.blocks[len(n.mu.blocks)-1]
-	return chainsync.Tip{Point: b.point(), BlockNumber: b.height}
+	return chainsync.Tip{Point: b.point(), BlockNumber: b.Height}
 }
 
-func (n *fakeNode) indexLocked(p pcommon.Point) int {
+func (n *Node) indexLocked(p pcommon.Point) int {
 	for i := range n.mu.blocks {
 		b := &n.mu.blocks[i]
-		if b.slot == p.Slot && string(b.hash[:]) == string(p.Hash) {
+		if b.Slot == p.Slot && string(b.Hash[:]) == string(p.Hash) {
 			return i
 		}
 	}
 	return -1
 }
 
-func (n *fakeNode) findIntersect(fc *fakeConn, pts []pcommon.Point) (pcommon.Point, chainsync.Tip, error) {
+func (n *Node) findIntersect(fc *fakeConn, pts []pcommon.Point) (pcommon.Point, chainsync.Tip, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, p := range pts {
@@ -233,7 +239,7 @@ func (n *fakeNode) findIntersect(fc *fakeConn, pts []pcommon.Point) (pcommon.Poi
 
 // requestNext answers as a node does: a pending roll backward first, then
 // the next block, else "await" (and the block when one is announced).
-func (n *fakeNode) requestNext(fc *fakeConn, srv *chainsync.Server) error {
+func (n *Node) requestNext(fc *fakeConn, srv *chainsync.Server) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.mu.garbageNext {
@@ -246,7 +252,7 @@ func (n *fakeNode) requestNext(fc *fakeConn, srv *chainsync.Server) error {
 	return n.nextLocked(fc, srv)
 }
 
-func (n *fakeNode) nextLocked(fc *fakeConn, srv *chainsync.Server) error {
+func (n *Node) nextLocked(fc *fakeConn, srv *chainsync.Server) error {
 	switch {
 	case fc.rollTo >= 0:
 		i := fc.rollTo
@@ -255,7 +261,7 @@ func (n *fakeNode) nextLocked(fc *fakeConn, srv *chainsync.Server) error {
 	case fc.cursor+1 < len(n.mu.blocks):
 		fc.cursor++
 		b := &n.mu.blocks[fc.cursor]
-		return srv.RollForward(b.era, b.inner, n.tipLocked()) // the server sends the block's header
+		return srv.RollForward(b.Era, b.Inner, n.tipLocked()) // the server sends the block's header
 	default:
 		fc.awaiting = true
 		return srv.AwaitReply()
@@ -264,7 +270,7 @@ func (n *fakeNode) nextLocked(fc *fakeConn, srv *chainsync.Server) error {
 
 // wake answers every client that awaits a block, after a change of the
 // chain; the caller holds n.mu.
-func (n *fakeNode) wakeLocked() {
+func (n *Node) wakeLocked() {
 	for fc := range n.mu.conns {
 		if fc.awaiting && (fc.rollTo >= 0 || fc.cursor+1 < len(n.mu.blocks)) {
 			fc.awaiting = false
@@ -275,17 +281,18 @@ func (n *fakeNode) wakeLocked() {
 	}
 }
 
-// extend announces blocks at the node's tip.
-func (n *fakeNode) extend(bs ...fakeBlock) {
+// Extend announces blocks at the node's tip: a client waiting for a block
+// is sent the first at once.
+func (n *Node) Extend(bs ...Block) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.mu.blocks = append(n.mu.blocks, bs...)
 	n.wakeLocked()
 }
 
-// rollback removes the node's last k blocks: every client past the new
+// Rollback removes the node's last k blocks: every client past the new
 // tip is rolled back to it.
-func (n *fakeNode) rollback(k int) {
+func (n *Node) Rollback(k int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.mu.blocks = n.mu.blocks[:len(n.mu.blocks)-k]
@@ -298,14 +305,19 @@ func (n *fakeNode) rollback(k int) {
 	n.wakeLocked()
 }
 
-func (n *fakeNode) setDropAfter(k int) { n.mu.Lock(); n.mu.dropAfter = k; n.mu.Unlock() }
-func (n *fakeNode) setGarbageNext()    { n.mu.Lock(); n.mu.garbageNext = true; n.mu.Unlock() }
+// DropAfter makes the node drop the connection of the next block-fetch
+// batch after sending k of its blocks.
+func (n *Node) DropAfter(k int) { n.mu.Lock(); n.mu.dropAfter = k; n.mu.Unlock() }
+
+// GarbageNext makes the node answer the next ChainSync request with bytes
+// that are no protocol message.
+func (n *Node) GarbageNext() { n.mu.Lock(); n.mu.garbageNext = true; n.mu.Unlock() }
 
 // requestRange serves a block-fetch range of the current chain.
-func (n *fakeNode) requestRange(fc *fakeConn, srv *blockfetch.Server, start, end pcommon.Point) error {
+func (n *Node) requestRange(fc *fakeConn, srv *blockfetch.Server, start, end pcommon.Point) error {
 	n.mu.Lock()
 	i, j := n.indexLocked(start), n.indexLocked(end)
-	var bs []fakeBlock
+	var bs []Block
 	if i >= 0 && j >= i {
 		bs = append(bs, n.mu.blocks[i:j+1]...)
 	}
@@ -324,7 +336,7 @@ func (n *fakeNode) requestRange(fc *fakeConn, srv *blockfetch.Server, start, end
 			_ = fc.raw.Close() // the connection drops mid-batch
 			return errors.New("fake node: dropped")
 		}
-		if err := srv.Block(bs[k].era, bs[k].inner); err != nil {
+		if err := srv.Block(bs[k].Era, bs[k].Inner); err != nil {
 			return fmt.Errorf("fake node: send block: %w", err)
 		}
 	}
