@@ -11,7 +11,8 @@ import (
 )
 
 // FuzzValueDecoders feeds arbitrary bytes to every decoder of a stored
-// value (record, index value, balance, undo delta, state, schema): none may
+// value (record, index value, balance, undo delta, state, schema, block-hash
+// row): none may
 // panic, a failure must be ErrCorrupt, and a value that decodes must encode
 // back to exactly the same bytes (the encodings are canonical, so a
 // decoder that accepted two spellings of one value would be caught).
@@ -23,16 +24,23 @@ func FuzzValueDecoders(f *testing.F) {
 			if err != nil {
 				f.Fatal(err)
 			}
-			for kind := range byte(6) {
+			for kind := range byte(7) {
 				f.Add(kind, b)
 			}
 		}
+	}
+	for _, g := range blockHashRowGoldens {
+		b, err := hex.DecodeString(strings.ReplaceAll(g.hex, " ", ""))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(byte(6), b)
 	}
 	op := chain.OutPoint{TxHash: chain.Hash{1, 2, 3}, Index: 7}
 	f.Fuzz(func(t *testing.T, kind byte, b []byte) {
 		var got []byte
 		var err error
-		switch kind % 6 {
+		switch kind % 7 {
 		case 0:
 			var r Record
 			if r, err = decodeRecord(op, b); err == nil {
@@ -72,15 +80,20 @@ func FuzzValueDecoders(f *testing.F) {
 				}
 				got = appendSchema(nil, &s)
 			}
+		case 6:
+			var p chain.Point
+			if p, err = decodeBlockHashRow(9, b); err == nil {
+				got = appendBlockHashRow(nil, p.Hash, p.Slot)
+			}
 		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("kind %d: error %v is not ErrCorrupt", kind%6, err)
+				t.Fatalf("kind %d: error %v is not ErrCorrupt", kind%7, err)
 			}
 			return
 		}
 		if !bytes.Equal(got, b) {
-			t.Fatalf("kind %d: %x decodes, but encodes back as %x", kind%6, b, got)
+			t.Fatalf("kind %d: %x decodes, but encodes back as %x", kind%7, b, got)
 		}
 	})
 }
