@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -158,7 +159,7 @@ func (r *rig) checkSame(chainBlocks []n2ntest.Block) {
 	checkSameStore(r.t, r.store, chainBlocks)
 }
 
-func checkSameStore(t *testing.T, got *disk.Store, chainBlocks []n2ntest.Block) {
+func checkSameStore(t *testing.T, got *disk.Store, chainBlocks []n2ntest.Block, orphans ...n2ntest.Block) {
 	t.Helper()
 	ref, w := openStore(t)
 	var blocks []*chain.Block
@@ -199,8 +200,8 @@ func checkSameStore(t *testing.T, got *disk.Store, chainBlocks []n2ntest.Block) 
 	// Every output any block of the node's chains created (those of blocks
 	// rolled back included: they must be gone from both).
 	n := 0
-	for i := range chainBlocks {
-		for _, tx := range chainBlocks[i].Conv.Chain.Txs {
+	for _, cb := range append(slices.Clone(chainBlocks), orphans...) {
+		for _, tx := range cb.Conv.Chain.Txs {
 			for j := range uint32(len(tx.Outputs) + 1) {
 				op := chain.OutPoint{TxHash: tx.Hash, Index: j}
 				gu, gsp, gerr := gv.Utxo(op)
@@ -298,6 +299,49 @@ func TestRollbackThenReapply(t *testing.T) {
 	r.checkSame(all)
 	if got := r.store.State().Seq - applied; got != uint64(len(all)-50) {
 		t.Errorf("the restarted follower committed %d changes, want %d", got, len(all)-50)
+	}
+}
+
+// TestFork: the node switches to another branch from a few blocks below its
+// tip (real blocks changed and re-hashed: n2ntest.Fork), longer than the
+// old one. The store rolls back to the fork point and applies the branch:
+// the old branch's outputs are gone, the new branch's are there.
+func TestFork(t *testing.T) {
+	all := n2ntest.ChunkBlocks(t, fixtureDir, testChunk, testBlocks)
+	r := startRig(t, all[:40], nil)
+	r.waitTip(&all[39])
+	k := 30 // the first block of the branch: one whose first transaction creates outputs
+	for len(all[k].Conv.Chain.Txs) == 0 || len(all[k].Conv.Chain.Txs[0].Outputs) == 0 || all[k].Conv.Chain.Txs[0].Invalid {
+		k++
+	}
+	if k > 37 {
+		t.Fatalf("no block with a transaction among 30..37")
+	}
+	branch := n2ntest.Fork(t, all[k:45])
+	if branch[0].Hash == all[k].Hash || branch[0].Conv.Chain.Txs[0].Hash == all[k].Conv.Chain.Txs[0].Hash {
+		t.Fatal("the fork's first block is the original")
+	}
+	r.node.Rollback(40 - k)
+	r.node.Extend(branch...)
+	r.waitTip(&branch[len(branch)-1])
+	fork := append(slices.Clone(all[:k]), branch...)
+	checkSameStore(t, r.store, fork, all[k:40]...)
+	if got := r.metric("utxo_cache_cardano_follow_rolled_back_blocks_total"); got != float64(40-k) {
+		t.Errorf("rolled_back_blocks_total %v, want %d", got, 40-k)
+	}
+	// The outputs of the replaced transaction: the old ones gone, the new
+	// ones live.
+	v, err := r.store.NewView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	oldTx, newTx := all[k].Conv.Chain.Txs[0], branch[0].Conv.Chain.Txs[0]
+	if _, _, err := v.Utxo(chain.OutPoint{TxHash: oldTx.Hash}); !errors.Is(err, chain.ErrNotFound) {
+		t.Errorf("the old branch's output %s:0: %v, want not found", oldTx.Hash, err)
+	}
+	if _, _, err := v.Utxo(chain.OutPoint{TxHash: newTx.Hash}); err != nil {
+		t.Errorf("the new branch's output %s:0: %v", newTx.Hash, err)
 	}
 }
 

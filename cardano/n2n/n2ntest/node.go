@@ -10,6 +10,7 @@
 package n2ntest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -23,6 +24,7 @@ import (
 	"github.com/blinklabs-io/gouroboros/protocol/blockfetch"
 	"github.com/blinklabs-io/gouroboros/protocol/chainsync"
 	pcommon "github.com/blinklabs-io/gouroboros/protocol/common"
+	"golang.org/x/crypto/blake2b"
 
 	"github.com/utxo-cache/utxo-cache/cardano"
 	"github.com/utxo-cache/utxo-cache/chain"
@@ -341,4 +343,92 @@ func (n *Node) requestRange(fc *fakeConn, srv *blockfetch.Server, start, end pco
 		}
 	}
 	return srv.BatchDone()
+}
+
+// Fork returns another branch in place of orig (consecutive blocks): copies
+// of them in which the first transaction of the first block pays a fee one
+// lovelace different, so that its id, and the outpoints of its outputs,
+// differ. Each block is re-hashed as a node would see it: the first one's
+// header gets the new body hash, each later one's the new parent hash, so
+// that every block passes the adapter's checks (the body hash included) and
+// the branch links to orig[0]'s parent. The headers' signatures no longer
+// verify; nothing here checks them.
+func Fork(tb testing.TB, orig []Block) []Block {
+	tb.Helper()
+	a, err := cardano.NewAdapter(cardano.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := make([]Block, 0, len(orig))
+	var oldPrev, newPrev chain.Hash
+	for i, b := range orig {
+		inner := append([]byte(nil), b.Inner...)
+		if i == 0 {
+			parts := splitArray(tb, inner)
+			if len(parts) < 5 {
+				tb.Fatalf("Fork: block %d has %d parts, want a Shelley-era block of 5", b.Height, len(parts))
+			}
+			oldHash := bodyHash(parts)
+			bodies := splitArray(tb, parts[1])
+			if len(bodies) == 0 {
+				tb.Fatalf("Fork: block %d has no transaction", b.Height)
+			}
+			var fields map[uint]cbor.RawMessage
+			if _, err := cbor.Decode(bodies[0], &fields); err != nil {
+				tb.Fatal(err)
+			}
+			fee, ok := fields[2]
+			if !ok {
+				tb.Fatal("Fork: the transaction has no fee")
+			}
+			oldFee := append([]byte{0x02}, fee...)
+			newFee := append([]byte(nil), oldFee...)
+			newFee[len(newFee)-1] ^= 1
+			body := replaceOnce(tb, bodies[0], oldFee, newFee)
+			inner = replaceOnce(tb, inner, bodies[0], body)
+			newHash := bodyHash(splitArray(tb, inner))
+			inner = replaceOnce(tb, inner, oldHash[:], newHash[:])
+		} else {
+			inner = replaceOnce(tb, inner, oldPrev[:], newPrev[:])
+		}
+		conv, err := a.ConvertEra(cardano.Era(b.Era), inner)
+		if err != nil {
+			tb.Fatalf("Fork: block %d: %v", b.Height, err)
+		}
+		if i > 0 && conv.Chain.PrevHash != newPrev || i == 0 && conv.Chain.PrevHash != b.Conv.Chain.PrevHash {
+			tb.Fatalf("Fork: block %d does not link", b.Height)
+		}
+		oldPrev, newPrev = b.Hash, conv.Chain.Hash
+		out = append(out, Block{Era: b.Era, Inner: inner, Slot: conv.Slot, Hash: conv.Chain.Hash, Height: conv.Chain.Height, Conv: conv})
+	}
+	return out
+}
+
+func splitArray(tb testing.TB, data []byte) []cbor.RawMessage {
+	tb.Helper()
+	var parts []cbor.RawMessage
+	if _, err := cbor.Decode(data, &parts); err != nil {
+		tb.Fatal(err)
+	}
+	return parts
+}
+
+// bodyHash is a Shelley-era block's body hash: blake2b-256 over the
+// blake2b-256 of each part after the header.
+func bodyHash(parts []cbor.RawMessage) [32]byte {
+	var cat []byte
+	for _, p := range parts[1:] {
+		h := blake2b.Sum256(p)
+		cat = append(cat, h[:]...)
+	}
+	return blake2b.Sum256(cat)
+}
+
+// replaceOnce replaces the one occurrence of old in data.
+func replaceOnce(tb testing.TB, data, old, repl []byte) []byte {
+	tb.Helper()
+	if n := bytes.Count(data, old); n != 1 {
+		tb.Fatalf("Fork: %d occurrences of the %d bytes to replace, want 1", n, len(old))
+	}
+	return bytes.Replace(data, old, repl, 1)
 }
