@@ -100,8 +100,8 @@ type Node struct {
 		sync.Mutex
 		blocks []Block
 		conns  map[*fakeConn]struct{}
-		// Faults, each used once: drop the connection after sending this
-		// many blocks of the next batch (-1: none); answer the next
+		// Faults, each used once: drop the connection, inside a batch,
+		// after sending this many more blocks (-1: none); answer the next
 		// RequestNext with garbage bytes.
 		dropAfter   int
 		garbageNext bool
@@ -307,8 +307,8 @@ func (n *Node) Rollback(k int) {
 	n.wakeLocked()
 }
 
-// DropAfter makes the node drop the connection of the next block-fetch
-// batch after sending k of its blocks.
+// DropAfter makes the node drop a connection in the middle of a block-fetch
+// batch, once it has sent k more blocks (in one batch or several).
 func (n *Node) DropAfter(k int) { n.mu.Lock(); n.mu.dropAfter = k; n.mu.Unlock() }
 
 // GarbageNext makes the node answer the next ChainSync request with bytes
@@ -323,8 +323,6 @@ func (n *Node) requestRange(fc *fakeConn, srv *blockfetch.Server, start, end pco
 	if i >= 0 && j >= i {
 		bs = append(bs, n.mu.blocks[i:j+1]...)
 	}
-	drop := n.mu.dropAfter
-	n.mu.dropAfter = -1
 	n.mu.fetches++
 	n.mu.Unlock()
 	if len(bs) == 0 {
@@ -334,7 +332,7 @@ func (n *Node) requestRange(fc *fakeConn, srv *blockfetch.Server, start, end pco
 		return err
 	}
 	for k := range bs {
-		if k == drop {
+		if n.dropNow() {
 			_ = fc.raw.Close() // the connection drops mid-batch
 			return errors.New("fake node: dropped")
 		}
@@ -343,6 +341,22 @@ func (n *Node) requestRange(fc *fakeConn, srv *blockfetch.Server, start, end pco
 		}
 	}
 	return srv.BatchDone()
+}
+
+// dropNow counts a block about to be sent and reports whether the armed
+// DropAfter says to drop the connection instead.
+func (n *Node) dropNow() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.mu.dropAfter < 0:
+		return false
+	case n.mu.dropAfter == 0:
+		n.mu.dropAfter = -1
+		return true
+	}
+	n.mu.dropAfter--
+	return false
 }
 
 // Fork returns another branch in place of orig (consecutive blocks): copies
