@@ -45,9 +45,9 @@ func (e Era) String() string {
 type Block struct {
 	// Chain is the block in the chain model. Height is the header's block
 	// number, Hash the header hash, PrevHash the header's parent hash (a
-	// Linker rewrites it across a boundary block), Time zero (a slot becomes
-	// a time only with the network's genesis parameters). A boundary block's
-	// Txs is empty.
+	// Linker rewrites it across a boundary block), Slot the header's slot
+	// (the same as Block.Slot), Time zero (a slot becomes a time only with
+	// the network's genesis parameters). A boundary block's Txs is empty.
 	Chain chain.Block
 	// Era is the block's era tag.
 	Era Era
@@ -125,6 +125,7 @@ func (a *Adapter) ConvertEra(era Era, inner []byte) (b *Block, err error) {
 			Height:   lb.BlockNumber(),
 			Hash:     chain.Hash(lb.Hash()),
 			PrevHash: chain.Hash(lb.PrevHash()),
+			Slot:     lb.SlotNumber(),
 		},
 	}
 	if b.Boundary {

@@ -107,7 +107,7 @@ func TestChunkAgreesWithSecondary(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s block %d: %v", lc.name, i, err)
 			}
-			if b.Chain.Hash != hash || b.Slot != slot {
+			if b.Chain.Hash != hash || b.Slot != slot || b.Chain.Slot != slot {
 				t.Errorf("%s block %d: %s, index %d/%s", lc.name, i, b.Name(), slot, hash)
 			}
 			if prev != nil && prev.Chain.Hash != b.Chain.PrevHash {

@@ -17,8 +17,9 @@
 //	                      Byron, of [tag, header])
 //	chain.Block.PrevHash  the header's parent hash (Linker: across a
 //	                      boundary block, the boundary block's parent)
+//	chain.Block.Slot      the header's absolute slot (also Block.Slot)
 //	chain.Block.Time      0: a slot becomes a time only with the network's
-//	                      genesis parameters; Block.Slot keeps the slot
+//	                      genesis parameters
 //	chain.Tx              every transaction, in block order; Hash is the
 //	                      transaction id (blake2b-256 of the body as sent)
 //	Tx.Inputs             the body's inputs, in the library's order

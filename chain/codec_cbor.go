@@ -22,7 +22,7 @@ import (
 //     false, true and null are rejected. Integers with non-shortest heads
 //     are accepted (RFC 8949 §5.3: they are well-formed).
 //   - value and quantity are an unsigned integer or a strict decimal text
-//     string (as in JSON); height and index are unsigned integers, time an
+//     string (as in JSON); height, slot and index are unsigned integers, time an
 //     integer.
 //   - Defaults, nulls, empty values, asset order and required fields are as
 //     in JSON (see codec_json.go).
@@ -379,6 +379,9 @@ func AppendBlockCBOR(dst []byte, b *Block) []byte {
 	if b.Time != 0 {
 		n++
 	}
+	if b.Slot != 0 {
+		n++
+	}
 	if !b.PrevHash.IsZero() {
 		n++
 	}
@@ -389,6 +392,9 @@ func AppendBlockCBOR(dst []byte, b *Block) []byte {
 		dst = appendTxCBOR(dst, &b.Txs[i])
 	}
 	dst = appendCBORBytes(appendCBORText(dst, "hash"), b.Hash[:])
+	if b.Slot != 0 {
+		dst = appendCBORHead(appendCBORText(dst, "slot"), cborUint, b.Slot)
+	}
 	if b.Time != 0 {
 		dst = appendCBORInt(appendCBORText(dst, "time"), b.Time)
 	}

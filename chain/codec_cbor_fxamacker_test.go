@@ -118,6 +118,7 @@ type (
 		Hash     fxValue      `cbor:"hash"`
 		PrevHash fxValue      `cbor:"prev_hash"`
 		Time     fxValue      `cbor:"time"`
+		Slot     fxValue      `cbor:"slot"`
 		Txs      fxList[fxTx] `cbor:"txs"`
 	}
 	fxTx struct {
@@ -567,6 +568,9 @@ func (c *fxConv) block(w *fxBlock) (b *Block, err error) {
 		return nil, err
 	}
 	if err := c.optional("time", w.Time, func(v fxValue) (err error) { b.Time, err = fxInt64(v); return err }); err != nil {
+		return nil, err
+	}
+	if err := c.optional("slot", w.Slot, func(v fxValue) (err error) { b.Slot, err = fxUint(v, 1<<64-1); return err }); err != nil {
 		return nil, err
 	}
 	if b.Txs, err = fxRequiredArray(c, "txs", &w.Txs, c.lim.MaxTxs, c.tx); err != nil {

@@ -21,8 +21,8 @@ import (
 //     every accepted key is known, duplicate detection is exact (a bitmask
 //     per object), not a heuristic.
 //   - Byte fields are hex strings, either case; hashes exactly 64 characters.
-//   - height, time and index are JSON numbers without fraction or exponent
-//     (height and index also without sign). value and quantity are a JSON
+//   - height, time, slot and index are JSON numbers without fraction or exponent
+//     (height, slot and index also without sign). value and quantity are a JSON
 //     number or a decimal string, both strict uint64: no sign, fraction,
 //     exponent or leading zero, no overflow.
 //   - null for an optional field means absent; for a required field it is an
@@ -40,7 +40,7 @@ import (
 //
 // Fields in contract order, no whitespace, lowercase hex, integers as JSON
 // numbers. Optional fields at their defaults are omitted: prev_hash when zero,
-// time when 0, valid when true, coinbase when false, collateral_inputs and
+// time and slot when 0, valid when true, coinbase when false, collateral_inputs and
 // assets when empty, collateral_return, datum_hash, datum and script_ref when
 // absent. inputs and outputs are always written, even when empty. Example:
 //
@@ -519,6 +519,9 @@ func AppendBlockJSON(dst []byte, b *Block) []byte {
 	}
 	if b.Time != 0 {
 		dst = strconv.AppendInt(append(dst, `,"time":`...), b.Time, 10)
+	}
+	if b.Slot != 0 {
+		dst = strconv.AppendUint(append(dst, `,"slot":`...), b.Slot, 10)
 	}
 	dst = append(dst, `,"txs":[`...)
 	for i := range b.Txs {

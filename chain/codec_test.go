@@ -58,6 +58,7 @@ func codecCases() []codecCase {
 		{name: "nulls for optional fields", doc: func() any {
 			d := set(full(), "prev_hash", tNull{})
 			d = set(d, "time", tNull{})
+			d = set(d, "slot", tNull{})
 			d = set(d, "txs.1.collateral_return", tNull{})
 			d = set(d, "txs.1.collateral_inputs", tNull{})
 			d = set(d, "txs.1.valid", tNull{})
@@ -77,6 +78,7 @@ func codecCases() []codecCase {
 		{name: "max values", doc: func() any {
 			d := set(full(), "height", tUint(1<<64-1))
 			d = set(d, "time", tInt(-1<<63))
+			d = set(d, "slot", tUint(1<<64-1))
 			d = set(d, "txs.0.inputs.0.index", tUint(1<<32-1))
 			d = set(d, out0+".value", tUint(1<<64-1))
 			return set(d, asset0+".quantity", tStr("18446744073709551615"))
@@ -145,6 +147,9 @@ func codecCases() []codecCase {
 		{name: "index over uint32", doc: set(full(), "txs.0.inputs.0.index", tUint(1<<32)), want: ErrInvalidBlock, msg: "txs[0].inputs[0].index: 4294967296 out of range"},
 		{name: "index as string", doc: set(full(), "txs.0.inputs.0.index", tStr("1")), want: ErrInvalidBlock, msg: "index: expected unsigned integer"},
 		{name: "time fraction", doc: set(full(), "time", rawBoth("1.5", []byte{0xf9, 0x3e, 0x00})), want: ErrInvalidBlock, msg: "time:"},
+		{name: "negative slot", doc: set(full(), "slot", tInt(-1)), want: ErrInvalidBlock, msg: "slot:"},
+		{name: "slot as string", doc: set(full(), "slot", tStr("1")), want: ErrInvalidBlock, msg: "slot: expected unsigned integer"},
+		{name: "slot over uint64", doc: set(full(), "slot", rawJSON(u64Over)), want: ErrInvalidBlock, msg: "slot:"},
 		{name: "time over int64", doc: set(full(), "time", rawBoth("9223372036854775808", []byte{0x1b, 0x80, 0, 0, 0, 0, 0, 0, 0})), want: ErrInvalidBlock, msg: "time:"},
 		{name: "datum as text", doc: set(full(), out0+".datum", rawCBOR(0x61, 'a')), want: ErrInvalidBlock, msg: "datum: expected byte string, got text string"},
 		{name: "undefined", doc: set(full(), out0+".datum", rawCBOR(0xf7)), want: ErrInvalidBlock, msg: "datum: expected byte string, got undefined"},

@@ -209,7 +209,7 @@ func (d *blockDecoder) checkRequired(seen, required uint16, names []string) erro
 	return nil
 }
 
-var blockFields = []string{"height", "hash", "prev_hash", "time", "txs"}
+var blockFields = []string{"height", "hash", "prev_hash", "time", "txs", "slot"}
 
 const blockRequired = 1<<0 | 1<<1 | 1<<4
 
@@ -253,6 +253,14 @@ func (d *blockDecoder) block() (*Block, error) {
 			var ok bool
 			if ok, err = d.present(); ok {
 				b.Time, err = d.src.int64()
+			}
+		case "slot":
+			if err = d.enter(&seen, 5, "slot"); err != nil {
+				return nil, err
+			}
+			var ok bool
+			if ok, err = d.present(); ok {
+				b.Slot, err = d.src.uint(1<<64 - 1)
 			}
 		case "txs":
 			if err = d.enter(&seen, 4, "txs"); err != nil {

@@ -229,6 +229,7 @@ func fullDoc() tObj {
 		{"hash", tHex(fill(0xb1, 32))},
 		{"prev_hash", tHex(fill(0xb0, 32))},
 		{"time", tInt(1_700_000_000)},
+		{"slot", tUint(98_765_432)},
 		{"txs", tArr{
 			tObj{
 				{"hash", tHex(fill(0x01, 32))},
@@ -275,6 +276,7 @@ func fullBlock() *Block {
 		Hash:     fillHash(0xb1),
 		PrevHash: fillHash(0xb0),
 		Time:     1_700_000_000,
+		Slot:     98_765_432,
 		Txs: []Tx{
 			{
 				Hash:   fillHash(0x01),

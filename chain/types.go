@@ -110,13 +110,32 @@ func (tx *Tx) Creates(fn func(index uint32, out *Output, collateralReturn bool))
 
 // Block is one block in chain order. PrevHash is the zero hash when the
 // producer omitted it (allowed only for the first block of an empty store).
+//
+// Slot is the block's slot number on a chain that has slots (Cardano: the
+// header's absolute slot; a chain point is (Slot, Hash)), and 0 on a chain
+// that has none (Bitcoin). The store keeps it beside the block's hash, so a
+// follower can name recent points to its node; it takes no part in applying
+// the block, in the UTXO set or in its digest.
 type Block struct {
 	Height   uint64
 	Hash     Hash
 	PrevHash Hash
 	Time     int64
+	Slot     uint64
 	Txs      []Tx
 }
+
+// Point names one block of a chain by its height, hash and slot: what a
+// Cardano node needs to find where two chains meet (its points are
+// (Slot, Hash)). Slot is 0 on a chain without slots.
+type Point struct {
+	Height uint64
+	Slot   uint64
+	Hash   Hash
+}
+
+// String renders the point as "height/slot/hash".
+func (p Point) String() string { return fmt.Sprintf("%d/%d/%s", p.Height, p.Slot, p.Hash) }
 
 // Tip identifies the newest applied block. The zero Tip with Empty set is the
 // tip of a store that has applied nothing.

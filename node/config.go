@@ -8,6 +8,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/bitcoin"
+	"github.com/utxo-cache/utxo-cache/cardano/n2n"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -91,6 +92,15 @@ type Config struct {
 	FollowBitcoinREST string
 	BitcoinNetwork    bitcoin.Network
 
+	// FollowCardano is a Cardano node's node-to-node endpoint, HOST:PORT,
+	// the writer follows (package cardano/n2n), on the network of magic
+	// CardanoMagic (default n2n.MagicMainnet); "": none. CardanoStart is
+	// where an empty store joins the chain (nil: the origin); a store that
+	// starts mid-chain also needs SkipUnknownInputs.
+	FollowCardano string
+	CardanoMagic  uint32
+	CardanoStart  *n2n.Point
+
 	// ReplicaOf is the writer's base URL: the node is a read replica of it
 	// ("": the node is the writer). A replica keeps its stores in DataDir
 	// (replication/storedir: which one is active survives a crash).
@@ -125,6 +135,9 @@ func (c Config) EnsureDefaults() Config {
 	if c.BitcoinNetwork == "" {
 		c.BitcoinNetwork = bitcoin.Mainnet
 	}
+	if c.CardanoMagic == 0 {
+		c.CardanoMagic = n2n.MagicMainnet
+	}
 	if c.CheckpointIdleTimeout == 0 {
 		c.CheckpointIdleTimeout = replication.DefaultCheckpointIdleTimeout
 	}
@@ -154,6 +167,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: apply priority wait %s: must not be negative", c.ApplyPriorityWait)
 	case c.CheckpointIdleTimeout < 0:
 		return fmt.Errorf("node: checkpoint idle timeout %s: must be positive", c.CheckpointIdleTimeout)
+	case c.FollowBitcoinREST != "" && c.FollowCardano != "":
+		return errors.New("node: a writer follows one node: a Bitcoin node or a Cardano node, not both")
 	}
 	if _, _, err := ParseIndexes(c.Indexes); err != nil {
 		return err
@@ -170,6 +185,8 @@ func (c Config) Validate() error {
 		return errors.New("node: a replica keeps its writer's indexes, from the checkpoint (indexes)")
 	case c.FollowBitcoinREST != "":
 		return errors.New("node: a replica follows its writer, not a Bitcoin node")
+	case c.FollowCardano != "":
+		return errors.New("node: a replica follows its writer, not a Cardano node")
 	case c.Chain != "" || c.ChainIfNone != "":
 		return errors.New("node: a replica keeps its writer's chain")
 	}

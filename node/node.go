@@ -1,7 +1,7 @@
 // Package node assembles a utxo-cache node in process: the store, the
-// cache tiers, the reads, the single writer, the Bitcoin follower, the
-// replication source and the HTTP API, in the order their dependencies
-// need, and takes them down in the reverse order on Close. Config holds
+// cache tiers, the reads, the single writer, the follower of a Bitcoin or
+// Cardano node, the replication source and the HTTP API, in the order their
+// dependencies need, and takes them down in the reverse order on Close. Config holds
 // every setting as a plain value; the command line (cmd/utxo-cache) and
 // every in-process test start a node through Start.
 //
@@ -28,6 +28,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/cache"
+	"github.com/utxo-cache/utxo-cache/cardano/n2n"
 	"github.com/utxo-cache/utxo-cache/follow"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
@@ -56,6 +57,7 @@ type Node struct {
 	w     *writer.Writer
 	api   *api.API
 
+	cardano    *n2n.Follower // with Config.FollowCardano: its halt makes the node not ready
 	draining   atomic.Bool
 	stopFollow context.CancelFunc
 	followDone chan struct{}
@@ -170,6 +172,24 @@ func (n *Node) start(ctx context.Context) error {
 		source = replication.NewSourceWith(store, n.w, replication.SourceOptions{
 			Staging: staging, MaxChangeStreams: cfg.MaxChangeStreams})
 	}
+	// The follower of a node, if any; it starts once the API is built.
+	var follower func(context.Context) error
+	var followerName string
+	switch {
+	case cfg.FollowBitcoinREST != "":
+		f := follow.New(follow.Options{
+			URL: cfg.FollowBitcoinREST, Network: cfg.BitcoinNetwork, MaxReorgDepth: store.Options().RollbackWindow,
+			Writer: n.w, Hashes: store, Metrics: reg, Logger: log,
+		})
+		follower, followerName = f.Run, "bitcoin follower"
+	case cfg.FollowCardano != "":
+		f := n2n.New(n2n.Options{
+			Address: cfg.FollowCardano, Magic: cfg.CardanoMagic, Start: cfg.CardanoStart,
+			Writer: n.w, Points: store, Metrics: reg, Logger: log,
+		})
+		follower, followerName = f.Run, "cardano follower"
+		n.cardano = f
+	}
 	n.api = api.New(n.reads, n.w, api.Options{
 		ReplicationToken: cfg.ReplicationToken,
 		Replication:      source,
@@ -185,25 +205,24 @@ func (n *Node) start(ctx context.Context) error {
 			if n.draining.Load() {
 				return errors.New("shutting down")
 			}
+			if n.cardano != nil {
+				return n.cardano.Ready() // nil unless it halted, with its reason
+			}
 			return nil
 		},
 		WritesRefused: writesRefused,
 	})
 
-	if cfg.FollowBitcoinREST == "" {
+	if follower == nil {
 		close(n.followDone)
 		return nil
 	}
-	f := follow.New(follow.Options{
-		URL: cfg.FollowBitcoinREST, Network: cfg.BitcoinNetwork, MaxReorgDepth: store.Options().RollbackWindow,
-		Writer: n.w, Hashes: store, Metrics: reg, Logger: log,
-	})
 	followCtx, stop := context.WithCancel(context.Background())
 	n.stopFollow = stop
 	go func() {
 		defer close(n.followDone)
-		if err := f.Run(followCtx); err != nil {
-			n.errc <- fmt.Errorf("bitcoin follower: %w", err)
+		if err := follower(followCtx); err != nil {
+			n.errc <- fmt.Errorf("%s: %w", followerName, err)
 		}
 	}()
 	return nil

@@ -19,6 +19,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/bitcoin"
+	"github.com/utxo-cache/utxo-cache/cardano/n2n"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/diskspace"
 	"github.com/utxo-cache/utxo-cache/node"
@@ -52,6 +53,7 @@ type serveSettings struct {
 	maxChangeStreams                                   int
 	applyPriorityWait, checkpointIdleTimeout           time.Duration
 	followURL, bitcoinNetwork                          string
+	followCardano, cardanoNetwork, cardanoStart        string
 	replicaOf, replicationToken                        string
 	replicationRetention, maxLagBlocks                 uint64
 	disk                                               diskFlags
@@ -87,6 +89,9 @@ func runServe(e *env, args []string) error {
 	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long to drain requests on shutdown")
 	fs.StringVar(&s.followURL, "follow-bitcoin-rest", "", "follow a Bitcoin Core node's REST interface at `URL` (e.g. http://127.0.0.1:8332; the node runs with -rest); none: off")
 	fs.StringVar(&s.bitcoinNetwork, "bitcoin-network", "mainnet", "`NETWORK` of the followed node: mainnet, testnet, signet or regtest")
+	fs.StringVar(&s.followCardano, "follow-cardano", "", "follow a Cardano node's node-to-node endpoint at `HOST:PORT` (ChainSync and BlockFetch); none: off")
+	fs.StringVar(&s.cardanoNetwork, "cardano-network", "mainnet", "`NETWORK` of the followed Cardano node: mainnet, preprod, preview, or its magic number")
+	fs.StringVar(&s.cardanoStart, "cardano-start-point", "", "`SLOT.HASH`: the chain point an empty store joins the Cardano chain at (the blocks after it are applied; needs --skip-unknown-inputs); none: the origin")
 	fs.StringVar(&s.replicaOf, "replica-of", "", "the writer's base `URL` (http://host:port): run as a read replica of it; none: run as the writer")
 	fs.StringVar(&s.replicationToken, "replication-token", "", "bearer `TOKEN` of the replication endpoints: on the writer it enables them, on a replica it is sent to the writer (none: replication off);\n"+
 		"prefer --replication-token-file")
@@ -171,6 +176,22 @@ func runServe(e *env, args []string) error {
 	if _, err := bitcoin.ParseNetwork(s.bitcoinNetwork); err != nil {
 		return usagef("--bitcoin-network: %v", err)
 	}
+	if _, err := n2n.ParseNetwork(s.cardanoNetwork); err != nil {
+		return usagef("--cardano-network: %v", err)
+	}
+	if s.cardanoStart != "" {
+		if _, err := n2n.ParsePoint(s.cardanoStart); err != nil {
+			return usagef("--cardano-start-point: %v", err)
+		}
+	}
+	if s.followCardano != "" {
+		if _, _, err := net.SplitHostPort(s.followCardano); err != nil {
+			return usagef("--follow-cardano %q: want HOST:PORT", s.followCardano)
+		}
+		if s.followURL != "" {
+			return usagef("--follow-cardano and --follow-bitcoin-rest: a writer follows one node")
+		}
+	}
 	logger, err := newLogger(e, s.logLevel, s.logFormat)
 	if err != nil {
 		return err
@@ -191,6 +212,8 @@ func runServe(e *env, args []string) error {
 			return usagef("--admin-token: a replica takes no writes")
 		case s.followURL != "":
 			return usagef("--follow-bitcoin-rest: a replica follows its writer, not a node")
+		case s.followCardano != "":
+			return usagef("--follow-cardano: a replica follows its writer, not a node")
 		case cl.given("prune-depth") || cl.given("rollback-window"):
 			return usagef("--prune-depth and --rollback-window: a replica keeps its writer's, from the checkpoint")
 		case cl.given("indexes"):
@@ -205,7 +228,13 @@ func runServe(e *env, args []string) error {
 // nodeConfig is the node.Config of settings s.
 func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config {
 	network, _ := bitcoin.ParseNetwork(s.bitcoinNetwork) // checked by runServe
-	ballast, _ := parseBallastFlag(s.disk.ballast)       // checked by runServe
+	magic, _ := n2n.ParseNetwork(s.cardanoNetwork)       // checked by runServe
+	var start *n2n.Point
+	if s.cardanoStart != "" {
+		p, _ := n2n.ParsePoint(s.cardanoStart) // checked by runServe
+		start = &p
+	}
+	ballast, _ := parseBallastFlag(s.disk.ballast) // checked by runServe
 	cfg := node.Config{
 		DataDir: s.dataDir,
 		Logger:  log,
@@ -235,6 +264,9 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 
 		FollowBitcoinREST: s.followURL,
 		BitcoinNetwork:    network,
+		FollowCardano:     s.followCardano,
+		CardanoMagic:      magic,
+		CardanoStart:      start,
 		Chain:             s.chain(),
 		ChainIfNone:       s.chainIfNone(),
 
@@ -252,8 +284,13 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 // a node serves a store of any chain; a store it creates records generic
 // (chainIfNone).
 func (s serveSettings) chain() disk.Chain {
-	if s.replicaOf == "" && s.followURL != "" {
+	switch {
+	case s.replicaOf != "":
+		return ""
+	case s.followURL != "":
 		return chainBitcoin
+	case s.followCardano != "":
+		return chainCardano
 	}
 	return ""
 }
@@ -261,7 +298,7 @@ func (s serveSettings) chain() disk.Chain {
 // chainIfNone is the chain a new store records when serve feeds it no
 // chain of its own: generic, when it takes POSTed blocks.
 func (s serveSettings) chainIfNone() disk.Chain {
-	if s.replicaOf == "" && s.followURL == "" && s.adminToken != "" {
+	if s.replicaOf == "" && s.followURL == "" && s.followCardano == "" && s.adminToken != "" {
 		return chainGeneric
 	}
 	return ""

@@ -46,10 +46,12 @@ var layers = []struct {
 	{"writer", []string{"chain", "changeset", "tiers/disk"}},
 	{"replication", []string{"chain", "changeset", "internal/diskspace", "internal/durable", "replication/storedir", "tiers/disk", "writer"}},
 	{"follow", []string{"bitcoin", "chain", "writer"}},
+	{"cardano/n2n", []string{"cardano", "chain", "writer"}},
+	{"cardano/n2n/n2ntest", []string{"cardano", "chain"}},
 	// Serving, and the tools and binary built on it.
 	{"api", []string{"cardano/credential", "chain", "query", "replication", "writer"}},
-	{"node", []string{"api", "bitcoin", "cache", "cardano/credential", "chain", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
-	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
+	{"node", []string{"api", "bitcoin", "cache", "cardano/credential", "cardano/n2n", "chain", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
+	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "cardano/n2n", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.
 	{"loadtest", []string{"api/bare", "chain", "internal/model", "internal/workload", "node"}},

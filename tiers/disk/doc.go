@@ -19,7 +19,7 @@
 //	0x04    dim_key[16]                                     balance: count, value, assets  while count > 0
 //	0x05    height[8]                                       outpoints spent at height      with their records
 //	0x06    height[8]                                       undo delta of the block        rollback_window blocks
-//	0x07    height[8]                                       block hash                     while on the chain
+//	0x07    height[8]                                       block hash, slot (keys.go)     while on the chain
 //	0x08    block_hash[32]                                  height[8]                      while on the chain
 //	0x09    seq[8]                                          change record (changelog.go)   LogRetention changes
 //

@@ -11,7 +11,8 @@ import (
 )
 
 // FuzzValueDecoders feeds arbitrary bytes to every decoder of a stored
-// value (record, index value, balance, undo delta, state, schema, settings): none may
+// value (record, index value, balance, undo delta, state, schema, settings,
+// block-hash row): none may
 // panic, a failure must be ErrCorrupt, and a value that decodes must encode
 // back to exactly the same bytes (the encodings are canonical, so a
 // decoder that accepted two spellings of one value would be caught).
@@ -23,7 +24,7 @@ func FuzzValueDecoders(f *testing.F) {
 			if err != nil {
 				f.Fatal(err)
 			}
-			for kind := range byte(7) {
+			for kind := range byte(8) {
 				f.Add(kind, b)
 			}
 		}
@@ -35,11 +36,18 @@ func FuzzValueDecoders(f *testing.F) {
 		b, _ := hex.DecodeString(strings.ReplaceAll(s, " ", ""))
 		f.Add(byte(6), b)
 	}
+	for _, g := range blockHashRowGoldens {
+		b, err := hex.DecodeString(strings.ReplaceAll(g.hex, " ", ""))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(byte(7), b)
+	}
 	op := chain.OutPoint{TxHash: chain.Hash{1, 2, 3}, Index: 7}
 	f.Fuzz(func(t *testing.T, kind byte, b []byte) {
 		var got []byte
 		var err error
-		switch kind % 7 {
+		switch kind % 8 {
 		case 0:
 			var r Record
 			if r, err = decodeRecord(op, b); err == nil {
@@ -84,15 +92,20 @@ func FuzzValueDecoders(f *testing.F) {
 			if s, err = decodeSettings(b); err == nil {
 				got = appendSettings(nil, &s)
 			}
+		case 7:
+			var p chain.Point
+			if p, err = decodeBlockHashRow(9, b); err == nil {
+				got = appendBlockHashRow(nil, p.Hash, p.Slot)
+			}
 		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("kind %d: error %v is not ErrCorrupt", kind%7, err)
+				t.Fatalf("kind %d: error %v is not ErrCorrupt", kind%8, err)
 			}
 			return
 		}
 		if !bytes.Equal(got, b) {
-			t.Fatalf("kind %d: %x decodes, but encodes back as %x", kind%7, b, got)
+			t.Fatalf("kind %d: %x decodes, but encodes back as %x", kind%8, b, got)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package disk
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"fmt"
 
 	"github.com/utxo-cache/utxo-cache/chain"
 )
@@ -136,4 +137,40 @@ func heightKey(prefix byte, h uint64) []byte {
 
 func hashBlockKey(h chain.Hash) []byte {
 	return append([]byte{prefixHashBlock}, h[:]...)
+}
+
+// The block-hash row (prefixBlockHash, height → the block): the block's hash,
+// followed by its slot when it has one.
+//
+//	offset  size  field
+//	0       32    hash
+//	32      8     slot, big-endian; absent when the slot is 0
+//
+// A store from before slots were kept has only 32-byte rows; they read as
+// slot 0, so such a store opens and serves unchanged. Example, the block
+// 1111…11 at slot 0x1234: 1111…11 0000000000001234.
+const blockHashRowSlotLen = chain.HashSize + 8
+
+func appendBlockHashRow(dst []byte, h chain.Hash, slot uint64) []byte {
+	dst = append(dst, h[:]...)
+	if slot != 0 {
+		dst = binary.BigEndian.AppendUint64(dst, slot)
+	}
+	return dst
+}
+
+func decodeBlockHashRow(height uint64, v []byte) (chain.Point, error) {
+	p := chain.Point{Height: height}
+	switch len(v) {
+	case chain.HashSize:
+	case blockHashRowSlotLen:
+		p.Slot = binary.BigEndian.Uint64(v[chain.HashSize:])
+		if p.Slot == 0 {
+			return p, fmt.Errorf("disk: block hash row at %d with a zero slot: %w", height, ErrCorrupt)
+		}
+	default:
+		return p, fmt.Errorf("disk: block hash row at %d of %d bytes: %w", height, len(v), ErrCorrupt)
+	}
+	copy(p.Hash[:], v)
+	return p, nil
 }

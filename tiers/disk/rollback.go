@@ -29,18 +29,72 @@ func (s *Store) HeightOfHash(h chain.Hash) (height uint64, found bool, err error
 
 // HashAt returns the hash of the block at height on the current chain.
 func (s *Store) HashAt(height uint64) (h chain.Hash, found bool, err error) {
+	p, found, err := s.PointAt(height)
+	return p.Hash, found, err
+}
+
+// PointAt returns the block at height on the current chain as a point: its
+// hash and slot (0 for a block applied without one, or by a store from
+// before slots were kept). Safe for concurrent use; a block rolled back or
+// applied meanwhile may or may not be seen.
+func (s *Store) PointAt(height uint64) (p chain.Point, found bool, err error) {
 	v, err := s.get(heightKey(prefixBlockHash, height))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return h, false, nil
+		return p, false, nil
 	}
 	if err != nil {
-		return h, false, fmt.Errorf("disk: read block hash: %w", err)
+		return p, false, fmt.Errorf("disk: read block hash: %w", err)
 	}
-	if len(v) != chain.HashSize {
-		return h, false, fmt.Errorf("disk: block hash of %d bytes: %w", len(v), ErrCorrupt)
+	p, err = decodeBlockHashRow(height, v)
+	return p, err == nil, err
+}
+
+// RecentPoints returns points of the current chain from its tip back into
+// the rollback window, newest first, for a follower to offer its node as
+// possible intersections: the tip, then the blocks 1, 2, 4, 8, … below it,
+// and last the oldest block the window reaches (the tip's height minus
+// RollbackWindow, or height 0); heights below the store's first block (a
+// store started mid-chain) are left out. All are read from one snapshot, so
+// they belong to one chain. An empty store has none.
+func (s *Store) RecentPoints() ([]chain.Point, error) {
+	v, err := s.NewView()
+	if err != nil {
+		return nil, err
 	}
-	copy(h[:], v)
-	return h, true, nil
+	defer v.Close()
+	tip := v.Tip()
+	if tip.Empty {
+		return nil, nil
+	}
+	floor := uint64(0)
+	if tip.Height > s.opts.RollbackWindow {
+		floor = tip.Height - s.opts.RollbackWindow
+	}
+	var heights []uint64
+	for d := uint64(0); ; d = max(1, 2*d) {
+		if tip.Height-floor <= d {
+			heights = append(heights, floor)
+			break
+		}
+		heights = append(heights, tip.Height-d)
+	}
+	points := make([]chain.Point, 0, len(heights))
+	for _, h := range heights {
+		val, closer, err := v.snap.Get(heightKey(prefixBlockHash, h))
+		if errors.Is(err, pebble.ErrNotFound) {
+			break // below the store's first block: nothing older either
+		}
+		if err != nil {
+			return nil, fmt.Errorf("disk: read block hash: %w", err)
+		}
+		p, err := decodeBlockHashRow(h, val)
+		closer.Close()
+		if err != nil {
+			return nil, err
+		}
+		points = append(points, p)
+	}
+	return points, nil
 }
 
 // CheckRollback reports whether a rollback to target can be exact: nil, or
