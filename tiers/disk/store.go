@@ -198,6 +198,11 @@ type Store struct {
 	txfRebuild *txFilterRebuild // a background rebuild of txf, or nil
 	logFloor   uint64           // lowest seq the change log keeps; 0: none
 	closed     bool
+	// schemaVersion is the version the store's schema row holds
+	// (SchemaVersion, or 1 for a store without a freeze yet: meta.go).
+	schemaVersion uint32
+	// lapses are the freezes the batch being built ends (freeze.go).
+	lapses []lapse
 
 	// bg counts background goroutines (filter rebuilds); Close sets stopping
 	// and waits for them before closing Pebble.
@@ -312,6 +317,7 @@ func (s *Store) init(given Options) error {
 			return fmt.Errorf("disk: initialise store: %w", err)
 		}
 		s.dims = want.dims
+		s.schemaVersion = want.version
 		s.state.Store(&st)
 		return nil
 	case err != nil:
@@ -329,6 +335,7 @@ func (s *Store) init(given Options) error {
 		return fmt.Errorf("disk: store indexes dimensions %v, options ask for %v: reindex into a new store", have.dims, want.dims)
 	}
 	s.dims = have.dims
+	s.schemaVersion = have.version
 	if s.secret, err = s.get(keySecret); err != nil || len(s.secret) != 32 {
 		return fmt.Errorf("disk: read secret (%d bytes): %w", len(s.secret), errors.Join(err, ErrCorrupt))
 	}
