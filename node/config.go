@@ -49,6 +49,10 @@ type Config struct {
 
 	// AdminToken enables POST /v1/blocks and /v1/rollback; "": writes 403.
 	AdminToken string
+	// WalletToken enables the wallet writes (pending transactions, leases:
+	// docs/wallet-state.md); "": they answer 403 wallet_writes_disabled. It
+	// must differ from AdminToken: a wallet backend must not post blocks.
+	WalletToken string
 	// SkipUnknownInputs skips and counts inputs that are not live outputs.
 	SkipUnknownInputs bool
 	// MaxBlockBytes bounds a POST /v1/blocks body and MaxBlockMemory the heap
@@ -137,6 +141,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: apply priority wait %s: must not be negative", c.ApplyPriorityWait)
 	case c.CheckpointIdleTimeout < 0:
 		return fmt.Errorf("node: checkpoint idle timeout %s: must be positive", c.CheckpointIdleTimeout)
+	case c.WalletToken != "" && c.WalletToken == c.AdminToken:
+		return errors.New("node: the wallet token is the admin token: a wallet backend must not post blocks")
 	}
 	if c.ReplicaOf == "" {
 		return nil
@@ -146,6 +152,8 @@ func (c Config) Validate() error {
 		return errors.New("node: a replica needs the writer's replication token")
 	case c.AdminToken != "":
 		return errors.New("node: a replica takes no writes (admin token)")
+	case c.WalletToken != "":
+		return errors.New("node: a replica takes no writes (wallet token)")
 	case c.FollowBitcoinREST != "":
 		return errors.New("node: a replica follows its writer, not a Bitcoin node")
 	}
