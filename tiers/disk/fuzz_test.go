@@ -23,7 +23,7 @@ func FuzzValueDecoders(f *testing.F) {
 			if err != nil {
 				f.Fatal(err)
 			}
-			for kind := range byte(6) {
+			for kind := range byte(7) {
 				f.Add(kind, b)
 			}
 		}
@@ -32,16 +32,18 @@ func FuzzValueDecoders(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind byte, b []byte) {
 		var got []byte
 		var err error
-		switch kind % 6 {
+		switch kind % 7 {
 		case 0:
 			var r Record
 			if r, err = decodeRecord(op, b); err == nil {
 				got = appendRecord(nil, &r)
 			}
 		case 1:
-			var u chain.Utxo
-			if u, err = decodeIndexValue(op.Index, b); err == nil {
-				got = appendIndexValue(nil, &u)
+			// Through the in-place parse: a frozen index value keeps its mark.
+			var r UtxoRef
+			if err = parseIndexValue(op.Index, b, &r); err == nil {
+				rec := r.record()
+				got = appendRecord(append([]byte(nil), rec.Utxo.TxHash[:]...), &rec)
 			}
 		case 2:
 			var bal chain.Balance
@@ -72,15 +74,20 @@ func FuzzValueDecoders(f *testing.F) {
 				}
 				got = appendSchema(nil, &s)
 			}
+		case 6:
+			var fi FreezeInfo
+			if fi, err = decodeFreezeRow(b); err == nil {
+				got = appendFreezeRow(nil, &fi)
+			}
 		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("kind %d: error %v is not ErrCorrupt", kind%6, err)
+				t.Fatalf("kind %d: error %v is not ErrCorrupt", kind%7, err)
 			}
 			return
 		}
 		if !bytes.Equal(got, b) {
-			t.Fatalf("kind %d: %x decodes, but encodes back as %x", kind%6, b, got)
+			t.Fatalf("kind %d: %x decodes, but encodes back as %x", kind%7, b, got)
 		}
 	})
 }
