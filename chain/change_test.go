@@ -119,8 +119,8 @@ func TestFreezeChangeRejects(t *testing.T) {
 	}
 	for _, bad := range [][]byte{
 		bytes.Replace(good, []byte("freeze"), []byte("unfreeze"[:6]), 1), // still "unfree": an unknown field
-		bytes.Replace(good, []byte{0x61, 0x72}, []byte{0x61, 0x00}, 1),  // a reason with a control character
-		bytes.Replace(good, []byte{0x58, 0x20}, []byte{0x58, 0x1f}, 1),  // a 31-byte hash (then trailing garbage)
+		bytes.Replace(good, []byte{0x61, 0x72}, []byte{0x61, 0x00}, 1),   // a reason with a control character
+		bytes.Replace(good, []byte{0x58, 0x20}, []byte{0x58, 0x1f}, 1),   // a 31-byte hash (then trailing garbage)
 	} {
 		if _, _, err := chain.DecodeChangeCBOR(bad, chain.Limits{}); !errors.Is(err, chain.ErrInvalidChange) {
 			t.Errorf("%x: %v, want ErrInvalidChange", bad, err)

@@ -131,8 +131,8 @@ func TestDecodeFreezeJSON(t *testing.T) {
 		body   string
 		reason bool
 	}{
-		{`{"outpoints":[` + item + `]}`, true},                          // no reason
-		{`{"outpoints":[` + item + `],"reason":"x"}`, false},            // a reason in an unfreeze
+		{`{"outpoints":[` + item + `]}`, true},                           // no reason
+		{`{"outpoints":[` + item + `],"reason":"x"}`, false},             // a reason in an unfreeze
 		{`{"outpoints":[` + item + `,` + item + `],"reason":"x"}`, true}, // twice
 		{`{"outpoints":[],"reason":"x"}`, true},
 		{`{"outpoints":[` + item + `],"reason":"` + strings.Repeat("é", 129) + `"}`, true}, // 258 bytes
