@@ -4,13 +4,19 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/internal/testredis"
+	"github.com/utxo-cache/utxo-cache/tiers/redis"
 )
 
 const walletToken = "test-wallet-token"
@@ -154,7 +160,31 @@ func TestFreezeBadInputChangesNothing(t *testing.T) {
 // same, an unrelated address's cached page is untouched, and the unfreeze
 // undoes it all.
 func TestFreezeInvalidatesCaches(t *testing.T) {
-	s := newStack(t, stackConfig{})
+	t.Run("memory", func(t *testing.T) {
+		s := newStack(t, stackConfig{})
+		freezeInvalidates(t, s, s.mem.Wait)
+	})
+	t.Run("redis", func(t *testing.T) {
+		rs := testredis.Start(t)
+		rt, err := redis.New(redis.Options{URL: rs.URL(), Namespace: "freeze", Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rt.Close() })
+		freezeInvalidates(t, newStack(t, stackConfig{noMemory: true, tiers: []cache.Tier{rt}}), func() {
+			// The six answers' fills land off the read path.
+			for deadline := time.Now().Add(10 * time.Second); rt.Stats().Fills < 6; runtime.Gosched() {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d Redis fills within 10s, want 6", rt.Stats().Fills)
+				}
+			}
+		})
+	})
+}
+
+// freezeInvalidates is TestFreezeInvalidatesCaches on s, whose cache tier
+// holds what was read once settle returns.
+func freezeInvalidates(t *testing.T, s *stack, settle func()) {
 	s.apply(tx("a", nil, out("alice", 1), out("alice", 2), out("bob", 5)))
 	frozen := op("a", 1)
 	targets := []string{"/v1/addresses/alice/utxos", "/v1/addresses/alice/utxos?frozen=exclude",
@@ -172,7 +202,8 @@ func TestFreezeInvalidatesCaches(t *testing.T) {
 		return m
 	}
 	before := read(0)
-	read(0) // every answer now from the memory tier
+	settle()
+	read(0) // every answer now from a cache tier
 	r := s.postJSON("/v1/frozen", frozenJSON("audit", frozen))
 	if r.code != 200 || !bytes.HasPrefix(r.body, []byte(`{"frozen":1,`)) {
 		t.Fatalf("freeze: %s", r)

@@ -147,6 +147,11 @@ func TestValidate(t *testing.T) {
 			c.ReplicaOf, c.AdminToken, c.ReplicationToken = "http://w", "", ""
 		}, "replication token"},
 		{"replica taking writes", func(c *node.Config) { c.ReplicaOf = "http://w" }, "takes no writes"},
+		{"writer with a wallet token", func(c *node.Config) { c.WalletToken = "wallet" }, ""},
+		{"wallet token is the admin token", func(c *node.Config) { c.WalletToken = c.AdminToken }, "wallet token is the admin token"},
+		{"replica taking wallet writes", func(c *node.Config) {
+			c.ReplicaOf, c.AdminToken, c.WalletToken = "http://w", "", "wallet"
+		}, "takes no writes (wallet token)"},
 		{"replica following bitcoin", func(c *node.Config) {
 			c.ReplicaOf, c.AdminToken, c.FollowBitcoinREST = "http://w", "", "http://b"
 		}, "not a Bitcoin node"},

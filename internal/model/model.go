@@ -8,7 +8,9 @@
 // listings are never maintained incrementally), and a per-block list of
 // before-images for rollback. It shares nothing with tiers/disk or writer;
 // from package chain it uses the domain types, Digest.Add (the digest term),
-// the asset order and Uint128.
+// the asset order, Uint128 and the bounds of a freeze (Freeze.Validate). It
+// also models frozen outputs (docs/wallet-state.md) and coinbase maturity,
+// with the maturity of 100 blocks written out, not taken from chain.
 package model
 
 import (

@@ -322,7 +322,12 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 			spentHere = binary.BigEndian.AppendUint32(spentHere, op.Index)
 		}
 		if e.before != nil && e.before.Frozen {
-			s.lapseFreeze(b, op, h, "spent by "+e.after.Spent.TxHash.String())
+			// Spent, or spent and created again by a later tx of the block.
+			why := "a transaction of the block"
+			if e.after.Spent != nil {
+				why = "spent by " + e.after.Spent.TxHash.String()
+			}
+			s.lapseFreeze(b, op, h, why)
 		}
 		ch.outPoint(op)
 		key = appendOutPointKey(key[:0], op)
