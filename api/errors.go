@@ -42,6 +42,7 @@ var errorTable = []errorClass{
 	{errUnauthorized, http.StatusUnauthorized, "unauthorized", ""},
 	{errWritesDisabled, http.StatusForbidden, "writes_disabled", ""},
 	{errReadOnly, http.StatusForbidden, "read_only", ""},
+	{errWalletWritesDisabled, http.StatusForbidden, "wallet_writes_disabled", ""},
 	{chain.ErrNotFound, http.StatusNotFound, "not_found", ""},
 	{query.ErrNotIndexed, http.StatusNotFound, "not_indexed", ""},
 	{chain.ErrNotNextBlock, http.StatusConflict, "not_next_block", ""},

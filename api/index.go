@@ -18,7 +18,7 @@ import (
 // or an asset. A Reader that is not one answers those routes 404
 // not_indexed.
 type IndexReader interface {
-	IndexUtxos(ctx context.Context, k query.IndexKey, desc bool, limit int, cursor string) (query.Answer, error)
+	IndexUtxosFiltered(ctx context.Context, k query.IndexKey, desc bool, limit int, cursor string, f query.Filter) (query.Answer, error)
 	IndexBalance(ctx context.Context, k query.IndexKey) (query.Answer, error)
 }
 
@@ -111,6 +111,10 @@ func (a *API) getIndexUtxos(param string, parse func(string) (query.IndexKey, er
 			a.fail(c, err)
 			return
 		}
+		f, ok := a.listFilter(c, &q)
+		if !ok {
+			return
+		}
 		k, err := parse(c.Param(param))
 		if err != nil {
 			a.fail(c, err)
@@ -122,7 +126,7 @@ func (a *API) getIndexUtxos(param string, parse func(string) (query.IndexKey, er
 			return
 		}
 		a.serveRead(c, rc, true, func(ctx context.Context) (query.Answer, error) {
-			return ir.IndexUtxos(ctx, k, desc, limit, cursor)
+			return ir.IndexUtxosFiltered(ctx, k, desc, limit, cursor, f)
 		})
 	}
 }

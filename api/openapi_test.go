@@ -137,8 +137,8 @@ func TestOpenAPIDocument(t *testing.T) {
 	for _, item := range doc.Paths.Map() {
 		ops += len(item.Operations())
 	}
-	if ops != 21 {
-		t.Fatalf("the document describes %d operations, the API has 21", ops)
+	if ops != 23 {
+		t.Fatalf("the document describes %d operations, the API has 23", ops)
 	}
 }
 
@@ -237,6 +237,16 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 	}
 	post := func(target, ctype string, body []byte) func() call {
 		return func() call { return call{method: "POST", target: target, body: body, ctype: ctype, auth: true} }
+	}
+	del := func(target, ctype string, body []byte) func() call {
+		return func() call { return call{method: "DELETE", target: target, body: body, ctype: ctype, auth: true} }
+	}
+	frozenBody := func(o chain.OutPoint, reason string) []byte {
+		b := fmt.Sprintf(`{"outpoints":[{"tx_hash":"%s","index":%d}]`, o.TxHash, o.Index)
+		if reason != "" {
+			b += `,"reason":"` + reason + `"`
+		}
+		return []byte(b + "}")
 	}
 	repl := func(target string) func() call { return get(target, "Authorization", "Bearer "+replToken) }
 	seqOf := func(s *stack) uint64 { return s.store.Published().Seq }
@@ -441,6 +451,40 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		{name: "rollback by hash", s: m, mk: postFn("/v1/rollback", "application/json", func() []byte {
 			return []byte(`{"hash":"` + b5.Hash.String() + `"}`)
 		}), want: 200},
+		{name: "freeze", s: m, mk: post("/v1/frozen", "application/json", frozenBody(op("a", 3), "audit")), want: 200},
+		{name: "freeze again, nothing changes", s: m, mk: post("/v1/frozen", "application/json", frozenBody(op("a", 3), "audit")), want: 200},
+		{name: "utxos without frozen", s: m, mk: get("/v1/addresses/a%2Fb/utxos?frozen=exclude"), want: 200},
+		{name: "utxos mature only", s: m, mk: get("/v1/addresses/alice/utxos?mature=only&frozen=include&limit=1"), want: 200},
+		{name: "utxos bad frozen", s: m, mk: get("/v1/addresses/alice/utxos?frozen=no"), want: 400},
+		{name: "utxos bad mature", s: m, mk: get("/v1/addresses/alice/utxos?mature=yes"), want: 400},
+		{name: "utxo frozen", s: m, mk: get("/v1/utxos/" + h + "/3"), want: 200},
+		{name: "freeze unknown outpoint", s: m, mk: post("/v1/frozen", "application/json", frozenBody(op("nowhere", 0), "audit")), want: 422},
+		{name: "freeze without reason", s: m, mk: post("/v1/frozen", "application/json", frozenBody(op("a", 3), "")), want: 400},
+		{name: "freeze unauthorized", s: m, mk: func() call {
+			return call{method: "POST", target: "/v1/frozen", ctype: "application/json", body: frozenBody(op("a", 3), "x")}
+		}, want: 401},
+		{name: "freeze writes disabled", s: noToken, mk: post("/v1/frozen", "application/json", frozenBody(op("a", 3), "x")), want: 403},
+		{name: "freeze read only", s: replica, mk: post("/v1/frozen", "application/json", frozenBody(op("a", 3), "x")), want: 403},
+		{name: "freeze as text/plain", s: m, mk: post("/v1/frozen", "text/plain", frozenBody(op("a", 3), "x")), want: 415},
+		{name: "freeze too large", s: m, mk: post("/v1/frozen", "application/json", []byte(`{"reason":"x"`+strings.Repeat(" ", 5000)+`}`)), want: 413},
+		{name: "freeze slow body", s: m, mk: func() call {
+			return call{method: "POST", target: "/v1/frozen", ctype: "application/json", body: []byte(`{"outpoints":`), stalled: true, auth: true}
+		}, want: 408},
+		{name: "freeze writer closed", s: closed, mk: post("/v1/frozen", "application/json", frozenBody(op("a", 3), "x")), want: 503},
+		{name: "freeze disk full", s: full, mk: post("/v1/frozen", "application/json", frozenBody(op("full", 0), "x")), want: 507},
+		{name: "unfreeze", s: m, mk: del("/v1/frozen", "application/json", frozenBody(op("a", 3), "")), want: 200},
+		{name: "unfreeze with a reason", s: m, mk: del("/v1/frozen", "application/json", frozenBody(op("a", 3), "x")), want: 400},
+		{name: "unfreeze unauthorized", s: m, mk: func() call {
+			return call{method: "DELETE", target: "/v1/frozen", ctype: "application/json", body: frozenBody(op("a", 3), "")}
+		}, want: 401},
+		{name: "unfreeze read only", s: replica, mk: del("/v1/frozen", "application/json", frozenBody(op("a", 3), "")), want: 403},
+		{name: "unfreeze as text/plain", s: m, mk: del("/v1/frozen", "text/plain", frozenBody(op("a", 3), "")), want: 415},
+		{name: "unfreeze too large", s: m, mk: del("/v1/frozen", "application/json", []byte(`{`+strings.Repeat(" ", 5000)+`}`)), want: 413},
+		{name: "unfreeze slow body", s: m, mk: func() call {
+			return call{method: "DELETE", target: "/v1/frozen", ctype: "application/json", body: []byte(`{"outpoints":`), stalled: true, auth: true}
+		}, want: 408},
+		{name: "unfreeze writer closed", s: closed, mk: del("/v1/frozen", "application/json", frozenBody(op("a", 3), "")), want: 503},
+		{name: "unfreeze disk full", s: full, mk: del("/v1/frozen", "application/json", frozenBody(op("full", 0), "")), want: 507},
 		{name: "rollback writes disabled", s: noToken, mk: post("/v1/rollback", "application/json", []byte(`{"height":0}`)), want: 403},
 		{name: "rollback read only", s: replica, mk: post("/v1/rollback", "application/json", []byte(`{"height":0}`)), want: 403},
 		{name: "healthz", s: m, mk: get("/healthz"), want: 200},

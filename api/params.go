@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/query"
 )
 
 // Query parameters every read accepts (read-your-writes, docs/consistency.md).
@@ -20,11 +21,44 @@ const (
 	paramWait      = "wait"
 )
 
+// The filters of a listing (docs/api.md, "Filters").
+const (
+	paramFrozen = "frozen" // include (default) or exclude
+	paramMature = "mature" // all (default) or only
+)
+
+// listFilter reads a listing's filters from q; on a bad value it answers
+// 400 itself and reports false.
+func (a *API) listFilter(c *gin.Context, q *queryParams) (query.Filter, bool) {
+	var f query.Filter
+	if v, given := q.lookup(paramFrozen); given {
+		switch v {
+		case "include":
+		case "exclude":
+			f.ExcludeFrozen = true
+		default:
+			a.fail(c, fmt.Errorf("frozen %q: must be include or exclude: %w", v, chain.ErrInvalidArgument))
+			return f, false
+		}
+	}
+	if v, given := q.lookup(paramMature); given {
+		switch v {
+		case "all":
+		case "only":
+			f.MatureOnly = true
+		default:
+			a.fail(c, fmt.Errorf("mature %q: must be all or only: %w", v, chain.ErrInvalidArgument))
+			return f, false
+		}
+	}
+	return f, true
+}
+
 // readParamNames are the parameters of every read endpoint; pageParamNames
 // those of an address's page.
 var (
 	readParamNames = []string{paramMinSeq, paramMinHeight, paramWait}
-	pageParamNames = []string{"limit", "order", "cursor", paramMinSeq, paramMinHeight, paramWait}
+	pageParamNames = []string{"limit", "order", "cursor", paramFrozen, paramMature, paramMinSeq, paramMinHeight, paramWait}
 )
 
 // maxQueryParams bounds the names an endpoint takes (pageParamNames has the

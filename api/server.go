@@ -29,6 +29,7 @@ import (
 type Reader interface {
 	Tip() query.Answer
 	AddressUtxos(ctx context.Context, address string, desc bool, limit int, cursor string) (query.Answer, error)
+	AddressUtxosFiltered(ctx context.Context, address string, desc bool, limit int, cursor string, f query.Filter) (query.Answer, error)
 	Balance(ctx context.Context, address string) (query.Answer, error)
 	Utxo(ctx context.Context, op chain.OutPoint) (query.Answer, error)
 	Lookup(ctx context.Context, ops []chain.OutPoint) (query.Answer, error)
@@ -54,6 +55,10 @@ type Options struct {
 	// AdminToken enables the write endpoints for bearers of it. Empty: writes
 	// answer 403 writes_disabled.
 	AdminToken string
+	// WalletToken enables the wallet writes (pending transactions, leases)
+	// for bearers of it; it is not the admin token, which does not enable
+	// them. Empty: wallet writes answer 403 wallet_writes_disabled.
+	WalletToken string
 	// ReadOnly marks a replica: writes answer 403 read_only.
 	ReadOnly bool
 	// ReplicationToken enables the replication endpoints for bearers of it,
@@ -195,6 +200,8 @@ func New(r Reader, w Writer, opts Options) *API {
 	a.route(http.MethodPost, "/v1/utxos/lookup", a.read(a.postLookup))
 	a.route(http.MethodPost, "/v1/blocks", a.postBlock)
 	a.route(http.MethodPost, "/v1/rollback", a.postRollback)
+	a.route(http.MethodPost, "/v1/frozen", a.postFrozen)
+	a.route(http.MethodDelete, "/v1/frozen", a.deleteFrozen)
 	a.route(http.MethodGet, "/v1/replication/changes", a.getChanges)
 	a.route(http.MethodGet, "/v1/replication/checkpoint", a.getCheckpoint)
 	a.route(http.MethodGet, "/healthz", func(c *gin.Context) { writeData(c, 200, jsonContentType, []byte(`{"status":"ok"}`)) })
@@ -320,7 +327,17 @@ func (a *API) getAddressUtxos(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
+	f, ok := a.listFilter(c, &q)
+	if !ok {
+		return
+	}
 	address := c.Param("address")
+	if f != (query.Filter{}) {
+		a.serveRead(c, rc, true, func(ctx context.Context) (query.Answer, error) {
+			return a.r.AddressUtxosFiltered(ctx, address, desc, limit, cursor, f)
+		})
+		return
+	}
 	a.serveRead(c, rc, true, func(ctx context.Context) (query.Answer, error) {
 		return a.r.AddressUtxos(ctx, address, desc, limit, cursor)
 	})

@@ -16,6 +16,10 @@ const (
 	ChangeApply ChangeKind = 1
 	// ChangeRollback rolled the chain back to a target height.
 	ChangeRollback ChangeKind = 2
+	// ChangeFreeze froze live outputs (Change.Freeze): no chain change.
+	ChangeFreeze ChangeKind = 3
+	// ChangeUnfreeze unfroze outputs (Change.Freeze, no reason).
+	ChangeUnfreeze ChangeKind = 4
 )
 
 func (k ChangeKind) String() string {
@@ -24,6 +28,10 @@ func (k ChangeKind) String() string {
 		return "apply"
 	case ChangeRollback:
 		return "rollback"
+	case ChangeFreeze:
+		return "freeze"
+	case ChangeUnfreeze:
+		return "unfreeze"
 	}
 	return fmt.Sprintf("ChangeKind(%d)", uint8(k))
 }
@@ -48,6 +56,10 @@ type Change struct {
 	// block there (Empty when the rollback went below the store's first
 	// block, which empties the store).
 	Target Tip
+	// Freeze is what a freeze or unfreeze changed (ChangeFreeze,
+	// ChangeUnfreeze): the outpoints whose frozen state it set, in the
+	// writer's order, and the reason of a freeze.
+	Freeze *Freeze
 	After  Summary
 }
 
@@ -65,9 +77,17 @@ var ErrInvalidChange = errors.New("chain: invalid change record")
 //	             "utxo_count": uint, "utxo_digest": bytes(32)},
 //	  "block":  Block (as in docs/blocks.md, CBOR),     apply only
 //	  "target": {"height": uint, "hash": bytes(32)?}    rollback only; no hash when
-//	}                                                   the rollback empties the store
+//	                                                    the rollback empties the store
+//	  "freeze": {"outpoints": [[bytes(32), uint], …],  freeze and unfreeze only
+//	             "reason": text}                        (reason: freeze only)
+//	}
 //
-// Keys appear in core deterministic order (seq, kind, after, block, target),
+// A freeze or unfreeze leaves the figures of "after" as they were: they
+// describe confirmed outputs, which a freeze does not change. The kinds
+// "freeze" and "unfreeze" came with format version 1 unchanged: a reader
+// that predates them refuses the record (unknown kind) rather than skip it.
+//
+// Keys appear in core deterministic order (seq, kind, after, block, freeze, target),
 // so one change always has one encoding. A rollback record for tip 9 → 8:
 //
 //	a4 63 736571 0a                 "seq": 10
@@ -80,6 +100,19 @@ type changeOut struct {
 	After  summaryOut      `cbor:"after"`
 	Block  cbor.RawMessage `cbor:"block,omitempty"`
 	Target *targetOut      `cbor:"target,omitempty"`
+	Freeze *freezeOut      `cbor:"freeze,omitempty"`
+}
+
+// freezeOut is the "freeze" member; each outpoint is a two-element array.
+type freezeOut struct {
+	OutPoints []outPointOut `cbor:"outpoints"`
+	Reason    string        `cbor:"reason,omitempty"`
+}
+
+type outPointOut struct {
+	_      struct{} `cbor:",toarray"`
+	TxHash []byte
+	Index  uint32
 }
 
 type summaryOut struct {
@@ -116,6 +149,14 @@ func AppendChangeCBOR(dst []byte, c *Change) ([]byte, error) {
 		if !c.Target.Empty {
 			out.Target.Hash = c.Target.Hash[:]
 		}
+	case ChangeFreeze, ChangeUnfreeze:
+		if c.Freeze == nil || c.Freeze.Validate(c.Kind == ChangeFreeze) != nil {
+			return dst, fmt.Errorf("%s change %d without a valid freeze: %w", c.Kind, c.Seq, ErrInvalidChange)
+		}
+		out.Freeze = &freezeOut{Reason: c.Freeze.Reason, OutPoints: make([]outPointOut, len(c.Freeze.OutPoints))}
+		for i, op := range c.Freeze.OutPoints {
+			out.Freeze.OutPoints[i] = outPointOut{TxHash: op.TxHash[:], Index: op.Index}
+		}
 	default:
 		return dst, fmt.Errorf("change %d of kind %d: %w", c.Seq, c.Kind, ErrInvalidChange)
 	}
@@ -133,6 +174,18 @@ type changeIn struct {
 	After  *summaryIn      `cbor:"after"`
 	Block  cbor.RawMessage `cbor:"block"`
 	Target *targetIn       `cbor:"target"`
+	Freeze *freezeIn       `cbor:"freeze"`
+}
+
+type freezeIn struct {
+	OutPoints []outPointIn `cbor:"outpoints"`
+	Reason    *string      `cbor:"reason"`
+}
+
+type outPointIn struct {
+	_      struct{} `cbor:",toarray"`
+	TxHash []byte
+	Index  uint32
 }
 
 type summaryIn struct {
@@ -210,7 +263,7 @@ func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
 	switch *in.Kind {
 	case "apply":
 		c.Kind = ChangeApply
-		if len(in.Block) == 0 || in.Target != nil {
+		if len(in.Block) == 0 || in.Target != nil || in.Freeze != nil {
 			return bad("change %d: apply needs a block and no target", c.Seq)
 		}
 		b, err := DecodeBlockCBOR(in.Block, lim)
@@ -220,7 +273,7 @@ func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
 		c.Block = b
 	case "rollback":
 		c.Kind = ChangeRollback
-		if len(in.Block) != 0 || in.Target == nil || in.Target.Height == nil {
+		if len(in.Block) != 0 || in.Target == nil || in.Target.Height == nil || in.Freeze != nil {
 			return bad("change %d: rollback needs a target height and no block", c.Seq)
 		}
 		c.Target.Height = *in.Target.Height
@@ -232,6 +285,32 @@ func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
 		default:
 			return bad("change %d: target hash of %d bytes", c.Seq, len(in.Target.Hash))
 		}
+	case "freeze", "unfreeze":
+		c.Kind = ChangeFreeze
+		if *in.Kind == "unfreeze" {
+			c.Kind = ChangeUnfreeze
+		}
+		if len(in.Block) != 0 || in.Target != nil || in.Freeze == nil {
+			return bad("change %d: %s needs a freeze and no block or target", c.Seq, *in.Kind)
+		}
+		f := &Freeze{OutPoints: make([]OutPoint, len(in.Freeze.OutPoints))}
+		for i, op := range in.Freeze.OutPoints {
+			if len(op.TxHash) != HashSize {
+				return bad("change %d: freeze outpoint %d: tx hash of %d bytes", c.Seq, i, len(op.TxHash))
+			}
+			copy(f.OutPoints[i].TxHash[:], op.TxHash)
+			f.OutPoints[i].Index = op.Index
+		}
+		if in.Freeze.Reason != nil {
+			if c.Kind == ChangeUnfreeze || *in.Freeze.Reason == "" {
+				return bad("change %d: %s with a reason it cannot have", c.Seq, *in.Kind)
+			}
+			f.Reason = *in.Freeze.Reason
+		}
+		if err := f.Validate(c.Kind == ChangeFreeze); err != nil {
+			return bad("change %d: %v", c.Seq, err)
+		}
+		c.Freeze = f
 	default:
 		return bad("change %d: unknown kind %q", c.Seq, *in.Kind)
 	}

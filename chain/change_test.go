@@ -2,7 +2,10 @@ package chain_test
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/utxo-cache/utxo-cache/chain"
@@ -29,6 +32,12 @@ func TestChangeRoundTrip(t *testing.T) {
 			After: chain.Summary{Tip: chain.Tip{Height: 6, Hash: changeHash(6)}}},
 		{Seq: 3, Kind: chain.ChangeRollback, Target: chain.Tip{Empty: true, Height: 2},
 			After: chain.Summary{Tip: chain.Tip{Empty: true}}},
+		{Seq: 4, Kind: chain.ChangeFreeze, Freeze: &chain.Freeze{Reason: "fraud report",
+			OutPoints: []chain.OutPoint{{TxHash: changeHash(0x70), Index: 0}, {TxHash: changeHash(0x71), Index: 3}}},
+			After: chain.Summary{Tip: chain.Tip{Height: 6, Hash: changeHash(6)}, UtxoCount: 1}},
+		{Seq: 5, Kind: chain.ChangeUnfreeze, Freeze: &chain.Freeze{
+			OutPoints: []chain.OutPoint{{TxHash: changeHash(0x71), Index: 3}}},
+			After: chain.Summary{Tip: chain.Tip{Height: 6, Hash: changeHash(6)}, UtxoCount: 1}},
 	}
 	var seq []byte
 	for _, c := range changes {
@@ -54,9 +63,68 @@ func TestChangeRoundTrip(t *testing.T) {
 		if want.Block != nil && !bytes.Equal(chain.AppendBlockCBOR(nil, got.Block), chain.AppendBlockCBOR(nil, want.Block)) {
 			t.Fatalf("record %d: block differs", i)
 		}
+		if (want.Freeze == nil) != (got.Freeze == nil) || want.Freeze != nil &&
+			(got.Freeze.Reason != want.Freeze.Reason || fmt.Sprint(got.Freeze.OutPoints) != fmt.Sprint(want.Freeze.OutPoints)) {
+			t.Fatalf("record %d: freeze %+v, want %+v", i, got.Freeze, want.Freeze)
+		}
 	}
 	if len(rest) != 0 {
 		t.Fatalf("%d bytes left", len(rest))
+	}
+}
+
+// TestFreezeChangeGolden writes the record of an unfreeze of one outpoint
+// field by field (docs/replication.md, change records).
+func TestFreezeChangeGolden(t *testing.T) {
+	c := &chain.Change{Seq: 5, Kind: chain.ChangeUnfreeze, Freeze: &chain.Freeze{
+		OutPoints: []chain.OutPoint{{TxHash: changeHash(0x71), Index: 3}}},
+		After: chain.Summary{Tip: chain.Tip{Height: 6, Hash: changeHash(6)}, UtxoCount: 1, Digest: chain.Digest(changeHash(0xdd))}}
+	got, err := chain.AppendChangeCBOR(nil, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "a4" + // a map of 4 pairs
+		"63736571" + "05" + // "seq": 5
+		"646b696e64" + "68756e667265657a65" + // "kind": "unfreeze"
+		"656166746572" + "a3" + // "after": {
+		"63746970" + "a2" + "6468617368" + "5820" + strings.Repeat("06", 32) + "66686569676874" + "06" + // "tip": {"hash": …, "height": 6}
+		"6a7574786f5f636f756e74" + "01" + // "utxo_count": 1
+		"6b7574786f5f646967657374" + "5820" + strings.Repeat("dd", 32) + // "utxo_digest": …}
+		"66667265657a65" + "a1" + // "freeze": {
+		"696f7574706f696e7473" + "81" + "82" + "5820" + strings.Repeat("71", 32) + "03" // "outpoints": [[hash, 3]]}
+	if hex.EncodeToString(got) != want {
+		t.Fatalf("unfreeze record\n got %x\nwant %s", got, want)
+	}
+}
+
+// TestFreezeChangeRejects: freeze records that break the rules are
+// ErrInvalidChange: no outpoints, a reason on an unfreeze, none on a freeze,
+// a short hash, a freeze beside a block.
+func TestFreezeChangeRejects(t *testing.T) {
+	after := chain.Summary{Tip: chain.Tip{Height: 6, Hash: changeHash(6)}}
+	for _, c := range []*chain.Change{
+		{Seq: 1, Kind: chain.ChangeFreeze, Freeze: &chain.Freeze{Reason: "r"}, After: after},
+		{Seq: 1, Kind: chain.ChangeFreeze, Freeze: &chain.Freeze{OutPoints: []chain.OutPoint{{}}}, After: after},
+		{Seq: 1, Kind: chain.ChangeUnfreeze, Freeze: &chain.Freeze{Reason: "r", OutPoints: []chain.OutPoint{{}}}, After: after},
+		{Seq: 1, Kind: chain.ChangeFreeze, After: after},
+	} {
+		if _, err := chain.AppendChangeCBOR(nil, c); !errors.Is(err, chain.ErrInvalidChange) {
+			t.Errorf("encode %+v: %v, want ErrInvalidChange", c, err)
+		}
+	}
+	good, err := chain.AppendChangeCBOR(nil, &chain.Change{Seq: 1, Kind: chain.ChangeFreeze, After: after,
+		Freeze: &chain.Freeze{Reason: "r", OutPoints: []chain.OutPoint{{Index: 1}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]byte{
+		bytes.Replace(good, []byte("freeze"), []byte("unfreeze"[:6]), 1), // still "unfree": an unknown field
+		bytes.Replace(good, []byte{0x61, 0x72}, []byte{0x61, 0x00}, 1),   // a reason with a control character
+		bytes.Replace(good, []byte{0x58, 0x20}, []byte{0x58, 0x1f}, 1),   // a 31-byte hash (then trailing garbage)
+	} {
+		if _, _, err := chain.DecodeChangeCBOR(bad, chain.Limits{}); !errors.Is(err, chain.ErrInvalidChange) {
+			t.Errorf("%x: %v, want ErrInvalidChange", bad, err)
+		}
 	}
 }
 
@@ -87,6 +155,9 @@ func FuzzDecodeChangeCBOR(f *testing.F) {
 	good, _ := chain.AppendChangeCBOR(nil, &chain.Change{Seq: 2, Kind: chain.ChangeRollback,
 		Target: chain.Tip{Height: 1, Hash: changeHash(1)}, After: chain.Summary{Tip: chain.Tip{Height: 1, Hash: changeHash(1)}}})
 	f.Add(good)
+	frozen, _ := chain.AppendChangeCBOR(nil, &chain.Change{Seq: 3, Kind: chain.ChangeFreeze,
+		Freeze: &chain.Freeze{Reason: "r", OutPoints: []chain.OutPoint{{Index: 1}, {Index: 2}}}})
+	f.Add(frozen)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, _, err := chain.DecodeChangeCBOR(data, chain.Limits{})
 		if err != nil {
@@ -98,7 +169,8 @@ func FuzzDecodeChangeCBOR(f *testing.F) {
 			t.Fatalf("decoded %+v does not encode: %v", c, err)
 		}
 		again, _, err := chain.DecodeChangeCBOR(enc, chain.Limits{})
-		if err != nil || again.Seq != c.Seq || again.Kind != c.Kind || again.Target != c.Target || again.After != c.After {
+		if err != nil || again.Seq != c.Seq || again.Kind != c.Kind || again.Target != c.Target || again.After != c.After ||
+			fmt.Sprint(again.Freeze) != fmt.Sprint(c.Freeze) {
 			t.Fatalf("round trip: %+v, %v; want %+v", again, err, c)
 		}
 	})

@@ -98,3 +98,49 @@ func FuzzDecodeRequestJSON(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeFreezeJSON: a freeze or unfreeze body decodes to a Freeze
+// within its bounds, or to an ErrInvalidArgument; never a panic.
+func FuzzDecodeFreezeJSON(f *testing.F) {
+	h := strings.Repeat("ab", 32)
+	f.Add([]byte(`{"outpoints":[{"tx_hash":"`+h+`","index":0}],"reason":"fraud"}`), true)
+	f.Add([]byte(`{"outpoints":[{"tx_hash":"`+h+`","index":0},{"tx_hash":"`+h+`","index":1}]}`), false)
+	f.Fuzz(func(t *testing.T, data []byte, reason bool) {
+		fz, err := DecodeFreezeJSON(data, reason)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("%v does not wrap ErrInvalidArgument", err)
+			}
+			return
+		}
+		if err := fz.Validate(reason); err != nil {
+			t.Fatalf("decoded %+v, which Validate refuses: %v", fz, err)
+		}
+	})
+}
+
+// TestDecodeFreezeJSON: the bodies of the freeze routes, good and bad.
+func TestDecodeFreezeJSON(t *testing.T) {
+	h := strings.Repeat("ab", 32)
+	item := `{"tx_hash":"` + h + `","index":7}`
+	fz, err := DecodeFreezeJSON([]byte(`{"reason":"court order","outpoints":[`+item+`]}`), true)
+	if err != nil || fz.Reason != "court order" || len(fz.OutPoints) != 1 || fz.OutPoints[0].Index != 7 || fz.OutPoints[0].TxHash.String() != h {
+		t.Fatalf("freeze: %+v, %v", fz, err)
+	}
+	for _, c := range []struct {
+		body   string
+		reason bool
+	}{
+		{`{"outpoints":[` + item + `]}`, true},                           // no reason
+		{`{"outpoints":[` + item + `],"reason":"x"}`, false},             // a reason in an unfreeze
+		{`{"outpoints":[` + item + `,` + item + `],"reason":"x"}`, true}, // twice
+		{`{"outpoints":[],"reason":"x"}`, true},
+		{`{"outpoints":[` + item + `],"reason":"` + strings.Repeat("é", 129) + `"}`, true}, // 258 bytes
+		{`{"outpoints":[` + item + `],"reason":"a	b"}`, true},
+		{`{"outpoints":[` + item + `],"reason":"x"} x`, true},
+	} {
+		if _, err := DecodeFreezeJSON([]byte(c.body), c.reason); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", c.body, err)
+		}
+	}
+}

@@ -67,6 +67,10 @@ type Config struct {
 
 	// AdminToken enables POST /v1/blocks and /v1/rollback; "": writes 403.
 	AdminToken string
+	// WalletToken enables the wallet writes (pending transactions, leases:
+	// docs/wallet-state.md); "": they answer 403 wallet_writes_disabled. It
+	// must differ from AdminToken: a wallet backend must not post blocks.
+	WalletToken string
 	// SkipUnknownInputs skips and counts inputs that are not live outputs.
 	SkipUnknownInputs bool
 	// MaxBlockBytes bounds a POST /v1/blocks body and MaxBlockMemory the heap
@@ -169,6 +173,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: checkpoint idle timeout %s: must be positive", c.CheckpointIdleTimeout)
 	case c.FollowBitcoinREST != "" && c.FollowCardano != "":
 		return errors.New("node: a writer follows one node: a Bitcoin node or a Cardano node, not both")
+	case c.WalletToken != "" && c.WalletToken == c.AdminToken:
+		return errors.New("node: the wallet token is the admin token: a wallet backend must not post blocks")
 	}
 	if _, _, err := ParseIndexes(c.Indexes); err != nil {
 		return err
@@ -181,6 +187,8 @@ func (c Config) Validate() error {
 		return errors.New("node: a replica needs the writer's replication token")
 	case c.AdminToken != "":
 		return errors.New("node: a replica takes no writes (admin token)")
+	case c.WalletToken != "":
+		return errors.New("node: a replica takes no writes (wallet token)")
 	case c.Indexes != "":
 		return errors.New("node: a replica keeps its writer's indexes, from the checkpoint (indexes)")
 	case c.FollowBitcoinREST != "":

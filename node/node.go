@@ -195,6 +195,7 @@ func (n *Node) start(ctx context.Context) error {
 		Replication:      source,
 		StallTimeout:     cfg.StallTimeout,
 		AdminToken:       cfg.AdminToken,
+		WalletToken:      cfg.WalletToken,
 		MaxBlockBytes:    cfg.MaxBlockBytes,
 		BlockLimits:      cfg.BlockLimits(),
 		MaxWait:          cfg.MaxWait,

@@ -147,6 +147,11 @@ func TestValidate(t *testing.T) {
 			c.ReplicaOf, c.AdminToken, c.ReplicationToken = "http://w", "", ""
 		}, "replication token"},
 		{"replica taking writes", func(c *node.Config) { c.ReplicaOf = "http://w" }, "takes no writes"},
+		{"writer with a wallet token", func(c *node.Config) { c.WalletToken = "wallet" }, ""},
+		{"wallet token is the admin token", func(c *node.Config) { c.WalletToken = c.AdminToken }, "wallet token is the admin token"},
+		{"replica taking wallet writes", func(c *node.Config) {
+			c.ReplicaOf, c.AdminToken, c.WalletToken = "http://w", "", "wallet"
+		}, "takes no writes (wallet token)"},
 		{"replica following bitcoin", func(c *node.Config) {
 			c.ReplicaOf, c.AdminToken, c.FollowBitcoinREST = "http://w", "", "http://b"
 		}, "not a Bitcoin node"},
@@ -305,10 +310,11 @@ func TestBootstrappingReplicaRefusesWrites(t *testing.T) {
 	}
 	rsrv := httptest.NewServer(rn.Handler())
 	<-asked // the replica is bootstrapping: its writer refused it once
-	for _, target := range []string{"/v1/blocks", "/v1/rollback"} {
-		code, body := do(t, rsrv, http.MethodPost, target, "admin", []byte(`{}`))
+	for _, w := range [][2]string{{http.MethodPost, "/v1/blocks"}, {http.MethodPost, "/v1/rollback"},
+		{http.MethodPost, "/v1/frozen"}, {http.MethodDelete, "/v1/frozen"}} {
+		code, body := do(t, rsrv, w[0], w[1], "admin", []byte(`{}`))
 		if code != http.StatusForbidden || !strings.Contains(body, `"read_only"`) {
-			t.Errorf("POST %s while bootstrapping: %d %s, want 403 read_only", target, code, body)
+			t.Errorf("%s %s while bootstrapping: %d %s, want 403 read_only", w[0], w[1], code, body)
 		}
 	}
 	if code, body := do(t, rsrv, http.MethodGet, "/v1/tip", "", nil); code != http.StatusServiceUnavailable || !strings.Contains(body, `"unavailable"`) {

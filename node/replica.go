@@ -442,7 +442,7 @@ func (r *replica) bootstrapping() http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		if req.Method == http.MethodPost && (req.URL.Path == "/v1/blocks" || req.URL.Path == "/v1/rollback") {
+		if isWrite(req) {
 			// No retry makes a replica take a write: say so, as it will
 			// once it serves (api's read_only).
 			w.WriteHeader(http.StatusForbidden)
@@ -453,4 +453,16 @@ func (r *replica) bootstrapping() http.Handler {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte(`{"tip":null,"error":{"code":"unavailable","message":"the replica is bootstrapping from its writer"}}`))
 	})
+}
+
+// isWrite reports whether req is one of the API's writes, which a replica
+// answers 403 read_only whatever its state: blocks, rollbacks and freezes.
+func isWrite(req *http.Request) bool {
+	switch req.URL.Path {
+	case "/v1/blocks", "/v1/rollback":
+		return req.Method == http.MethodPost
+	case "/v1/frozen":
+		return req.Method == http.MethodPost || req.Method == http.MethodDelete
+	}
+	return false
 }

@@ -72,17 +72,22 @@ func appendUtxo(dst []byte, r *disk.UtxoRef) []byte {
 	dst = append(dst, `,"height":`...)
 	dst = strconv.AppendUint(dst, r.Height, 10)
 	if r.Coinbase() {
-		dst = append(dst, `,"coinbase":true`...)
+		dst = append(dst, `,"coinbase":true,"spendable_at_height":`...)
+		dst = strconv.AppendUint(dst, r.Height+chain.CoinbaseMaturity, 10)
 	}
 	if r.CollateralReturn() {
 		dst = append(dst, `,"collateral_return":true`...)
+	}
+	if r.Frozen {
+		dst = append(dst, `,"frozen":true`...)
 	}
 	return append(dst, '}')
 }
 
 // appendChainUtxo appends the contract's UTXO object for u, an output the
 // store holds (see storable): the bytes appendUtxo writes for u's stored
-// record. The store keeps an absent and an empty datum or script ref alike
+// record, unfrozen (a chain.Utxo carries no freeze: the outputs it encodes
+// are ones a block just created, which no freeze can name yet). The store keeps an absent and an empty datum or script ref alike
 // (a zero length), so both are omitted here. Kept entries append the
 // outputs a change added from the change set's chain.Utxos with it
 // (patchedPage); TestChainUtxoEncodingMatchesStored and FuzzUtxoEncoding
@@ -124,8 +129,9 @@ func appendChainUtxo(dst []byte, u *chain.Utxo) []byte {
 	}
 	dst = append(dst, `,"height":`...)
 	dst = strconv.AppendUint(dst, u.Height, 10)
-	if u.Coinbase() {
-		dst = append(dst, `,"coinbase":true`...)
+	if at, ok := u.SpendableAt(); ok {
+		dst = append(dst, `,"coinbase":true,"spendable_at_height":`...)
+		dst = strconv.AppendUint(dst, at, 10)
 	}
 	if u.CollateralReturn() {
 		dst = append(dst, `,"collateral_return":true`...)

@@ -63,7 +63,8 @@ func referenceUtxo(dst []byte, u *chain.Utxo) []byte {
 	dst = append(dst, `,"height":`...)
 	dst = strconv.AppendUint(dst, u.Height, 10)
 	if u.Coinbase() {
-		dst = append(dst, `,"coinbase":true`...)
+		dst = append(dst, `,"coinbase":true,"spendable_at_height":`...)
+		dst = strconv.AppendUint(dst, u.Height+100, 10) // Bitcoin's maturity, written out
 	}
 	if u.CollateralReturn() {
 		dst = append(dst, `,"collateral_return":true`...)

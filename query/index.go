@@ -81,6 +81,15 @@ func (s *Server) checkIndexKey(k IndexKey) error {
 // cursor or limit is an error matching chain.ErrInvalidArgument; a dimension
 // the store does not keep, ErrNotIndexed.
 func (s *Server) IndexUtxos(ctx context.Context, k IndexKey, desc bool, limit int, cursor string) (Answer, error) {
+	return s.IndexUtxosFiltered(ctx, k, desc, limit, cursor, Filter{})
+}
+
+// IndexUtxosFiltered is IndexUtxos with the outputs that f keeps, paged
+// and cached as AddressUtxosFiltered pages and caches an address's: a
+// frozen=exclude page under its own key, invalidated by the value's guard
+// (a freeze invalidates every index value of the outputs it names); a
+// mature=only page from one snapshot, never cached.
+func (s *Server) IndexUtxosFiltered(ctx context.Context, k IndexKey, desc bool, limit int, cursor string, f Filter) (Answer, error) {
 	if err := s.checkIndexKey(k); err != nil {
 		return Answer{}, err
 	}
@@ -96,22 +105,25 @@ func (s *Server) IndexUtxos(ctx context.Context, k IndexKey, desc bool, limit in
 		}
 		after = &p
 	}
-	return s.read(ctx, indexPageKey(k, desc, limit, cursor), k.guard(), func(v *disk.View, body []byte) ([]byte, error) {
+	page := func(v *disk.View, body []byte) ([]byte, error) {
 		body = append(body, '"')
 		body = append(body, k.Field...)
 		body = append(body, `":`...)
 		body = appendString(body, k.Label)
 		body = append(body, `,"utxos":[`...)
+		q := disk.ListQuery{Dim: k.Dim, Value: k.Value, After: after, Desc: desc, Limit: limit}
+		if f != (Filter{}) {
+			q.Keep, q.MaxScan = f.keep(v.Tip()), max(FilterScanFactor*limit, FilterScanMin)
+		}
 		n := 0
-		next, more, err := v.ListFunc(disk.ListQuery{Dim: k.Dim, Value: k.Value, After: after, Desc: desc, Limit: limit},
-			func(r *disk.UtxoRef) error {
-				if n > 0 {
-					body = append(body, ',')
-				}
-				body = appendUtxo(body, r)
-				n++
-				return nil
-			})
+		next, more, err := v.ListFunc(q, func(r *disk.UtxoRef) error {
+			if n > 0 {
+				body = append(body, ',')
+			}
+			body = appendUtxo(body, r)
+			n++
+			return nil
+		})
 		if err != nil {
 			return body, err
 		}
@@ -124,7 +136,19 @@ func (s *Server) IndexUtxos(ctx context.Context, k IndexKey, desc bool, limit in
 			body = append(body, '"')
 		}
 		return append(body, '}'), nil
-	})
+	}
+	if f == (Filter{}) {
+		return s.read(ctx, indexPageKey(k, desc, limit, cursor), k.guard(), page)
+	}
+	tag := f.tag()
+	if !f.MatureOnly {
+		ans, err := s.read(ctx, "iP|"+tag+"|"+indexPageKey(k, desc, limit, cursor), k.guard(), page)
+		if err == nil && ans.ETag != "" {
+			ans.ETag = filteredETag(tag, ans.ETag)
+		}
+		return ans, err
+	}
+	return s.readUncached(tag, page)
 }
 
 // indexPageKey is the cache key of a page of an index value: distinct from

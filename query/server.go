@@ -484,32 +484,36 @@ func (s *Server) addressUtxos(ctx context.Context, address string, desc bool, li
 		after = &p
 	}
 	return s.read(ctx, pageKey(address, desc, limit, cursor), addressGuard(address), func(v *disk.View, body []byte) ([]byte, error) {
-		body = append(body, `"address":`...)
-		body = appendString(body, address)
-		body = append(body, `,"utxos":[`...)
-		n := 0
-		next, more, err := v.ListFunc(disk.ListQuery{Dim: disk.DimAddress, Value: []byte(address), After: after, Desc: desc, Limit: limit},
-			func(r *disk.UtxoRef) error {
-				if n > 0 {
-					body = append(body, ',')
-				}
-				body = appendUtxo(body, r)
-				n++
-				return nil
-			})
-		if err != nil {
-			return body, err
-		}
-		body = append(body, `],"next_cursor":`...)
-		if !more {
-			body = append(body, "null"...)
-		} else {
-			body = append(body, '"')
-			body = s.cursors.append(body, address, desc, next)
-			body = append(body, '"')
-		}
-		return append(body, '}'), nil
+		return s.appendPage(v, body, address, disk.ListQuery{Dim: disk.DimAddress, Value: []byte(address), After: after, Desc: desc, Limit: limit})
 	})
+}
+
+// appendPage appends the page answer of q, a listing of address, read from v.
+func (s *Server) appendPage(v *disk.View, body []byte, address string, q disk.ListQuery) ([]byte, error) {
+	body = append(body, `"address":`...)
+	body = appendString(body, address)
+	body = append(body, `,"utxos":[`...)
+	n := 0
+	next, more, err := v.ListFunc(q, func(r *disk.UtxoRef) error {
+		if n > 0 {
+			body = append(body, ',')
+		}
+		body = appendUtxo(body, r)
+		n++
+		return nil
+	})
+	if err != nil {
+		return body, err
+	}
+	body = append(body, `],"next_cursor":`...)
+	if !more {
+		body = append(body, "null"...)
+	} else {
+		body = append(body, '"')
+		body = s.cursors.append(body, address, q.Desc, next)
+		body = append(body, '"')
+	}
+	return append(body, '}'), nil
 }
 
 // pageKey is the cache key of a page (see addressUtxos).

@@ -46,6 +46,8 @@ type Applier interface {
 	Apply(ctx context.Context, b *chain.Block) (writer.Result, error)
 	Rollback(ctx context.Context, target uint64) (writer.Result, error)
 	ApplyBlocks(ctx context.Context, blocks []*chain.Block, target uint64) (writer.BatchResult, error)
+	Freeze(ctx context.Context, f chain.Freeze) (writer.Result, error)
+	Unfreeze(ctx context.Context, f chain.Freeze) (writer.Result, error)
 }
 
 // Published gives the replica store's published state.
@@ -494,6 +496,12 @@ func (f *Tail) apply(ctx context.Context, c *chain.Change) error {
 		res, err = f.w.Apply(ctx, c.Block)
 	case chain.ChangeRollback:
 		res, err = f.w.Rollback(ctx, c.Target.Height)
+	case chain.ChangeFreeze:
+		res, err = f.w.Freeze(ctx, *c.Freeze)
+	case chain.ChangeUnfreeze:
+		res, err = f.w.Unfreeze(ctx, *c.Freeze)
+	default:
+		return fmt.Errorf("change %d of kind %s: this replica cannot apply it: %w", c.Seq, c.Kind, ErrDiverged)
 	}
 	if err != nil {
 		if errors.Is(err, writer.ErrClosed) || ctx.Err() != nil {

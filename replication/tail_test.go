@@ -32,6 +32,12 @@ func (noApplier) Rollback(context.Context, uint64) (writer.Result, error) {
 func (noApplier) ApplyBlocks(context.Context, []*chain.Block, uint64) (writer.BatchResult, error) {
 	panic("no change expected")
 }
+func (noApplier) Freeze(context.Context, chain.Freeze) (writer.Result, error) {
+	panic("no change expected")
+}
+func (noApplier) Unfreeze(context.Context, chain.Freeze) (writer.Result, error) {
+	panic("no change expected")
+}
 
 // TestFirstPollDoesNotWait: a follower's first request does not long-poll,
 // so a replica of an idle writer has contact (is ready, knows its lag) as

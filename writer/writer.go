@@ -168,6 +168,9 @@ type request struct {
 	// targetHash, when set, names the rollback target by block hash.
 	targetHash *chain.Hash
 	rollback   bool
+	// freeze, when set, freezes (or, with unfreeze, unfreezes) outputs.
+	freeze     *chain.Freeze
+	unfreeze   bool
 	prepare    bool   // build the store's write-side state; nobody waits
 	checkpoint string // write a checkpoint into this directory
 	reply      chan reply
@@ -361,6 +364,11 @@ func (w *Writer) handle(r request) {
 	if r.blocks != nil {
 		res, err := w.applyBatch(r.blocks, r.target)
 		r.reply <- reply{batch: res, err: err}
+		return
+	}
+	if r.freeze != nil {
+		res, err := w.finish(w.setFrozen(r.freeze, r.unfreeze))
+		r.reply <- reply{res: res, err: err}
 		return
 	}
 	var res Result

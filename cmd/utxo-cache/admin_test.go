@@ -92,6 +92,16 @@ func TestAdminTokenFile(t *testing.T) {
 		{"trailing space in the file", nil, []string{"--admin-token-file", spaced}, 1, []string{"whitespace"}},
 		{"trailing space in the flag", nil, []string{"--admin-token", "tok "}, 2, []string{"whitespace"}},
 		{"control character", nil, []string{"--admin-token", "t\tok"}, 2, []string{"control character"}},
+		{"both wallet flags", nil, []string{"--wallet-token", "x", "--wallet-token-file", tokenFile}, 2,
+			[]string{"--wallet-token and --wallet-token-file are both set"}},
+		{"wallet token in the environment, file flag", []string{"UTXO_CACHE_WALLET_TOKEN=x"}, []string{"--wallet-token-file", tokenFile}, 2,
+			[]string{"both set"}},
+		{"empty wallet token file", nil, []string{"--wallet-token-file", empty}, 1, []string{"--wallet-token-file", "empty"}},
+		{"wallet token with a space", nil, []string{"--wallet-token", "tok "}, 2, []string{"whitespace"}},
+		{"the wallet token is the admin token", nil, []string{"--admin-token", "same", "--wallet-token", "same"}, 2,
+			[]string{"--wallet-token is the admin token"}},
+		{"a replica with a wallet token", nil, []string{"--replica-of", "http://127.0.0.1:1", "--replication-token", "r", "--wallet-token", "w"}, 2,
+			[]string{"--wallet-token: a replica takes no writes"}},
 	} {
 		store := filepath.Join(dir, "refused")
 		args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", store}, c.args...)

@@ -41,6 +41,7 @@ type serveSettings struct {
 	dataDir, listen, adminToken, redisURL, memoryBytes string
 	replicationTokenFile                               string
 	adminTokenFile                                     string
+	walletToken, walletTokenFile                       string
 	adminListen, logLevel, logFormat, config           string
 	pruneDepth, rollbackWindow                         uint64 // 0: the store's recorded values
 	indexes                                            string // --indexes: node.Config.Indexes
@@ -72,6 +73,9 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.adminToken, "admin-token", "", "bearer `TOKEN` that enables POST /v1/blocks and /v1/rollback (none: writes answer 403);\n"+
 		"prefer --admin-token-file: a command line is visible to every local user")
 	fs.StringVar(&s.adminTokenFile, "admin-token-file", "", "`FILE` holding the admin token (a trailing newline is ignored); not with --admin-token")
+	fs.StringVar(&s.walletToken, "wallet-token", "", "bearer `TOKEN` that enables the wallet writes (pending transactions, leases; none: they answer 403);\n"+
+		"distinct from the admin token; prefer --wallet-token-file")
+	fs.StringVar(&s.walletTokenFile, "wallet-token-file", "", "`FILE` holding the wallet token (a trailing newline is ignored); not with --wallet-token")
 	fs.Uint64Var(&s.pruneDepth, "prune-depth", storeDefaults.PruneDepth, pruneDepthUsage)
 	fs.Uint64Var(&s.rollbackWindow, "rollback-window", storeDefaults.RollbackWindow, rollbackWindowUsage)
 	fs.StringVar(&s.indexes, "indexes", "", indexesUsage)
@@ -147,6 +151,14 @@ func runServe(e *env, args []string) error {
 		return err
 	}
 	s.adminToken, s.adminTokenFile = token, ""
+	wtoken, err := resolveSecret("wallet-token", s.walletToken, s.walletTokenFile)
+	if err != nil {
+		return err
+	}
+	s.walletToken, s.walletTokenFile = wtoken, ""
+	if wtoken != "" && wtoken == s.adminToken {
+		return usagef("--wallet-token is the admin token: give wallet backends a token of their own, which cannot post blocks")
+	}
 	rtoken, err := resolveSecret("replication-token", s.replicationToken, s.replicationTokenFile)
 	if err != nil {
 		return err
@@ -210,6 +222,8 @@ func runServe(e *env, args []string) error {
 			return usagef("--replica-of needs --replication-token (the writer's replication token)")
 		case s.adminToken != "":
 			return usagef("--admin-token: a replica takes no writes")
+		case s.walletToken != "":
+			return usagef("--wallet-token: a replica takes no writes")
 		case s.followURL != "":
 			return usagef("--follow-bitcoin-rest: a replica follows its writer, not a node")
 		case s.followCardano != "":
@@ -253,6 +267,7 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		RedisTimeout:     s.redisTimeout,
 
 		AdminToken:        s.adminToken,
+		WalletToken:       s.walletToken,
 		SkipUnknownInputs: s.skipUnknown,
 		MaxBlockBytes:     s.maxBlockBytes,
 		MaxBlockMemory:    s.blockMemory,

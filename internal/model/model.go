@@ -8,7 +8,9 @@
 // listings are never maintained incrementally), and a per-block list of
 // before-images for rollback. It shares nothing with tiers/disk or writer;
 // from package chain it uses the domain types, Digest.Add (the digest term),
-// the asset order and Uint128.
+// the asset order, Uint128 and the bounds of a freeze (Freeze.Validate). It
+// also models frozen outputs (docs/wallet-state.md) and coinbase maturity,
+// with the maturity of 100 blocks written out, not taken from chain.
 package model
 
 import (
@@ -43,11 +45,12 @@ type Model struct {
 	rollbackWindow uint64
 
 	tip    chain.Tip
-	first  uint64                 // height of the first block of the current chain
-	floor  uint64                 // max over applies since the model was last empty of height - window
-	rows   map[chain.OutPoint]row // live and spent records, never pruned
-	hashes map[uint64]chain.Hash  // block hash by height, current chain only
-	undo   []blockUndo            // one per block of the current chain, newest last
+	first  uint64                    // height of the first block of the current chain
+	floor  uint64                    // max over applies since the model was last empty of height - window
+	rows   map[chain.OutPoint]row    // live and spent records, never pruned
+	hashes map[uint64]chain.Hash     // block hash by height, current chain only
+	undo   []blockUndo               // one per block of the current chain, newest last
+	frozen map[chain.OutPoint]string // frozen live outputs and their reasons
 }
 
 // row is one outpoint as the model knows it. Rows are values: a change
@@ -94,6 +97,10 @@ func (m *Model) Clone() *Model {
 		c.hashes[h] = x
 	}
 	c.undo = slices.Clone(m.undo) // entries are never mutated
+	c.frozen = make(map[chain.OutPoint]string, len(m.frozen))
+	for op, r := range m.frozen {
+		c.frozen[op] = r
+	}
 	return &c
 }
 
@@ -220,6 +227,9 @@ func (m *Model) Apply(b *chain.Block, skipUnknown bool) (applied bool, err error
 	m.floor = max(m.floor, b.Height-min(b.Height, m.rollbackWindow))
 	m.hashes[b.Height] = b.Hash
 	m.tip = chain.Tip{Height: b.Height, Hash: b.Hash}
+	for op := range spentHere {
+		delete(m.frozen, op) // the block spent it: the freeze lapses
+	}
 	return true, nil
 }
 
@@ -257,6 +267,9 @@ func (m *Model) Rollback(target uint64) error {
 		m.undo = m.undo[:len(m.undo)-1]
 		for i := len(u.before) - 1; i >= 0; i-- {
 			bi := u.before[i]
+			// Created by the block (removed now) or spent by it (its
+			// freeze lapsed then): either way not frozen after.
+			delete(m.frozen, bi.op)
 			if bi.exists {
 				m.rows[bi.op] = bi.row
 			} else {
@@ -442,4 +455,75 @@ func CompareOutPoints(a, b chain.OutPoint) int {
 		}
 	}
 	return cmp.Compare(a.Index, b.Index)
+}
+
+// # Frozen outputs
+//
+// A freeze marks live outputs frozen with a reason (docs/wallet-state.md).
+// It is not chain state: it changes no row, count, digest or balance, and a
+// rollback does not undo it. It ends when an unfreeze clears it, when a
+// block spends the output, or when a rollback removes the output (undoes the
+// block that created it); a rollback that brings a spent output back brings
+// it back unfrozen.
+
+// Freeze freezes the outputs f names with f's reason. Each must be live
+// (chain.ErrUnknownInput otherwise, nothing changed). It returns the
+// outpoints whose freeze it set (not those already frozen for that reason),
+// in f's order; none means nothing changed.
+func (m *Model) Freeze(f chain.Freeze) ([]chain.OutPoint, error) {
+	if err := f.Validate(true); err != nil {
+		return nil, err
+	}
+	for _, op := range f.OutPoints {
+		if !m.IsLive(op) {
+			return nil, fmt.Errorf("model: freeze %s: %w", op, chain.ErrUnknownInput)
+		}
+	}
+	var changed []chain.OutPoint
+	for _, op := range f.OutPoints {
+		if r, ok := m.frozen[op]; ok && r == f.Reason {
+			continue
+		}
+		if m.frozen == nil {
+			m.frozen = make(map[chain.OutPoint]string)
+		}
+		m.frozen[op] = f.Reason
+		changed = append(changed, op)
+	}
+	return changed, nil
+}
+
+// Unfreeze clears the freeze of each outpoint of f that is frozen and
+// returns those, in f's order; the others are left alone.
+func (m *Model) Unfreeze(f chain.Freeze) ([]chain.OutPoint, error) {
+	if err := f.Validate(false); err != nil {
+		return nil, err
+	}
+	var changed []chain.OutPoint
+	for _, op := range f.OutPoints {
+		if _, ok := m.frozen[op]; ok {
+			delete(m.frozen, op)
+			changed = append(changed, op)
+		}
+	}
+	return changed, nil
+}
+
+// Frozen reports whether op is frozen, and why.
+func (m *Model) Frozen(op chain.OutPoint) (reason string, frozen bool) {
+	reason, frozen = m.frozen[op]
+	return reason, frozen
+}
+
+// FrozenCount is how many outputs are frozen.
+func (m *Model) FrozenCount() int { return len(m.frozen) }
+
+// Mature reports whether the next block may spend u at the model's tip: u
+// is not a coinbase output, or its height + 100 (Bitcoin's maturity) is at
+// most the tip's height + 1.
+func (m *Model) Mature(u *chain.Utxo) bool {
+	if u.Flags&chain.FlagCoinbase == 0 {
+		return true
+	}
+	return !m.tip.Empty && u.Height+100 <= m.tip.Height+1
 }

@@ -12,7 +12,7 @@ import (
 
 // FuzzValueDecoders feeds arbitrary bytes to every decoder of a stored
 // value (record, index value, balance, undo delta, state, schema, settings,
-// block-hash row): none may
+// block-hash row, freeze row): none may
 // panic, a failure must be ErrCorrupt, and a value that decodes must encode
 // back to exactly the same bytes (the encodings are canonical, so a
 // decoder that accepted two spellings of one value would be caught).
@@ -24,7 +24,7 @@ func FuzzValueDecoders(f *testing.F) {
 			if err != nil {
 				f.Fatal(err)
 			}
-			for kind := range byte(8) {
+			for kind := range byte(9) {
 				f.Add(kind, b)
 			}
 		}
@@ -47,16 +47,18 @@ func FuzzValueDecoders(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kind byte, b []byte) {
 		var got []byte
 		var err error
-		switch kind % 8 {
+		switch kind % 9 {
 		case 0:
 			var r Record
 			if r, err = decodeRecord(op, b); err == nil {
 				got = appendRecord(nil, &r)
 			}
 		case 1:
-			var u chain.Utxo
-			if u, err = decodeIndexValue(op.Index, b); err == nil {
-				got = appendIndexValue(nil, &u)
+			// Through the in-place parse: a frozen index value keeps its mark.
+			var r UtxoRef
+			if err = parseIndexValue(op.Index, b, &r); err == nil {
+				rec := r.record()
+				got = appendRecord(append([]byte(nil), rec.Utxo.TxHash[:]...), &rec)
 			}
 		case 2:
 			var bal chain.Balance
@@ -97,15 +99,20 @@ func FuzzValueDecoders(f *testing.F) {
 			if p, err = decodeBlockHashRow(9, b); err == nil {
 				got = appendBlockHashRow(nil, p.Hash, p.Slot)
 			}
+		case 8:
+			var fi FreezeInfo
+			if fi, err = decodeFreezeRow(b); err == nil {
+				got = appendFreezeRow(nil, &fi)
+			}
 		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("kind %d: error %v is not ErrCorrupt", kind%8, err)
+				t.Fatalf("kind %d: error %v is not ErrCorrupt", kind%9, err)
 			}
 			return
 		}
 		if !bytes.Equal(got, b) {
-			t.Fatalf("kind %d: %x decodes, but encodes back as %x", kind%8, b, got)
+			t.Fatalf("kind %d: %x decodes, but encodes back as %x", kind%9, b, got)
 		}
 	})
 }

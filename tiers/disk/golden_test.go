@@ -250,6 +250,13 @@ var recordGoldens = []struct {
 		hex: "01 02 0000000000000009 00000000 01 80e497d012 04 3141317a 00 00 00 00 " + hexBB + " 0102030405060708",
 	},
 	{
+		// State 0x03: live and frozen (freeze.go), the layout of a live record.
+		name: "frozen coinbase",
+		rec: Record{Utxo: chain.Utxo{OutPoint: goldOp, Height: 9, Flags: chain.FlagCoinbase,
+			Output: chain.Output{Address: "1A1z", Value: 5_000_000_000}}, Frozen: true},
+		hex: "01 03 0000000000000009 00000000 01 80e497d012 04 3141317a 00 00 00 00",
+	},
+	{
 		name: "spent at max height, everything present",
 		rec: Record{
 			Utxo: chain.Utxo{OutPoint: goldOp, Output: chain.Output{Address: "a", Value: 1,
@@ -602,9 +609,28 @@ var schemaGoldens = []struct {
 	hex    string
 }{
 	// Version SchemaVersion on purpose: bumping it must update these goldens.
-	{"address only", schema{version: SchemaVersion, dims: []Dimension{DimAddress}}, "00000001 01 01"},
-	{"address and asset policy", schema{version: SchemaVersion, dims: []Dimension{DimAddress, DimAssetPolicy}}, "00000001 02 01 02"},
-	{"the Cardano indexes", schema{version: SchemaVersion, dims: []Dimension{DimAddress, DimAssetPolicy, DimPaymentCredential, DimStakeCredential, DimAsset}}, "00000001 05 01 02 03 04 05"},
+	{"address only", schema{version: SchemaVersion, dims: []Dimension{DimAddress}}, "00000002 01 01"},
+	{"version 1, before freezes", schema{version: 1, dims: []Dimension{DimAddress}}, "00000001 01 01"},
+	{"address and asset policy", schema{version: SchemaVersion, dims: []Dimension{DimAddress, DimAssetPolicy}}, "00000002 02 01 02"},
+	{"the Cardano indexes", schema{version: SchemaVersion, dims: []Dimension{DimAddress, DimAssetPolicy, DimPaymentCredential, DimStakeCredential, DimAsset}}, "00000002 05 01 02 03 04 05"},
+}
+
+// TestGoldenFreezeRow writes freeze.go's example field by field.
+func TestGoldenFreezeRow(t *testing.T) {
+	want := unhex(t, "01 0000000000000007 05 6672617564")
+	fi := FreezeInfo{Seq: 7, Reason: "fraud"}
+	if got := appendFreezeRow(nil, &fi); !bytes.Equal(got, want) {
+		t.Fatalf("encode\n got %x\nwant %x", got, want)
+	}
+	got, err := decodeFreezeRow(want)
+	if err != nil || got != fi {
+		t.Fatalf("decode: %+v, %v", got, err)
+	}
+	for _, bad := range []string{"02 0000000000000007 05 6672617564", "01 0000000000000007 06 6672617564", "01 0000000000000007 05 6672617564 00", "01 00"} {
+		if _, err := decodeFreezeRow(unhex(t, bad)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("decode %s: err %v, want ErrCorrupt", bad, err)
+		}
+	}
 }
 
 func TestGoldenSchema(t *testing.T) {
@@ -624,7 +650,7 @@ func TestGoldenSchema(t *testing.T) {
 	}
 	// A newer version is reported, whatever follows it: Open turns it into
 	// ErrNewerSchema rather than ErrCorrupt.
-	for _, h := range []string{"00000002 01 01", "00000002", "ffffffff ff ff ff"} {
+	for _, h := range []string{"00000003 01 01", "00000003", "ffffffff ff ff ff"} {
 		s, err := decodeSchema(unhex(t, h))
 		if err != nil || s.version <= SchemaVersion {
 			t.Errorf("newer schema %s: version %d, err %v", h, s.version, err)
@@ -674,7 +700,7 @@ func goldenCodecs() []goldenCodec {
 			{"version 0", "00 01 0000000000000000 00000000 00 00 01 61 00" + recTail, "unknown version"},
 			{"version 2", "02 01 0000000000000000 00000000 00 00 01 61 00" + recTail, "unknown version"},
 			{"state 0", "01 00 0000000000000000 00000000 00 00 01 61 00" + recTail, "unknown state"},
-			{"state 3", "01 03 0000000000000000 00000000 00 00 01 61 00" + recTail, "unknown state"},
+			{"state 4", "01 04 0000000000000000 00000000 00 00 01 61 00" + recTail, "unknown state"},
 			{"datum hash flag 2", recHead + "00 01 61 00 02 " + hexDD + " 00 00", "bad datum hash flag"},
 			{"unknown flag bit", "01 01 0000000000000000 00000000 04 00 01 61 00" + recTail, "unknown flag bits"},
 			{"value uvarint not canonical", recHead + "8000 01 61 00" + recTail, "non-canonical uvarint"},

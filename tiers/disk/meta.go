@@ -9,7 +9,17 @@ import (
 
 // SchemaVersion is the on-disk format this code writes. A store written by a
 // newer version is refused on open; older versions would be migrated here.
-const SchemaVersion uint32 = 1
+//
+// Version 2 adds frozen outputs (record state 0x03, freeze rows 0x0a:
+// freeze.go) and nothing else, so a version 1 store is a version 2 store
+// that holds no freeze: it is read as it is, and its schema row is raised
+// in the batch of its first freeze, from when a binary that predates
+// freezes refuses it (ErrNewerSchema) instead of reading a frozen record
+// as corrupt. A new store is created at version 2.
+const SchemaVersion uint32 = schemaFrozen
+
+// schemaFrozen is the first schema version that may hold frozen outputs.
+const schemaFrozen uint32 = 2
 
 // State is the state row (0x01 'T'), written in every block's batch, so it is
 // always consistent with the rest of the store.

@@ -11,7 +11,7 @@ import (
 // Layout (version 1):
 //
 //	version      1 byte  = 0x01
-//	state        1 byte  0x01 live, 0x02 spent
+//	state        1 byte  0x01 live, 0x02 spent, 0x03 live and frozen (freeze.go)
 //	height       uint64  created height
 //	tx_pos       uint32  position of the creating tx in its block
 //	flags        1 byte  chain.FlagCoinbase | chain.FlagCollateralReturn; other bits corrupt
@@ -34,12 +34,18 @@ import (
 type Record struct {
 	Utxo  chain.Utxo
 	Spent *chain.Spent // nil while live
+	// Frozen marks a live output an operator froze (freeze.go); never set
+	// with Spent: spending an output ends its freeze.
+	Frozen bool
 }
 
 const (
 	recordVersion byte = 0x01
 	stateLive     byte = 0x01
 	stateSpent    byte = 0x02
+	// stateFrozen is a live output that is frozen: the same layout as
+	// stateLive. Added in schema version 2 (meta.go).
+	stateFrozen byte = 0x03
 )
 
 // The block format's fixed sizes (chain/limits.go) bound what a decoder
@@ -54,8 +60,11 @@ const (
 func appendRecord(dst []byte, r *Record) []byte {
 	u := &r.Utxo
 	state := stateLive
-	if r.Spent != nil {
+	switch {
+	case r.Spent != nil:
 		state = stateSpent
+	case r.Frozen:
+		state = stateFrozen
 	}
 	dst = append(dst, recordVersion, state)
 	dst = binary.BigEndian.AppendUint64(dst, u.Height)

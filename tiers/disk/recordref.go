@@ -29,6 +29,8 @@ type UtxoRef struct {
 	ScriptRef []byte
 	// DatumHash is nil or 32 bytes.
 	DatumHash []byte
+	// Frozen reports a live output an operator froze (freeze.go).
+	Frozen bool
 	// Spent reports a spent record; SpenderTxHash and SpentHeight are then set.
 	Spent         bool
 	SpenderTxHash chain.Hash
@@ -92,9 +94,10 @@ func parseRecord(d *decbuf, r *UtxoRef) {
 		d.fail("unknown version")
 	}
 	state := d.byte1()
-	if d.err() == nil && state != stateLive && state != stateSpent {
+	if d.err() == nil && state != stateLive && state != stateSpent && state != stateFrozen {
 		d.fail("unknown state")
 	}
+	r.Frozen = state == stateFrozen
 	r.Height = d.u64()
 	r.TxPos = d.u32()
 	r.Flags = d.byte1()
@@ -212,6 +215,7 @@ func (r *UtxoRef) record() Record {
 	if r.Spent {
 		rec.Spent = &chain.Spent{TxHash: r.SpenderTxHash, Height: r.SpentHeight}
 	}
+	rec.Frozen = r.Frozen
 	return rec
 }
 

@@ -218,6 +218,7 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 
 	b := s.writeBatch()
 	defer s.releaseScratch()
+	s.dropLapses()
 	ch := newChanges(prev.Tip, len(undo.entries))
 	ch.cs.Rollback = true
 	d := newDerived(s.dims, s.dimFuncs, b, &st, ch, len(undo.entries))
@@ -249,6 +250,14 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 		}
 		if after.Spent == nil {
 			d.remove(&after.Utxo)
+			if after.Frozen {
+				s.lapseFreeze(b, e.op, h, "the rollback of the block that created it")
+			}
+		}
+		if before != nil {
+			// The block found it unfrozen or ended its freeze: a rollback
+			// does not bring a freeze back (freeze.go).
+			before.Frozen = false
 		}
 		if before != nil && before.Spent == nil {
 			d.add(&before.Utxo)
@@ -284,6 +293,7 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 		return nil, fmt.Errorf("disk: commit rollback of %d: %w", h, err)
 	}
 	s.afterCommit(b)
+	s.reportLapses()
 	s.logFloor = logFloor
 	// The young-output view may hold outputs this block created: drop it
 	// (exactness over a warm view; rollbacks are rare).

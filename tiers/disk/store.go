@@ -234,6 +234,11 @@ type Store struct {
 	txfRebuild *txFilterRebuild // a background rebuild of txf, or nil
 	logFloor   uint64           // lowest seq the change log keeps; 0: none
 	closed     bool
+	// schemaVersion is the version the store's schema row holds
+	// (SchemaVersion, or 1 for a store without a freeze yet: meta.go).
+	schemaVersion uint32
+	// lapses are the freezes the batch being built ends (freeze.go).
+	lapses []lapse
 
 	// bg counts background goroutines (filter rebuilds); Close sets stopping
 	// and waits for them before closing Pebble.
@@ -350,6 +355,7 @@ func (s *Store) init(given Options) error {
 			return fmt.Errorf("disk: initialise store: %w", err)
 		}
 		s.setDims(want.dims)
+		s.schemaVersion = want.version
 		s.state.Store(&st)
 		return nil
 	case err != nil:
@@ -363,6 +369,7 @@ func (s *Store) init(given Options) error {
 		return fmt.Errorf("%w: schema version %d, this binary reads up to %d; upgrade utxo-cache",
 			ErrNewerSchema, have.version, SchemaVersion)
 	}
+	s.schemaVersion = have.version
 	if s.secret, err = s.get(keySecret); err != nil || len(s.secret) != 32 {
 		return fmt.Errorf("disk: read secret (%d bytes): %w", len(s.secret), errors.Join(err, ErrCorrupt))
 	}
@@ -404,7 +411,7 @@ func (s *Store) resolveDims(given Options, have, asked []Dimension) error {
 			"indexes", dimNames(dims), "was", dimNames(have))
 		b := s.db.NewBatch()
 		defer b.Close()
-		_ = b.Set(keySchema, appendSchema(nil, &schema{version: SchemaVersion, dims: dims}), nil)
+		_ = b.Set(keySchema, appendSchema(nil, &schema{version: s.schemaVersion, dims: dims}), nil)
 		if err := s.commit(b); err != nil { // not db.Set: see init
 			return fmt.Errorf("disk: record indexes: %w", err)
 		}

@@ -302,6 +302,7 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 	st.Seq++
 
 	b := s.writeBatch()
+	s.dropLapses()
 	ch := s.blockChanges(prev.Tip, len(t.order))
 	ch.cs.Skipped = int(t.skipped)
 	d := newDerived(s.dims, s.dimFuncs, b, &st, ch, len(t.order))
@@ -319,6 +320,14 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 		} else {
 			spentHere = append(spentHere, op.TxHash[:]...)
 			spentHere = binary.BigEndian.AppendUint32(spentHere, op.Index)
+		}
+		if e.before != nil && e.before.Frozen {
+			// Spent, or spent and created again by a later tx of the block.
+			why := "a transaction of the block"
+			if e.after.Spent != nil {
+				why = "spent by " + e.after.Spent.TxHash.String()
+			}
+			s.lapseFreeze(b, op, h, why)
 		}
 		ch.outPoint(op)
 		key = appendOutPointKey(key[:0], op)
@@ -352,6 +361,7 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 		return nil, fmt.Errorf("disk: commit block %d: %w", h, err)
 	}
 	s.afterCommit(b)
+	s.reportLapses()
 	t.committed(d, &st, pruned, logFloor)
 	ch.setBalances(d)
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq

@@ -140,6 +140,14 @@ type ListQuery struct {
 	After *chain.Position
 	Desc  bool
 	Limit int // items per page, >= 1
+	// Keep, when set, filters the page: outputs it refuses are skipped
+	// (not handed to fn, not counted in Limit) but still move the resume
+	// position, so a filtered listing pages by position as an unfiltered
+	// one does. It must not keep r. A filtered page reads at most MaxScan
+	// index entries (when positive), and may so hold fewer than Limit
+	// outputs, even none, and still have more to read.
+	Keep    func(r *UtxoRef) bool
+	MaxScan int
 }
 
 // List returns up to q.Limit live outputs of q.Value in chain order (reverse
@@ -186,9 +194,9 @@ func (v *View) ListFunc(q ListQuery, fn func(r *UtxoRef) error) (next chain.Posi
 		first, step = it.Last, it.Prev
 	}
 	var r UtxoRef
-	n := 0
+	n, scanned := 0, 0
 	for valid := first(); valid; valid = step() {
-		if n == q.Limit {
+		if n == q.Limit || (q.Keep != nil && q.MaxScan > 0 && scanned == q.MaxScan) {
 			more = true
 			break
 		}
@@ -202,6 +210,13 @@ func (v *View) ListFunc(q ListQuery, fn func(r *UtxoRef) error) (next chain.Posi
 		}
 		if err := parseIndexValue(pos.Index, val, &r); err != nil {
 			return chain.Position{}, false, err
+		}
+		if q.Keep != nil {
+			scanned++
+			if !q.Keep(&r) {
+				next = pos
+				continue
+			}
 		}
 		if err := fn(&r); err != nil {
 			return chain.Position{}, false, err

@@ -352,10 +352,20 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 	d.noFigures = true // st carries them, block by block
 
 	var key, val []byte
+	s.dropLapses()
 	for _, de := range t.order {
 		op, e := de.op, de.e
 		if e.before != nil && e.before.Spent == nil {
 			d.remove(&e.before.Utxo)
+		}
+		if e.before != nil && e.before.Frozen {
+			// A window spends only: the spender is in its record, or, for
+			// an output spent and then created again, in the window.
+			h, why := last, "a block of the window"
+			if e.after.Spent != nil {
+				h, why = e.after.Spent.Height, "spent by "+e.after.Spent.TxHash.String()
+			}
+			s.lapseFreeze(b, op, h, why)
 		}
 		key = appendOutPointKey(key[:0], op)
 		switch {
@@ -416,6 +426,7 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 	if err := s.commitKeys(b); err != nil {
 		return nil, fmt.Errorf("disk: commit window to block %d: %w", last, err)
 	}
+	s.reportLapses()
 	t.committed(d, &st, pruned, floor)
 	ch.setBalances(d)
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
