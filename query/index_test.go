@@ -177,6 +177,7 @@ type utxoJSON struct {
 	TxHash string `json:"tx_hash"`
 	Index  uint32 `json:"index"`
 	Value  string `json:"value"`
+	Frozen bool   `json:"frozen"`
 }
 
 type indexAnswer struct {
@@ -205,13 +206,14 @@ func decodeAnswer(t *testing.T, ans query.Answer) (indexAnswer, map[string]any) 
 	return a, raw
 }
 
-// listAll pages through a value's listing, limit items a page.
-func listAll(t *testing.T, srv *query.Server, k query.IndexKey, desc bool, limit int, tiers map[string]int) []utxoJSON {
+// listAll pages through a value's listing, limit items a page, keeping
+// what f keeps.
+func listAll(t *testing.T, srv *query.Server, k query.IndexKey, desc bool, limit int, f query.Filter, tiers map[string]int) []utxoJSON {
 	t.Helper()
 	var all []utxoJSON
 	cursor := ""
 	for {
-		ans, err := srv.IndexUtxos(context.Background(), k, desc, limit, cursor)
+		ans, err := srv.IndexUtxosFiltered(context.Background(), k, desc, limit, cursor, f)
 		if err != nil {
 			t.Fatalf("%s %s: %v", k.Field, k.Label, err)
 		}
@@ -228,8 +230,9 @@ func listAll(t *testing.T, srv *query.Server, k query.IndexKey, desc bool, limit
 	}
 }
 
-// checkIndexes compares every listing (both orders, paged) and balance with
-// the model's live outputs filtered by the test's own rule.
+// checkIndexes compares every listing (both orders, paged; all outputs and
+// frozen=exclude) and balance with the model's live outputs filtered by the
+// test's own rule, each output's freeze as the model has it.
 func checkIndexes(t *testing.T, srv *query.Server, m *model.Model, qs []indexQuery, tiers map[string]int) {
 	t.Helper()
 	live := m.Live()
@@ -242,7 +245,8 @@ func checkIndexes(t *testing.T, srv *query.Server, m *model.Model, qs []indexQue
 			if !q.listed(u) {
 				continue
 			}
-			want = append(want, utxoJSON{TxHash: u.TxHash.String(), Index: u.Index, Value: fmt.Sprint(u.Value)})
+			_, frozen := m.Frozen(u.OutPoint)
+			want = append(want, utxoJSON{TxHash: u.TxHash.String(), Index: u.Index, Value: fmt.Sprint(u.Value), Frozen: frozen})
 			bal.Count++
 			bal.Value = bal.Value.AddU64(u.Value)
 			for _, a := range u.Assets {
@@ -250,14 +254,20 @@ func checkIndexes(t *testing.T, srv *query.Server, m *model.Model, qs []indexQue
 				sums[k] = sums[k].AddU64(a.Quantity)
 			}
 		}
+		unfrozen := slices.DeleteFunc(slices.Clone(want), func(u utxoJSON) bool { return u.Frozen })
 		for _, desc := range []bool{false, true} {
-			got := listAll(t, srv, q.key, desc, 3, tiers)
-			w := slices.Clone(want)
-			if desc {
-				slices.Reverse(w)
-			}
-			if !slices.Equal(got, w) {
-				t.Fatalf("tip %s: %s %s (desc %v): listed %v, want %v", m.Tip(), q.key.Field, q.key.Label, desc, got, w)
+			for _, f := range []query.Filter{{}, {ExcludeFrozen: true}} {
+				got := listAll(t, srv, q.key, desc, 3, f, tiers)
+				w := slices.Clone(want)
+				if f.ExcludeFrozen {
+					w = slices.Clone(unfrozen)
+				}
+				if desc {
+					slices.Reverse(w)
+				}
+				if !slices.Equal(got, w) {
+					t.Fatalf("tip %s: %s %s (desc %v, %+v): listed %v, want %v", m.Tip(), q.key.Field, q.key.Label, desc, f, got, w)
+				}
 			}
 		}
 		ans, err := srv.IndexBalance(context.Background(), q.key)
@@ -281,9 +291,9 @@ func checkIndexes(t *testing.T, srv *query.Server, m *model.Model, qs []indexQue
 	}
 }
 
-// TestIndexesMatchModel applies random blocks and rollbacks, whose outputs
-// pay Cardano addresses of every header type, to a store that keeps the
-// four indexes, read through the memory and Redis tiers, and after every
+// TestIndexesMatchModel applies random blocks, rollbacks, freezes and
+// unfreezes, whose outputs pay Cardano addresses of every header type, to a
+// store that keeps the four indexes, read through the memory and Redis tiers, and after every
 // change compares each listing (paged both ways) and balance with the
 // reference model's live outputs filtered by credentials the test wrote
 // down itself. Every value is read after every change, so a cached answer a
@@ -340,7 +350,33 @@ func TestIndexesMatchModel(t *testing.T) {
 	ctx := context.Background()
 	tiers := map[string]int{}
 	for step := range 60 {
-		if step > 5 && rng.IntN(5) == 0 {
+		switch live := m.Live(); {
+		case step > 3 && len(live) > 0 && rng.IntN(5) == 0:
+			// Freeze or unfreeze a few live outputs: one change, which
+			// every listing of their index values must show at once.
+			f := chain.Freeze{Reason: "test"}
+			for range 1 + rng.IntN(3) {
+				if op := live[rng.IntN(len(live))].OutPoint; !slices.Contains(f.OutPoints, op) {
+					f.OutPoints = append(f.OutPoints, op)
+				}
+			}
+			if rng.IntN(3) == 0 {
+				f.Reason = ""
+				if _, err := m.Unfreeze(f); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.Unfreeze(ctx, f); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				if _, err := m.Freeze(f); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := w.Freeze(ctx, f); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case step > 5 && rng.IntN(5) == 0:
 			target := m.Tip().Height - uint64(rng.IntN(4))
 			if err := m.Rollback(target); err != nil {
 				t.Fatal(err)
@@ -348,7 +384,7 @@ func TestIndexesMatchModel(t *testing.T) {
 			if _, err := w.Rollback(ctx, target); err != nil {
 				t.Fatal(err)
 			}
-		} else {
+		default:
 			b := gen.Block(m)
 			cardanoizeBlock(b, byGen)
 			if _, err := m.Apply(b, false); err != nil {
