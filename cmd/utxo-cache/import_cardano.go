@@ -16,6 +16,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/cardano"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
@@ -68,10 +69,14 @@ func runImportCardano(e *env, args []string) error {
 			"the block, for a store that starts mid-chain")
 	pruneDepth := pruneDepthFlag(cl.fs)
 	window := rollbackWindowFlag(cl.fs)
+	indexes := indexesFlag(cl.fs)
 	var df diskFlags
 	df.registerReserve(cl.fs)
 	if err := cl.parse(e, args); err != nil {
 		return err
+	}
+	if _, _, err := node.ParseIndexes(*indexes); err != nil {
+		return usagef("--indexes: %v", err)
 	}
 	windowBytes, err := catchUpWindowBytes(*catchUp)
 	if err != nil {
@@ -122,10 +127,13 @@ func runImportCardano(e *env, args []string) error {
 	signal.Notify(caught, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(caught)
 
-	opts := disk.Options{
+	opts, err := node.WithIndexes(disk.Options{
 		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
 		RollbackWindow: storeDepth(cl, "rollback-window", *window),
 		Chain:          chainCardano,
+	}, *indexes, chainCardano)
+	if err != nil {
+		return usagef("--indexes: %v", err)
 	}
 	if len(lc.blocks) > 0 && !storeExists(*dataDir) && genesis == nil && !*skipUnknown {
 		return lc.unplaced() // before a store is created

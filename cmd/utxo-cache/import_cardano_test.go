@@ -17,6 +17,8 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/cardano"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/internal/textenc"
+	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -50,13 +52,19 @@ func mustImportCardano(t *testing.T, args ...string) (stdout, stderr string) {
 // skipped inputs, and every live outpoint with its lovelace.
 func wantStoreFacts(t *testing.T, dir string, f chunkFacts) {
 	t.Helper()
-	s, err := disk.Open(dir, disk.Options{})
+	s, err := disk.Open(dir, disk.Options{Derivers: node.IndexDerivers()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	if s.Chain() != "cardano" {
 		t.Fatalf("store chain %q, want cardano", s.Chain())
+	}
+	// A Cardano store keeps the four indexes by default.
+	for _, d := range []disk.Dimension{disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAssetPolicy, disk.DimAsset} {
+		if !s.Indexes(d) {
+			t.Fatalf("the imported store does not keep the %s index", d)
+		}
 	}
 	st := s.State()
 	if st.Tip.Hash != f.tip || st.Tip.Height != f.tipHeight || st.UtxoCount != uint64(len(f.live)) || st.SkippedInputs != uint64(f.skipped) {
@@ -68,12 +76,38 @@ func wantStoreFacts(t *testing.T, dir string, f chunkFacts) {
 		t.Fatal(err)
 	}
 	defer v.Close()
+	byPayment := map[string]uint64{} // kind || key or script hash → live outputs
 	for op, value := range f.live {
 		u, spent, err := v.Utxo(op)
 		if err != nil || spent != nil || u.Output.Value != value {
 			t.Fatalf("outpoint %s: %+v, spent %v, %v; want live with %d lovelace", op, u, spent, err, value)
 		}
+		if cred := paymentCredential(u.Address); cred != nil {
+			byPayment[string(cred)]++
+		}
 	}
+	if len(byPayment) == 0 {
+		t.Fatal("no live output with a payment credential: nothing to check the index with")
+	}
+	for cred, n := range byPayment {
+		b, err := v.Balance(disk.DimPaymentCredential, []byte(cred))
+		if err != nil || b.Count != n {
+			t.Fatalf("payment credential %x: balance of %d outputs, %v; %d live outputs pay it", cred, b.Count, err, n)
+		}
+	}
+}
+
+// paymentCredential reads the payment credential of a Shelley-era address
+// from its header as the address format defines it (types 0 to 7: a key
+// hash when bit 4 is clear, a script hash when set, in the 28 bytes after
+// the header), as the index keeps it: the kind (0 key, 1 script), then the
+// hash. Nil for any other address.
+func paymentCredential(addr string) []byte {
+	_, raw, err := textenc.DecodeBech32(addr, textenc.Bech32Const, nil)
+	if err != nil || len(raw) < 29 || raw[0]>>4 > 7 {
+		return nil
+	}
+	return append([]byte{raw[0] >> 4 & 1}, raw[1:29]...)
 }
 
 // TestImportCardanoChunks imports each fixture chunk (they are not
