@@ -306,6 +306,13 @@ func (f *Follower) session(ctx context.Context) (bool, error) {
 	)
 	if err != nil {
 		_ = raw.Close()
+		select {
+		case cause, ok := <-s.errc: // what closed the connection says more
+			if ok && cause != nil {
+				err = fmt.Errorf("%w (%w)", cause, err)
+			}
+		default:
+		}
 		return false, fmt.Errorf("n2n: handshake with %s: %w", f.opts.Address, err)
 	}
 	_ = raw.SetDeadline(time.Time{})
