@@ -158,6 +158,11 @@ func TestValidate(t *testing.T) {
 		{"replica with a chain", func(c *node.Config) {
 			c.ReplicaOf, c.AdminToken, c.Chain = "http://w", "", "bitcoin"
 		}, "writer's chain"},
+		{"replica following cardano", func(c *node.Config) {
+			c.ReplicaOf, c.AdminToken, c.FollowCardano = "http://w", "", "127.0.0.1:3001"
+		}, "not a Cardano node"},
+		{"following both", func(c *node.Config) { c.FollowBitcoinREST, c.FollowCardano = "http://b", "127.0.0.1:3001" }, "not both"},
+		{"following cardano", func(c *node.Config) { c.FollowCardano = "127.0.0.1:3001" }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok

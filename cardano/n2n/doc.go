@@ -30,6 +30,9 @@
 //   - roll backward to a point: collected headers are applied first, then
 //     the store is rolled back exactly to the block at that point. The
 //     first event of every session is a roll backward to the intersection.
+//     A Byron boundary block is never stored (cardano.Linker): a roll
+//     backward to one the session linked through goes to its parent, and
+//     the boundary block is linked again.
 //
 // # Failures
 //

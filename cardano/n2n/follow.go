@@ -199,6 +199,22 @@ type session struct {
 	linker   *cardano.Linker
 	nodeTip  pcommon.Tip
 	progress bool
+	// boundaries are the Byron boundary blocks this session linked through
+	// (a few, the newest): they are never stored, so a roll backward to one
+	// is a roll backward to its parent, with the boundary block linked again.
+	boundaries map[chain.Hash]*cardano.Block
+}
+
+// maxBoundaries bounds session.boundaries (one boundary block per Byron
+// epoch: a roll backward never reaches past the last few).
+const maxBoundaries = 4
+
+// noteBoundary remembers a boundary block the session linked through.
+func (s *session) noteBoundary(b *cardano.Block) {
+	if s.boundaries == nil || len(s.boundaries) >= maxBoundaries {
+		s.boundaries = map[chain.Hash]*cardano.Block{}
+	}
+	s.boundaries[b.Chain.Hash] = b
 }
 
 var errSessionOver = errors.New("n2n: session over")
@@ -306,6 +322,13 @@ func (f *Follower) session(ctx context.Context) (bool, error) {
 	)
 	if err != nil {
 		_ = raw.Close()
+		select {
+		case cause, ok := <-s.errc: // what closed the connection says more
+			if ok && cause != nil {
+				err = fmt.Errorf("%w (%w)", cause, err)
+			}
+		default:
+		}
 		return false, fmt.Errorf("n2n: handshake with %s: %w", f.opts.Address, err)
 	}
 	_ = raw.SetDeadline(time.Time{})
@@ -440,14 +463,42 @@ func (s *session) rollBack(ctx context.Context, p Point) error {
 	tip := f.opts.Writer.Tip()
 	switch {
 	case tip.Empty:
-		// Nothing applied yet: the node confirms the start (or the origin).
+		// Nothing applied yet: the node confirms the start (or the origin),
+		// or goes back to a boundary block before the first block.
 		s.linker = cardano.NewLinker(tip)
+		if ebb, ok := s.boundaries[p.Hash]; ok {
+			_, _, _ = s.linker.Next(ebb) // after an empty tip anything links
+		}
 		return nil
 	case p.Hash == tip.Hash:
 		f.resume()
 		return nil
 	}
-	h, found, err := f.opts.Points.HeightOfHash(p.Hash)
+	if ebb, ok := s.boundaries[p.Hash]; ok {
+		// Back to a boundary block: to its parent in the store, and the
+		// boundary block is linked again for the block after it.
+		if err := s.rollBackTo(ctx, tip, Point{Slot: p.Slot, Hash: ebb.Chain.PrevHash}, p); err != nil {
+			return err
+		}
+		if _, _, err := s.linker.Next(ebb); err != nil {
+			return withReason(ReasonNotLinked, "n2n: roll backward to boundary block %s: %w", p, err)
+		}
+		return nil
+	}
+	return s.rollBackTo(ctx, tip, p, p)
+}
+
+// rollBackTo rolls the store back to its block with hash at.Hash (the node
+// named the point named).
+func (s *session) rollBackTo(ctx context.Context, tip chain.Tip, at, named Point) error {
+	f := s.f
+	p := named
+	if at.Hash == tip.Hash {
+		s.linker = cardano.NewLinker(tip)
+		f.resume()
+		return nil
+	}
+	h, found, err := f.opts.Points.HeightOfHash(at.Hash)
 	if err != nil {
 		return withReason(ReasonWriter, "n2n: look up the roll-back point %s: %w", p, err)
 	}
@@ -464,7 +515,9 @@ func (s *session) rollBack(ctx context.Context, p Point) error {
 	f.m.rollbacks.Inc()
 	f.m.rolledBack.Add(float64(tip.Height - h))
 	f.m.tipHeight.Set(float64(h))
-	f.m.tipSlot.Set(float64(p.Slot))
+	if at == named {
+		f.m.tipSlot.Set(float64(p.Slot)) // else: the boundary block's parent, whose slot the point does not give
+	}
 	f.m.lastSuccess.SetToCurrentTime()
 	s.linker = cardano.NewLinker(f.opts.Writer.Tip())
 	s.progress = true
@@ -487,12 +540,14 @@ func (s *session) apply(ctx context.Context, headers []event) error {
 	}
 	linker := *s.linker // linked on a copy: nothing changes unless all link
 	var out []*chain.Block
+	var boundaries []*cardano.Block
 	for i, b := range blocks {
 		cb, ok, err := linker.Next(b)
 		if err != nil {
 			return withReason(ReasonNotLinked, "n2n: block %s from the node: %w", headers[i].point, err)
 		}
 		if !ok {
+			boundaries = append(boundaries, b)
 			continue
 		}
 		if tip.Empty && len(out) == 0 && f.opts.Start != nil && cb.PrevHash != f.opts.Start.Hash {
@@ -502,6 +557,9 @@ func (s *session) apply(ctx context.Context, headers []event) error {
 		out = append(out, &cb)
 	}
 	*s.linker = linker
+	for _, b := range boundaries {
+		s.noteBoundary(b)
+	}
 	if len(out) == 0 {
 		return nil
 	}

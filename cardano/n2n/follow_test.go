@@ -502,3 +502,20 @@ func testLogger() *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// TestWrongNetwork: a node of another network refuses the handshake; the
+// follower applies nothing and keeps retrying, counting the failures.
+func TestWrongNetwork(t *testing.T) {
+	all := n2ntest.ChunkBlocks(t, fixtureDir, testChunk, 5)
+	r := startRig(t, all, func(o *Options) { o.Magic = MagicPreprod })
+	waitFor(t, "three failed sessions", func() bool {
+		return r.metric("utxo_cache_cardano_follow_errors_total", "reason", ReasonProtocol)+
+			r.metric("utxo_cache_cardano_follow_errors_total", "reason", ReasonNetwork) >= 3
+	})
+	if st := r.store.State(); !st.Tip.Empty || st.Seq != 0 {
+		t.Fatalf("a node of another network changed the store: %+v", st)
+	}
+	if err := r.f.Ready(); err != nil {
+		t.Errorf("Ready: %v (an unreachable node is no halt)", err)
+	}
+}

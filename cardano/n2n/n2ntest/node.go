@@ -89,10 +89,13 @@ func ChunkBlocks(tb testing.TB, dir, name string, n int) []Block {
 	return out
 }
 
-// Node is the node. Its chain is blocks[0..]; blocks[0] is the start
-// point the follower's empty store intersects at.
+// Node is a fake node serving one chain to any number of connections. Its
+// chain is blocks[0..]; blocks[0] is the point a follower's empty store
+// starts at. It answers as a node does: a roll backward to the
+// intersection first, then the blocks in order, then "await" until a block
+// is announced (Extend) or the chain shrinks (Rollback: clients past the
+// new tip are rolled back to it). Its methods are safe for concurrent use.
 type Node struct {
-	t     testing.TB
 	ln    net.Listener
 	magic uint32
 
@@ -105,7 +108,6 @@ type Node struct {
 		// RequestNext with garbage bytes.
 		dropAfter   int
 		garbageNext bool
-		fetches     int
 	}
 	wg sync.WaitGroup
 }
@@ -126,7 +128,7 @@ func NewNode(t testing.TB, magic uint32, blocks []Block) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &Node{t: t, ln: ln, magic: magic}
+	n := &Node{ln: ln, magic: magic}
 	n.mu.blocks = append([]Block(nil), blocks...)
 	n.mu.conns = map[*fakeConn]struct{}{}
 	n.mu.dropAfter = -1
@@ -323,7 +325,6 @@ func (n *Node) requestRange(fc *fakeConn, srv *blockfetch.Server, start, end pco
 	if i >= 0 && j >= i {
 		bs = append(bs, n.mu.blocks[i:j+1]...)
 	}
-	n.mu.fetches++
 	n.mu.Unlock()
 	if len(bs) == 0 {
 		return srv.NoBlocks()
