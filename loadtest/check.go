@@ -186,6 +186,7 @@ type (
 		ScriptRef        *string     `json:"script_ref"`
 		Height           uint64      `json:"height"`
 		Coinbase         bool        `json:"coinbase"`
+		SpendableAt      *uint64     `json:"spendable_at_height"`
 		CollateralReturn bool        `json:"collateral_return"`
 	}
 	wireSpent struct {
@@ -222,6 +223,10 @@ func toWire(u *chain.Utxo) wireUtxo {
 		TxHash: u.TxHash.String(), Index: u.Index, Address: u.Address,
 		Value: strconv.FormatUint(u.Value, 10), Height: u.Height,
 		Coinbase: u.Coinbase(), CollateralReturn: u.CollateralReturn(),
+	}
+	if u.Coinbase() {
+		at := u.Height + 100 // Bitcoin's maturity, written out
+		w.SpendableAt = &at
 	}
 	for _, a := range u.Assets {
 		w.Assets = append(w.Assets, wireAsset{hex.EncodeToString(a.Policy), hex.EncodeToString(a.Name), strconv.FormatUint(a.Quantity, 10)})

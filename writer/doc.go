@@ -1,12 +1,12 @@
 // Package writer owns every mutation of the store: one goroutine applies
-// blocks and rollbacks in order, answering each request on its own reply
+// blocks, rollbacks, freezes and unfreezes in order, answering each request on its own reply
 // channel once it is done, and after each commit hands a change-set to the
 // registered listeners (the cache tiers).
 //
 // # Single writer
 //
-// Apply, ApplyBlocks, Rollback, RollbackToHash and Checkpoint send a
-// request on a channel and wait for its reply; the writer goroutine takes
+// Apply, ApplyBlocks, Rollback, RollbackToHash, Freeze, Unfreeze and
+// Checkpoint send a request on a channel and wait for its reply; the writer goroutine takes
 // them one at a time, so the store's write path never runs concurrently and
 // needs no lock. A request is answered only after its batch has been
 // committed with Sync and the new tip published, so an acknowledged block

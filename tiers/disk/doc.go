@@ -22,6 +22,12 @@
 //	0x07    height[8]                                       block hash, slot (keys.go)     while on the chain
 //	0x08    block_hash[32]                                  height[8]                      while on the chain
 //	0x09    seq[8]                                          change record (changelog.go)   LogRetention changes
+//	0x0a    tx_hash[32] index[4]                            freeze: seq, reason            while live and frozen
+//	                                                        (freeze.go)
+//
+// A frozen output's 0x02 record and 0x03 index rows carry record state 0x03
+// (live and frozen) instead of 0x01: reads see the mark in the bytes they
+// already fetch.
 //
 // dim_key is the first 16 bytes of SHA-256(dimension id || value): an index
 // dimension (the address, always; asset policy, asset, payment and stake

@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/utxo-cache/utxo-cache/chain"
@@ -81,7 +84,9 @@ func TestFreezeLifecycle(t *testing.T) {
 	for _, mode := range []disk.UndoMode{disk.UndoCompact, disk.UndoSelfContained} {
 		t.Run(fmt.Sprint("undo mode ", mode), func(t *testing.T) {
 			dir := t.TempDir()
-			st := stOpen(t, dir, disk.Options{UndoMode: mode, RollbackWindow: 30})
+			logs := &lockedBuffer{}
+			logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			st := stOpen(t, dir, disk.Options{UndoMode: mode, RollbackWindow: 30, Logger: logger})
 			blocks := stChain(1, 1, 20)
 			st.apply(blocks[:5]...)
 			ctx := context.Background()
@@ -113,6 +118,10 @@ func TestFreezeLifecycle(t *testing.T) {
 			st.apply(blocks[5]) // spends alice5
 			if got := frozenState(t, st.s, alice5); got != "spent=true frozen=false, no row" {
 				t.Fatalf("alice5 after the block that spends it: %s", got)
+			}
+			if l := logs.String(); !strings.Contains(l, "freeze lapses") || !strings.Contains(l, alice5.String()) ||
+				!strings.Contains(l, "spent by "+blocks[5].Txs[1].Hash.String()) {
+				t.Fatalf("the lapse is not logged with its outpoint and spender: %q", l)
 			}
 			if _, err := st.w.Rollback(ctx, 5); err != nil {
 				t.Fatal(err)
@@ -209,4 +218,22 @@ func TestFreezeRefusals(t *testing.T) {
 	if raw := stGetRaw(t, dir, []byte{0x01, 'V'}); raw[3] != 2 {
 		t.Fatalf("schema row %x after the first freeze, want version 2", raw)
 	}
+}
+
+// lockedBuffer is a log destination safe for Pebble's goroutines too.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
