@@ -11,7 +11,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
-// BenchmarkApplyIndexes measures what each optional index costs a Cardano
+// BenchmarkIndexCost measures what each optional index costs a Cardano
 // store: the workload generator's Cardano profile (seed 1) seeds a store of
 // about 200,000 live outputs, then each iteration applies one block of 300
 // transactions through the writer. Reported beside ns/op: the process's CPU
@@ -19,7 +19,7 @@ import (
 // on a shared machine it holds where wall time does not), blocks/s, and the
 // store's compacted table bytes per live output at the end. Sub-benchmarks
 // (benchstat-comparable): indexes=none, each index alone, and all four.
-func BenchmarkApplyIndexes(b *testing.B) {
+func BenchmarkIndexCost(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		dims []disk.Dimension
@@ -31,11 +31,11 @@ func BenchmarkApplyIndexes(b *testing.B) {
 		{"asset", []disk.Dimension{disk.DimAsset}},
 		{"all", []disk.Dimension{disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAssetPolicy, disk.DimAsset}},
 	} {
-		b.Run("indexes="+c.name, func(b *testing.B) { benchApplyIndexes(b, c.dims) })
+		b.Run("indexes="+c.name, func(b *testing.B) { benchIndexCost(b, c.dims) })
 	}
 }
 
-func benchApplyIndexes(b *testing.B, dims []disk.Dimension) {
+func benchIndexCost(b *testing.B, dims []disk.Dimension) {
 	opts := disk.Options{Dimensions: dims, NoChangeLog: true,
 		Derivers: disk.Derivers{disk.DimPaymentCredential: credential.PaymentValues, disk.DimStakeCredential: credential.StakeValues}}
 	if len(dims) == 0 {
