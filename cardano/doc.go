@@ -91,6 +91,15 @@
 // so (Chunk.Truncated); an index that lists blocks past the chunk's end is
 // not an error (Chunk.Listed).
 //
+// # Genesis outputs
+//
+// ByronGenesisTxs and ShelleyGenesisTxs turn a genesis file's balances
+// into pseudo-transactions, one output each at index 0, with the ledger's
+// id: blake2b-256 of the output's address bytes (genesis.go). GenesisBlock
+// puts them in the block that seeds a store: height 0, hash the Byron
+// genesis hash, which the chain's first main block names as its parent
+// (through the epoch-0 boundary block, as the Linker passes it on).
+//
 // # Errors
 //
 // Bad bytes never panic: a panic inside the library becomes ErrCorrupt.

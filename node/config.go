@@ -43,6 +43,11 @@ type Config struct {
 	// anything is applied. "": no check (a node that only serves reads).
 	// The writer's only; a replica keeps its writer's store as it is.
 	Chain disk.Chain
+	// ChainIfNone is recorded, when Chain is "", by a new store
+	// (disk.Options.ChainIfNone): a writer that takes POSTed blocks without
+	// a follower serves any chain's store, and a store it created holds its
+	// chain. The writer's only.
+	ChainIfNone disk.Chain
 	// DiskReserve is the free space, in bytes, the writer keeps on the
 	// data directory's file system (its free-space guard refuses writes
 	// below it, 507); 0 turns the guard off, and so the start-up check.
@@ -165,7 +170,7 @@ func (c Config) Validate() error {
 		return errors.New("node: a replica keeps its writer's indexes, from the checkpoint (indexes)")
 	case c.FollowBitcoinREST != "":
 		return errors.New("node: a replica follows its writer, not a Bitcoin node")
-	case c.Chain != "":
+	case c.Chain != "" || c.ChainIfNone != "":
 		return errors.New("node: a replica keeps its writer's chain")
 	}
 	return nil

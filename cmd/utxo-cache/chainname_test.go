@@ -34,8 +34,9 @@ func wantWrongChain(t *testing.T, err error, have, command, want string) {
 // TestChainRefused: a store records the chain of the command that created
 // it; a command that would feed another chain into it is refused before
 // anything is applied (disk.ErrWrongChain, both chains named), the store as
-// it was; a serve without --admin-token serves a chain-specific store's
-// reads.
+// it was. A serve that takes POSTed blocks without a follower serves any
+// chain's store (what it takes must link to the tip) and leaves its chain as
+// it is; a store it creates records generic.
 func TestChainRefused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -50,11 +51,6 @@ func TestChainRefused(t *testing.T) {
 	wantWrongChain(t, err, "bitcoin", "ingest", "generic")
 	err, _, _ = runIn(runImportBitcoin, "--data-dir", genStore, bitcoinFixture("blk_0_to_4.dat.bz2"))
 	wantWrongChain(t, err, "generic", "import-bitcoin", "bitcoin")
-	err, _, _ = runIn(runServe, "--data-dir", btcStore, "--listen", "127.0.0.1:0", "--admin-token", "t")
-	wantWrongChain(t, err, "bitcoin", "serve", "generic")
-	if !strings.Contains(err.Error(), "without --admin-token") {
-		t.Fatalf("serve's refusal does not say how to serve reads: %v", err)
-	}
 	// The follower is refused before it contacts its node (port 1: nothing).
 	err, _, _ = runIn(runServe, "--data-dir", genStore, "--listen", "127.0.0.1:0", "--follow-bitcoin-rest", "http://127.0.0.1:1")
 	wantWrongChain(t, err, "generic", "serve", "bitcoin")
@@ -65,15 +61,32 @@ func TestChainRefused(t *testing.T) {
 	mustCLI(t, "ingest", "--data-dir", genStore, jsonl)
 	wantStats(t, genStore, genStats)
 
-	// Reads of a bitcoin store: serve without --admin-token.
-	p := launchServe(t, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", btcStore, "--log-level", "warn"})
+	// A bitcoin store served with --admin-token: reads, and POSTed blocks
+	// only where they link (a generic block does not); its chain stays.
+	p := launchServe(t, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", btcStore, "--log-level", "warn", "--admin-token", e2eToken})
 	p.waitReady(time.Now().Add(60 * time.Second))
 	if r := p.get("/v1/tip"); r.code != http.StatusOK || !strings.Contains(string(r.body), `"height":4`) {
 		t.Fatalf("GET /v1/tip of the bitcoin store: %s", r)
 	}
-	if r := p.do(http.MethodPost, "/v1/blocks", "application/json", []byte("{}")); r.code != http.StatusForbidden {
-		t.Fatalf("POST /v1/blocks to a read-only serve: %s, want 403", r)
+	block := blockJSON(t, newTestChain(1).blocks[0])
+	if r := p.do(http.MethodPost, "/v1/blocks", "application/json", block); r.code != http.StatusConflict {
+		t.Fatalf("POST of a block that does not link to the bitcoin tip: %s, want 409", r)
 	}
 	p.stop()
 	wantStats(t, btcStore, btcStats)
+	err, _, _ = runIn(runIngest, "--data-dir", btcStore, jsonl)
+	wantWrongChain(t, err, "bitcoin", "ingest", "generic")
+
+	// A store created by a serve that takes POSTed blocks records generic.
+	postStore := filepath.Join(dir, "posted")
+	p = launchServe(t, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", postStore, "--log-level", "warn", "--admin-token", e2eToken})
+	p.waitReady(time.Now().Add(60 * time.Second))
+	if r := p.do(http.MethodPost, "/v1/blocks", "application/json", block); r.code != http.StatusOK {
+		t.Fatalf("POST of the first block to a new store: %s", r)
+	}
+	p.stop()
+	postStats := statsJSONLine(t, postStore)
+	err, _, _ = runIn(runImportBitcoin, "--data-dir", postStore, bitcoinFixture("blk_0_to_4.dat.bz2"))
+	wantWrongChain(t, err, "generic", "import-bitcoin", "bitcoin")
+	wantStats(t, postStore, postStats)
 }

@@ -21,7 +21,7 @@
 //	   cannot be opened, an archive that does not verify
 //	2  usage error: an unknown command or flag, a bad flag value, missing
 //	   arguments
-//	128+n  an offline command (ingest, import-bitcoin) stopped by signal n
+//	128+n  an offline command (ingest, import-bitcoin, import-cardano) stopped by signal n
 //	       after finishing cleanly (130 SIGINT, 143 SIGTERM); serve's
 //	       graceful stop on a signal is its normal end and exits 0
 package main
@@ -51,6 +51,7 @@ var commands = []command{
 	{"ballast", "create, remove or show the data directory's ballast file: room held in reserve for a full disk", runBallast},
 	{"checkpoint", "write a backup of a store no process has open: a tar archive that restore verifies", runCheckpoint},
 	{"import-bitcoin", "apply Bitcoin Core blk*.dat or raw block files (bz2 ok) to a store, resumably", runImportBitcoin},
+	{"import-cardano", "apply cardano-node ImmutableDB chunks or Cardano block files to a store, resumably", runImportCardano},
 	{"ingest", "apply the blocks of JSONL or CBOR files (or stdin) to a store, resumably", runIngest},
 	{"restore", "verify a checkpoint archive and install it as a new store", runRestore},
 	{"rollback", "roll a store's chain back to a height or block hash", runRollback},

@@ -58,6 +58,14 @@ func TestRefusedCommandsCreateNothing(t *testing.T) {
 		{[]string{"import-bitcoin", "--network", "testnet", btc}, 1, "another network"},
 		{[]string{"import-bitcoin", filepath.Join(dir, "missing.dat")}, 1, "missing.dat"},
 
+		{[]string{"import-cardano"}, 2, "no FILE"},
+		{[]string{"import-cardano", "--catch-up-bytes", "lots", cardanoFixture("02019.chunk")}, 2, "--catch-up-bytes"},
+		{[]string{"import-cardano", cardanoFixture("02019.chunk")}, 2, "--skip-unknown-inputs"},
+		{[]string{"import-cardano", "--byron-genesis", cardanoFixture("mainnet-byron-genesis.json"), cardanoFixture("02019.chunk")}, 2, "seed the chain's start"},
+		{[]string{"import-cardano", "--byron-genesis", blocks, cardanoFixture("genesis.block")}, 1, "bad genesis file"},
+		{[]string{"import-cardano", dir}, 1, "no NNNNN.chunk files"},
+		{[]string{"import-cardano", filepath.Join(dir, "missing.chunk")}, 1, "missing.chunk"},
+
 		{[]string{"rollback"}, 2, "exactly one of --height and --hash"},
 		{[]string{"rollback", "--height", "1", "--hash", strings.Repeat("0", 64)}, 2, "exactly one"},
 		{[]string{"rollback", "--height", "x"}, 2, "--height"},

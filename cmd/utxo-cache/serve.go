@@ -236,6 +236,7 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		FollowBitcoinREST: s.followURL,
 		BitcoinNetwork:    network,
 		Chain:             s.chain(),
+		ChainIfNone:       s.chainIfNone(),
 
 		ReplicaOf:             s.replicaOf,
 		MaxLagBlocks:          s.maxLagBlocks,
@@ -245,28 +246,23 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 	return cfg
 }
 
-// chain is the chain serve feeds its store (chainname.go): a follower's;
-// without one, generic when blocks may be posted (--admin-token); none when
-// the node only serves reads, or is a replica (its store is its writer's).
-// So a bitcoin or cardano store is served read-only by a plain serve, and
-// takes posted blocks only alongside its own chain's follower, which checks
-// they extend its chain as it goes.
+// chain is the chain serve feeds its store (chainname.go): its follower's,
+// or none. A replica's store is its writer's. Blocks POSTed without a
+// follower (--admin-token) are checked only by linking to the tip, so such
+// a node serves a store of any chain; a store it creates records generic
+// (chainIfNone).
 func (s serveSettings) chain() disk.Chain {
-	switch {
-	case s.replicaOf != "":
-		return ""
-	case s.followURL != "":
+	if s.replicaOf == "" && s.followURL != "" {
 		return chainBitcoin
-	case s.adminToken != "":
-		return chainGeneric
 	}
 	return ""
 }
 
-// chainHint is what to do when the store refuses serve's chain.
-func (s serveSettings) chainHint() string {
-	if s.chain() == chainGeneric {
-		return "--admin-token takes POSTed docs/blocks.md blocks into it: serve it without --admin-token to serve reads, or with its chain's follower"
+// chainIfNone is the chain a new store records when serve feeds it no
+// chain of its own: generic, when it takes POSTed blocks.
+func (s serveSettings) chainIfNone() disk.Chain {
+	if s.replicaOf == "" && s.followURL == "" && s.adminToken != "" {
+		return chainGeneric
 	}
 	return ""
 }
@@ -300,7 +296,7 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 		return nil
 	}
 	if err != nil {
-		return chainRefused("serve", s.dataDir, s.chainHint(), err)
+		return chainRefused("serve", s.dataDir, "", err)
 	}
 	srv := node.NewHTTPServer(n.Handler(), log)
 	errc := make(chan error, 2)

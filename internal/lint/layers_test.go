@@ -49,7 +49,7 @@ var layers = []struct {
 	// Serving, and the tools and binary built on it.
 	{"api", []string{"cardano/credential", "chain", "query", "replication", "writer"}},
 	{"node", []string{"api", "bitcoin", "cache", "cardano/credential", "chain", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
-	{"cmd/utxo-cache", []string{"api", "bitcoin", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
+	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.
 	{"loadtest", []string{"api/bare", "chain", "internal/model", "internal/workload", "node"}},

@@ -51,13 +51,16 @@ func (c Chain) validate() error {
 }
 
 // resolveChain decides the chain the store records, from have (recorded;
-// "" for a store that recorded none), want (Options.Chain) and whether the
-// store holds anything (a block applied or reverted, ever). It refuses want
-// when the store holds blocks of another recorded chain; otherwise the
-// result is want, or have when want is unset. A store that has never taken a
-// block holds no chain's blocks, so it takes the new name.
-func resolveChain(have, want Chain, holdsBlocks bool) (Chain, error) {
+// "" for a store that recorded none), want (Options.Chain), ifNone
+// (Options.ChainIfNone) and whether the store holds anything (a block
+// applied or reverted, ever). It refuses want when the store holds blocks of
+// another recorded chain; otherwise the result is want, or have when want is
+// unset, or ifNone when both are and the store holds nothing. A store that
+// has never taken a block holds no chain's blocks, so it takes the new name.
+func resolveChain(have, want, ifNone Chain, holdsBlocks bool) (Chain, error) {
 	switch {
+	case want == "" && have == "" && !holdsBlocks:
+		return ifNone, nil
 	case want == "":
 		return have, nil
 	case have == "" || have == want || !holdsBlocks:

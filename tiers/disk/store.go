@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"cmp"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -75,6 +76,11 @@ type Options struct {
 	// written); otherwise the store records it (a store created before
 	// chains were recorded takes the first one given).
 	Chain Chain
+	// ChainIfNone is recorded, when Chain is unset, by a store that records
+	// no chain and holds no blocks: the chain of a node that takes blocks
+	// from any producer (a store fed only by them is that chain's) but
+	// serves every chain's store (what it takes must link to the tip).
+	ChainIfNone Chain
 	// Dimensions lists optional index dimensions beyond DimAddress. They are
 	// fixed when the store takes its first block and recorded in its schema
 	// row; once it holds blocks, opening with a different set fails
@@ -160,6 +166,9 @@ func (o Options) Validate() error {
 		return fmt.Errorf("disk: prune budget %d must be positive", o.PruneBudget)
 	}
 	if err := o.Chain.validate(); err != nil {
+		return err
+	}
+	if err := o.ChainIfNone.validate(); err != nil {
 		return err
 	}
 	for _, d := range append(slices.Clip(o.Dimensions), o.DefaultDimensions...) {
@@ -333,7 +342,7 @@ func (s *Store) init(given Options) error {
 		_ = b.Set(keySecret, s.secret, nil)
 		_ = b.Set(keySchema, appendSchema(nil, &want), nil)
 		_ = b.Set(keyState, appendState(nil, &st), nil)
-		_ = b.Set(keySettings, appendSettings(nil, &settings{pruneDepth: s.opts.PruneDepth, rollbackWindow: s.opts.RollbackWindow, chain: s.opts.Chain}), nil)
+		_ = b.Set(keySettings, appendSettings(nil, &settings{pruneDepth: s.opts.PruneDepth, rollbackWindow: s.opts.RollbackWindow, chain: cmp.Or(s.opts.Chain, s.opts.ChainIfNone)}), nil)
 		// Through s.commit, like every write: Pebble reports a failed log
 		// write or sync through Logger.Fatalf, which panics, and only
 		// s.commit turns that panic back into an error.
@@ -485,7 +494,7 @@ func (s *Store) resolveSettings(given Options) error {
 		}
 	}
 	st := s.State()
-	chainName, err := resolveChain(have.chain, given.Chain, !st.Tip.Empty || st.Seq > 0)
+	chainName, err := resolveChain(have.chain, given.Chain, given.ChainIfNone, !st.Tip.Empty || st.Seq > 0)
 	if err != nil {
 		return err
 	}
