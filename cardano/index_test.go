@@ -173,9 +173,26 @@ func TestIndexesOnRealChunk(t *testing.T) {
 		})
 	}
 	for v := range assets {
-		s.check(disk.DimAsset, []byte(v), func(u *chain.Utxo) bool {
-			return slices.ContainsFunc(u.Assets, func(as chain.Asset) bool { return string(disk.AppendAssetValue(nil, as.Policy, as.Name)) == v })
-		})
+		is := func(as chain.Asset) bool { return string(disk.AppendAssetValue(nil, as.Policy, as.Name)) == v }
+		s.check(disk.DimAsset, []byte(v), func(u *chain.Utxo) bool { return slices.ContainsFunc(u.Assets, is) })
+		// The asset's balance sums that asset alone.
+		var q chain.Uint128
+		for _, u := range s.m.Live() {
+			for _, as := range u.Assets {
+				if is(as) {
+					q = q.AddU64(as.Quantity)
+				}
+			}
+		}
+		view, err := s.store.NewView()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := view.Balance(disk.DimAsset, []byte(v))
+		view.Close()
+		if err != nil || len(b.Assets) != 1 || b.Assets[0].Quantity != q || string(disk.AppendAssetValue(nil, b.Assets[0].Policy, b.Assets[0].Name)) != v {
+			t.Fatalf("asset %x: balance assets %+v %v, want its quantity %s alone", v, b.Assets, err, q)
+		}
 	}
 	live := len(s.m.Live())
 	t.Logf("%d live outputs (%d with a payment credential): %d payment credentials, %d stake, %d policies, %d assets",

@@ -14,6 +14,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -124,7 +125,7 @@ func (n *Node) start(ctx context.Context) error {
 	opts, err := WithIndexes(disk.Options{
 		PruneDepth: cfg.PruneDepth, RollbackWindow: cfg.RollbackWindow, Logger: log,
 		LogRetention: cfg.ReplicationRetention, MemTableBytes: cfg.MemTableBytes, Chain: cfg.Chain, ChainIfNone: cfg.ChainIfNone,
-	}, cfg.Indexes, cfg.Chain)
+	}, cfg.Indexes, cmp.Or(cfg.Chain, cfg.ChainIfNone))
 	if err != nil {
 		return err
 	}

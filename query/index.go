@@ -162,9 +162,10 @@ func indexPageKey(k IndexKey, desc bool, limit int, cursor string) string {
 }
 
 // IndexBalance answers the balance of the outputs listed under one value of
-// an index dimension: their count, and the sum of their values and of every
-// asset they carry (for a policy or an asset, the outputs' other assets
-// too). A dimension the store does not keep is ErrNotIndexed.
+// an index dimension: their count and the sum of their values, and the sums
+// of their assets (for a policy, that policy's assets only; for an asset,
+// that asset only: the store's balance rows, see disk's appendDimKeys). A
+// dimension the store does not keep is ErrNotIndexed.
 func (s *Server) IndexBalance(ctx context.Context, k IndexKey) (Answer, error) {
 	if err := s.checkIndexKey(k); err != nil {
 		return Answer{}, err

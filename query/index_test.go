@@ -107,6 +107,9 @@ func cardanoizeBlock(b *chain.Block, byGen map[string]testAddress) {
 type indexQuery struct {
 	key    query.IndexKey
 	listed func(u *chain.Utxo) bool
+	// counts says which assets of a listed output its balance sums: nil,
+	// all of them; for a policy, that policy's; for an asset, that asset.
+	counts func(a chain.Asset) bool
 }
 
 // indexQueries returns a query for every credential, policy and asset the
@@ -124,7 +127,7 @@ func indexQueries(t *testing.T, addrs []testAddress, byString map[string]testAdd
 			want := bytes.Clone(a.payment)
 			qs = append(qs, indexQuery{mustKey(t, "payment", label), func(u *chain.Utxo) bool {
 				return bytes.Equal(byString[u.Address].payment, want)
-			}})
+			}, nil})
 		}
 		if a.stake != nil && !seen["s"+string(a.stake)] {
 			seen["s"+string(a.stake)] = true
@@ -133,27 +136,25 @@ func indexQueries(t *testing.T, addrs []testAddress, byString map[string]testAdd
 			reward := textenc.Bech32("stake_test", textenc.ConvertBits(append([]byte{0xe0 | a.stake[0]<<4}, a.stake[1:]...)), textenc.Bech32Const)
 			hrp := []string{"stake_vkh", "script"}[a.stake[0]]
 			cip5 := textenc.Bech32(hrp, textenc.ConvertBits(a.stake[1:]), textenc.Bech32Const)
-			qs = append(qs, indexQuery{mustKey(t, "stake", reward), listed}, indexQuery{mustKey(t, "stake", cip5), listed})
+			qs = append(qs, indexQuery{mustKey(t, "stake", reward), listed, nil}, indexQuery{mustKey(t, "stake", cip5), listed, nil})
 		}
 	}
 	for _, p := range policies {
 		if len(p) == 0 {
 			continue // the API cannot name an empty policy
 		}
+		ofPolicy := func(a chain.Asset) bool { return bytes.Equal(a.Policy, p) }
 		qs = append(qs, indexQuery{query.IndexKey{Dim: disk.DimAssetPolicy, Value: p, Field: "policy", Label: hex.EncodeToString(p)},
-			func(u *chain.Utxo) bool {
-				return slices.ContainsFunc(u.Assets, func(a chain.Asset) bool { return bytes.Equal(a.Policy, p) })
-			}})
+			func(u *chain.Utxo) bool { return slices.ContainsFunc(u.Assets, ofPolicy) }, ofPolicy})
 		for _, n := range names {
+			isAsset := func(a chain.Asset) bool { return bytes.Equal(a.Policy, p) && bytes.Equal(a.Name, n) }
 			qs = append(qs, indexQuery{query.IndexKey{Dim: disk.DimAsset, Value: query.AssetValue(p, n), Field: "unit", Label: hex.EncodeToString(p) + hex.EncodeToString(n)},
-				func(u *chain.Utxo) bool {
-					return slices.ContainsFunc(u.Assets, func(a chain.Asset) bool { return bytes.Equal(a.Policy, p) && bytes.Equal(a.Name, n) })
-				}})
+				func(u *chain.Utxo) bool { return slices.ContainsFunc(u.Assets, isAsset) }, isAsset})
 		}
 	}
 	// A credential nobody pays to.
 	qs = append(qs, indexQuery{mustKey(t, "payment", textenc.Bech32("addr_vkh", textenc.ConvertBits(make([]byte, 28)), textenc.Bech32Const)),
-		func(*chain.Utxo) bool { return false }})
+		func(*chain.Utxo) bool { return false }, nil})
 	return qs
 }
 
@@ -232,7 +233,8 @@ func listAll(t *testing.T, srv *query.Server, k query.IndexKey, desc bool, limit
 
 // checkIndexes compares every listing (both orders, paged; all outputs and
 // frozen=exclude) and balance with the model's live outputs filtered by the
-// test's own rule, each output's freeze as the model has it.
+// test's own rule, each output's freeze as the model has it (a policy's or
+// an asset's balance sums only that policy's or that asset's quantities).
 func checkIndexes(t *testing.T, srv *query.Server, m *model.Model, qs []indexQuery, tiers map[string]int) {
 	t.Helper()
 	live := m.Live()
@@ -250,6 +252,9 @@ func checkIndexes(t *testing.T, srv *query.Server, m *model.Model, qs []indexQue
 			bal.Count++
 			bal.Value = bal.Value.AddU64(u.Value)
 			for _, a := range u.Assets {
+				if q.counts != nil && !q.counts(a) {
+					continue
+				}
 				k := [2]string{hex.EncodeToString(a.Policy), hex.EncodeToString(a.Name)}
 				sums[k] = sums[k].AddU64(a.Quantity)
 			}
@@ -376,7 +381,7 @@ func TestIndexesMatchModel(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-		case step > 5 && rng.IntN(5) == 0:
+		case !m.Tip().Empty && m.Tip().Height > 4 && rng.IntN(5) == 0:
 			target := m.Tip().Height - uint64(rng.IntN(4))
 			if err := m.Rollback(target); err != nil {
 				t.Fatal(err)

@@ -116,8 +116,9 @@ func PaymentValues(u *chain.Utxo, yield func(value []byte)) {
 	if !ok {
 		return
 	}
-	if p, _, okP, _ := FromRaw(raw); okP {
-		yield(p)
+	if len(raw) >= 1+HashLen { // a Shelley type (addressBytes): it has one
+		var v [ValueLen]byte
+		yield(AppendValue(v[:0], Kind(raw[0]>>4&1), raw[1:1+HashLen]))
 	}
 }
 
@@ -130,8 +131,9 @@ func StakeValues(u *chain.Utxo, yield func(value []byte)) {
 	if !ok {
 		return
 	}
-	if _, st, _, okS := FromRaw(raw); okS {
-		yield(st)
+	if raw[0]>>4 <= 3 && len(raw) >= 1+2*HashLen { // a base address
+		var v [ValueLen]byte
+		yield(AppendValue(v[:0], Kind(raw[0]>>5&1), raw[1+HashLen:1+2*HashLen]))
 	}
 }
 

@@ -46,11 +46,13 @@ func TestRefusedCommandsCreateNothing(t *testing.T) {
 		{[]string{"ingest", "-"}, 2, "--format"},
 		{[]string{"ingest", "--format", "json", "-", "-"}, 2, "given 2 times"},
 		{[]string{"ingest", filepath.Join(dir, "missing.jsonl")}, 1, "missing.jsonl"},
+		{[]string{"ingest", "--indexes", "payment,bogus", blocks}, 2, "--indexes"},
 
 		{[]string{"import-bitcoin"}, 2, "no FILE"},
 		{[]string{"import-bitcoin", "--network", "dogecoin", btc}, 2, "--network"},
 		{[]string{"import-bitcoin", "--start-height", "x", btc}, 2, "--start-height"},
 		{[]string{"import-bitcoin", "--prune-depth", "0", btc}, 2, "--prune-depth"},
+		{[]string{"import-bitcoin", "--indexes", "address", btc}, 2, "--indexes"},
 		{[]string{"import-bitcoin", midChain}, 2, "not in the store"},
 		{[]string{"import-bitcoin", "--start-height", "100", bitcoinFixture("277647.dat.bz2")}, 1, "at height 277647"},
 		{[]string{"import-bitcoin", "--network", "testnet", btc}, 1, "another network"},
@@ -86,6 +88,7 @@ func TestRefusedCommandsCreateNothing(t *testing.T) {
 		{[]string{"restore", blocks}, 1, "bad checkpoint archive"},
 
 		{serveArgs("--bogus"), 2, "-bogus"},
+		{serveArgs("--indexes", "all"), 2, "--indexes"},
 		{serveArgs("extra"), 2, "no arguments"},
 		{serveArgs("--prune-depth", "0"), 2, "--prune-depth"},
 		{serveArgs("--memory-cache-bytes", "lots"), 2, "--memory-cache-bytes"},

@@ -69,7 +69,7 @@ type assetDelta struct {
 	add, sub     chain.Uint128
 }
 
-func (d *balanceDelta) apply(u *chain.Utxo, sign int) {
+func (d *balanceDelta) apply(u *chain.Utxo, sign int, f *assetFilter) {
 	if sign > 0 {
 		d.addCount++
 		d.add = d.add.AddU64(u.Value)
@@ -77,7 +77,11 @@ func (d *balanceDelta) apply(u *chain.Utxo, sign int) {
 		d.subCount++
 		d.sub = d.sub.AddU64(u.Value)
 	}
-	for _, a := range u.Assets {
+	for i := range u.Assets {
+		a := &u.Assets[i]
+		if !f.keep(a) {
+			continue
+		}
 		if d.assets == nil {
 			d.assets = make(map[string]*assetDelta)
 		}

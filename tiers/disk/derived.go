@@ -31,6 +31,7 @@ type derived struct {
 	keyBuf    []byte
 	valBuf    []byte
 	dimKeys   []DimKey
+	filters   []assetFilter // the balance filter of each of dimKeys
 }
 
 // newDerived starts the derived changes of a commit of about n outpoint rows
@@ -53,11 +54,11 @@ func (d *derived) delta(k DimKey) *balanceDelta {
 func (d *derived) add(u *chain.Utxo) {
 	pos := u.Position()
 	d.valBuf = appendIndexValue(d.valBuf[:0], u)
-	d.dimKeys = appendDimKeys(d.dimKeys[:0], d.dims, d.funcs, u)
-	for _, k := range d.dimKeys {
+	d.dimKeys, d.filters = appendDimKeys(d.dimKeys[:0], d.filters[:0], d.dims, d.funcs, u)
+	for i, k := range d.dimKeys {
 		d.keyBuf = appendIndexKey(d.keyBuf[:0], k, pos)
 		_ = d.b.Set(d.keyBuf, d.valBuf, nil)
-		d.delta(k).apply(u, +1)
+		d.delta(k).apply(u, +1, &d.filters[i])
 	}
 	d.ch.indexKeys(d.dimKeys[1:])
 	if !d.noFigures {
@@ -71,11 +72,11 @@ func (d *derived) add(u *chain.Utxo) {
 // remove records that u stopped being live.
 func (d *derived) remove(u *chain.Utxo) {
 	pos := u.Position()
-	d.dimKeys = appendDimKeys(d.dimKeys[:0], d.dims, d.funcs, u)
-	for _, k := range d.dimKeys {
+	d.dimKeys, d.filters = appendDimKeys(d.dimKeys[:0], d.filters[:0], d.dims, d.funcs, u)
+	for i, k := range d.dimKeys {
 		d.keyBuf = appendIndexKey(d.keyBuf[:0], k, pos)
 		_ = d.b.Delete(d.keyBuf, nil)
-		d.delta(k).apply(u, -1)
+		d.delta(k).apply(u, -1, &d.filters[i])
 	}
 	d.ch.indexKeys(d.dimKeys[1:])
 	if !d.noFigures {

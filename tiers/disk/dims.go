@@ -45,40 +45,20 @@ type ValuesFunc func(u *chain.Utxo, yield func(value []byte))
 type Derivers map[Dimension]ValuesFunc
 
 // dimensions is the table of known dimensions. Adding a dimension is adding a
-// row: indexing, balances, listing and rollback are generic over it.
+// row (and, for one the store computes itself, a case of appendDimKeys):
+// indexing, balances, listing and rollback are generic over it.
 var dimensions = map[Dimension]struct {
 	name string
-	// values calls yield once per distinct value u is listed under; nil for
-	// a dimension whose values come from Options.Derivers.
-	values ValuesFunc
+	// derived is set for a dimension whose values come from
+	// Options.Derivers; the others appendDimKeys computes from the output:
+	// the address, each distinct policy, each distinct asset.
+	derived bool
 }{
-	DimAddress: {
-		name:   "address",
-		values: func(u *chain.Utxo, yield func([]byte)) { yield([]byte(u.Address)) },
-	},
-	DimAssetPolicy: {
-		name: "asset_policy",
-		values: func(u *chain.Utxo, yield func([]byte)) {
-			for i, a := range u.Assets {
-				if !policySeen(u.Assets[:i], a.Policy) {
-					yield(a.Policy)
-				}
-			}
-		},
-	},
-	DimPaymentCredential: {name: "payment_credential"},
-	DimStakeCredential:   {name: "stake_credential"},
-	DimAsset: {
-		name: "asset",
-		values: func(u *chain.Utxo, yield func([]byte)) {
-			var buf [1 + chain.MaxPolicyLen + chain.MaxAssetNameLen]byte
-			for i, a := range u.Assets {
-				if !assetSeen(u.Assets[:i], a) {
-					yield(AppendAssetValue(buf[:0], a.Policy, a.Name))
-				}
-			}
-		},
-	},
+	DimAddress:           {name: "address"},
+	DimAssetPolicy:       {name: "asset_policy"},
+	DimPaymentCredential: {name: "payment_credential", derived: true},
+	DimStakeCredential:   {name: "stake_credential", derived: true},
+	DimAsset:             {name: "asset"},
 }
 
 // AppendAssetValue appends the DimAsset value of the asset (policy, name):
@@ -150,16 +130,14 @@ func normalDims(dims []Dimension) []Dimension {
 }
 
 // dimFuncs returns, for each dimension of dims (DimAddress first), the
-// function of its values: the table's, or the injected one; nil for
-// DimAddress (appendDimKeys hashes the address itself). A derived dimension
-// with no deriver is named in missing.
+// function of its values: the injected one for a derived dimension, nil for
+// the dimensions appendDimKeys computes itself (DimAddress, DimAssetPolicy,
+// DimAsset). A derived dimension with no deriver is named in missing.
 func dimFuncs(dims []Dimension, inj Derivers) (funcs []ValuesFunc, missing []Dimension) {
 	funcs = make([]ValuesFunc, len(dims))
 	for i, d := range dims {
 		switch {
-		case d == DimAddress:
-		case dimensions[d].values != nil:
-			funcs[i] = dimensions[d].values
+		case !dimensions[d].derived:
 		case inj[d] != nil:
 			funcs[i] = inj[d]
 		default:
@@ -169,16 +147,68 @@ func dimFuncs(dims []Dimension, inj Derivers) (funcs []ValuesFunc, missing []Dim
 	return funcs, missing
 }
 
-// appendDimKeys appends to dst the dimension keys u is indexed under, given
-// the enabled dimensions' functions (dimFuncs: DimAddress first, with a nil
-// function): the address's key is computed without an allocation, the
-// block's hottest path, and a store that indexes only addresses pays nothing
-// more.
-func appendDimKeys(dst []DimKey, dims []Dimension, funcs []ValuesFunc, u *chain.Utxo) []DimKey {
-	dst = append(dst, dimKeyOf(DimAddress, u.Address))
-	for i := 1; i < len(dims); i++ {
-		d := dims[i]
-		funcs[i](u, func(v []byte) { dst = append(dst, MakeDimKey(d, v)) })
+// assetFilter says which of an output's assets count in the balance of one
+// of its dimension values: all of them (an address, a credential), those of
+// one policy (DimAssetPolicy), or one asset (DimAsset). The slices are the
+// output's own.
+type assetFilter struct {
+	kind         uint8 // filterAll, filterPolicy, filterAsset
+	policy, name []byte
+}
+
+const (
+	filterAll uint8 = iota
+	filterPolicy
+	filterAsset
+)
+
+func (f *assetFilter) keep(a *chain.Asset) bool {
+	switch f.kind {
+	case filterPolicy:
+		return string(a.Policy) == string(f.policy)
+	case filterAsset:
+		return string(a.Policy) == string(f.policy) && string(a.Name) == string(f.name)
 	}
-	return dst
+	return true
+}
+
+// appendDimKeys appends to keys the dimension keys u is indexed under, given
+// the enabled dimensions and their functions (dimFuncs: DimAddress first),
+// and to filters the balance filter of each key. The address's key is
+// computed without an allocation, the block's hottest path, and a store that
+// indexes only addresses pays nothing more.
+//
+// The balance of a policy sums the assets of that policy only, and the
+// balance of an asset that asset only (with the count and value of the
+// outputs that carry them): summing every asset of the outputs would make a
+// popular policy's balance row grow with every asset its outputs also carry,
+// and rewrite it whole each time one of them moves.
+func appendDimKeys(keys []DimKey, filters []assetFilter, dims []Dimension, funcs []ValuesFunc, u *chain.Utxo) ([]DimKey, []assetFilter) {
+	keys = append(keys, dimKeyOf(DimAddress, u.Address))
+	filters = append(filters, assetFilter{})
+	for i := 1; i < len(dims); i++ {
+		switch d := dims[i]; d {
+		case DimAssetPolicy:
+			for j, a := range u.Assets {
+				if !policySeen(u.Assets[:j], a.Policy) {
+					keys = append(keys, MakeDimKey(d, a.Policy))
+					filters = append(filters, assetFilter{kind: filterPolicy, policy: a.Policy})
+				}
+			}
+		case DimAsset:
+			var buf [1 + chain.MaxPolicyLen + chain.MaxAssetNameLen]byte
+			for j, a := range u.Assets {
+				if !assetSeen(u.Assets[:j], a) {
+					keys = append(keys, MakeDimKey(d, AppendAssetValue(buf[:0], a.Policy, a.Name)))
+					filters = append(filters, assetFilter{kind: filterAsset, policy: a.Policy, name: a.Name})
+				}
+			}
+		default:
+			funcs[i](u, func(v []byte) {
+				keys = append(keys, MakeDimKey(d, v))
+				filters = append(filters, assetFilter{})
+			})
+		}
+	}
+	return keys, filters
 }

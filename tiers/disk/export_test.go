@@ -1,6 +1,8 @@
 package disk
 
 import (
+	"bytes"
+	"context"
 	"log/slog"
 	"testing"
 
@@ -75,4 +77,16 @@ func CountRows(t testing.TB, dir string) (index, balance int) {
 		}
 	}
 	return index, balance
+}
+
+// CompactedTableBytes flushes the memtable, compacts the whole key space and
+// returns the bytes of the store's tables: its size on disk without the log.
+func CompactedTableBytes(s *Store) (int64, error) {
+	if err := s.db.Flush(); err != nil {
+		return 0, err
+	}
+	if err := s.db.Compact(context.Background(), []byte{0}, bytes.Repeat([]byte{0xff}, 64), true); err != nil {
+		return 0, err
+	}
+	return s.db.Metrics().Total().TablesSize, nil
 }

@@ -171,6 +171,7 @@ func (s *Store) setFrozen(f chain.Freeze, freeze bool) (FreezeResult, error) {
 	changed := make([]chain.OutPoint, len(todo))
 	var key, val []byte
 	var dimKeys []DimKey
+	var filters []assetFilter
 	for i := range todo {
 		t := &todo[i]
 		changed[i] = t.op
@@ -182,7 +183,7 @@ func (s *Store) setFrozen(f chain.Freeze, freeze bool) (FreezeResult, error) {
 		val = append(val[:0], t.op.TxHash[:]...)
 		val = appendRecord(val, &t.rec)
 		pos := t.rec.Utxo.Position()
-		dimKeys = appendDimKeys(dimKeys[:0], s.dims, s.dimFuncs, &t.rec.Utxo)
+		dimKeys, filters = appendDimKeys(dimKeys[:0], filters[:0], s.dims, s.dimFuncs, &t.rec.Utxo)
 		for _, k := range dimKeys {
 			key = appendIndexKey(key[:0], k, pos)
 			_ = b.Set(key, val, nil)

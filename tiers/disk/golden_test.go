@@ -434,7 +434,7 @@ func TestBalanceDeltaSums(t *testing.T) {
 	}
 	var add balanceDelta
 	for i := range us {
-		add.apply(&us[i], +1)
+		add.apply(&us[i], +1, &assetFilter{})
 	}
 	sum, err := add.applyTo(chain.Balance{})
 	if err != nil {
@@ -450,7 +450,7 @@ func TestBalanceDeltaSums(t *testing.T) {
 
 	var sub balanceDelta
 	for i := len(us) - 1; i >= 0; i-- {
-		sub.apply(&us[i], -1)
+		sub.apply(&us[i], -1, &assetFilter{})
 	}
 	zero, err := sub.applyTo(sum)
 	if err != nil {
@@ -464,13 +464,13 @@ func TestBalanceDeltaSums(t *testing.T) {
 	}
 	// Count covered, value not.
 	var one balanceDelta
-	one.apply(&chain.Utxo{Output: chain.Output{Value: 10}}, -1)
+	one.apply(&chain.Utxo{Output: chain.Output{Value: 10}}, -1, &assetFilter{})
 	if _, err := one.applyTo(chain.Balance{Count: 1, Value: chain.U128(9)}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("value below zero: err %v, want ErrCorrupt", err)
 	}
 	// Count and value covered, the asset not.
 	var asset balanceDelta
-	asset.apply(&chain.Utxo{Output: chain.Output{Value: 1, Assets: []chain.Asset{{Policy: []byte{1}, Quantity: 2}}}}, -1)
+	asset.apply(&chain.Utxo{Output: chain.Output{Value: 1, Assets: []chain.Asset{{Policy: []byte{1}, Quantity: 2}}}}, -1, &assetFilter{})
 	have := chain.Balance{Count: 1, Value: chain.U128(1), Assets: []chain.AssetSum{{Policy: []byte{1}, Quantity: chain.U128(1)}}}
 	if _, err := asset.applyTo(have); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("asset below zero: err %v, want ErrCorrupt", err)
