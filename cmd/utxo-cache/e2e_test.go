@@ -264,6 +264,8 @@ type (
 		Height           uint64     `json:"height"`
 		Coinbase         *bool      `json:"coinbase,omitempty"`
 		CollateralReturn *bool      `json:"collateral_return,omitempty"`
+		// SpendableAtHeight is a coinbase output's first spending height.
+		SpendableAtHeight *uint64 `json:"spendable_at_height,omitempty"`
 	}
 	e2eSpent struct {
 		TxHash string `json:"tx_hash"`
@@ -339,6 +341,8 @@ func utxoOf(u chain.Utxo) e2eUtxo {
 	yes := true
 	if u.Coinbase() {
 		w.Coinbase = &yes
+		at := u.Height + 100 // Bitcoin's coinbase maturity, the service's rule for every chain with coinbases
+		w.SpendableAtHeight = &at
 	}
 	if u.CollateralReturn() {
 		w.CollateralReturn = &yes
