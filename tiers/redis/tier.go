@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/utxo-cache/utxo-cache/cache"
 )
@@ -265,11 +263,16 @@ const maxScriptsPerRoundTrip = 3
 //     clocks need only tick at about the same rate.
 type Tier struct {
 	opts Options
-	rdb  *goredis.Client
+	rdb  goredis.UniversalClient
 	log  *slog.Logger
+	// cluster is a Redis Cluster: a call's keys must share a slot, so
+	// batches are split by bucket.
+	cluster bool
 
-	entryPrefix, floorPrefix, globalKey, markerKey string
-	ttlMillis, floorTTLMillis                      int64
+	// buckets are the keyspace's buckets (see "Cluster"): one on a single
+	// server or a Sentinel's primary, clusterBuckets on a cluster.
+	buckets                   []bucket
+	ttlMillis, floorTTLMillis int64
 
 	// marker is the highest sequence marker this tier wrote and saw
 	// acknowledged (the writer's; 0 on a follower): an intact Redis holds at
@@ -327,39 +330,17 @@ func New(opts Options) (*Tier, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	ro, err := goredis.ParseURL(opts.URL)
+	dep, err := opts.connect()
 	if err != nil {
-		var uerr *url.Error // its message would repeat the URL, password included
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return nil, fmt.Errorf("redis: options: URL: %w", err)
+		return nil, err
 	}
-	// Every call is bounded by CallTimeout, through its context and the
-	// socket deadlines; nothing is retried: a retry cannot fit in the budget,
-	// and a failure is better reported (and degraded on) than hidden.
-	ro.DialTimeout = opts.CallTimeout
-	ro.DialerRetries = 1
-	ro.ReadTimeout = opts.CallTimeout
-	ro.WriteTimeout = opts.CallTimeout
-	ro.PoolTimeout = opts.CallTimeout
-	ro.ContextTimeoutEnabled = true
-	ro.MaxRetries = -1
-	// RESP2 and a short connection preamble (HELLO, AUTH, SELECT): no CLIENT
-	// SETINFO or maintenance-notification handshakes to time out on.
-	ro.Protocol = 2
-	ro.DisableIdentity = true
-	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 
-	ns := opts.Namespace
 	t := &Tier{
 		opts:           opts,
-		rdb:            goredis.NewClient(ro),
+		rdb:            dep.newClient(),
+		cluster:        dep.kind == deployCluster,
 		log:            opts.Logger.With("tier", "redis"),
-		entryPrefix:    ns + ":e:",
-		floorPrefix:    ns + ":f:",
-		globalKey:      ns + ":F",
-		markerKey:      ns + ":S",
+		buckets:        bucketsOf(opts.Namespace, dep.kind == deployCluster),
 		ttlMillis:      opts.TTL.Milliseconds(),
 		floorTTLMillis: opts.FloorTTL.Milliseconds(),
 		done:           make(chan struct{}),
@@ -380,10 +361,10 @@ func New(opts Options) (*Tier, error) {
 	if !t.fence() {
 		if opts.Follower {
 			t.log.Warn("redis tier starting degraded: reads miss and fills are dropped until Redis answers and the writer's tier has fenced it",
-				"addr", ro.Addr)
+				"redis", dep.kind, "addr", dep.addr)
 		} else {
 			t.log.Warn("redis tier starting degraded: reads miss and fills are dropped until Redis answers",
-				"addr", ro.Addr)
+				"redis", dep.kind, "addr", dep.addr)
 		}
 	}
 	t.startGetPipelines()
@@ -550,7 +531,8 @@ func (t *Tier) set(ctx context.Context, key, guard string, e *cache.Entry) fillO
 
 // fillKeys are setScript's keys for key of guard.
 func (t *Tier) fillKeys(key, guard string) []string {
-	return []string{t.entryPrefix + key, t.floorPrefix + guard, t.globalKey, t.markerKey}
+	b := &t.buckets[t.bucketOf(guard)]
+	return []string{b.entry + key, b.floor + guard, b.global, b.marker}
 }
 
 // filled counts a setScript result for an entry at seq, degrading the tier
@@ -612,41 +594,51 @@ func (t *Tier) Invalidate(ctx context.Context, seq uint64, guards []string) erro
 	return nil
 }
 
-// raiseFloors runs raiseFloorsScript over guards in chunks, pipelined by
-// maxScriptsPerRoundTrip, each round trip within CallTimeout, the last
-// chunk raising the marker to seq if Redis holds at least expected. Each
+// raiseFloors runs raiseFloorsScript over guards, bucket by bucket, in
+// chunks of a bucket's guards (every bucket has at least one call, which
+// raises its marker), pipelined by up to maxScriptsPerRoundTrip chunks'
+// worth of guards, each round trip within CallTimeout, the last chunk of
+// each bucket raising the bucket's marker to seq if it holds at least
+// expected. Each
 // round trip builds its own keys, so a large invalidation holds one round
 // trip's at a time. After a Redis restart (NOSCRIPT) a round trip is sent
 // again with the script text.
 func (t *Tier) raiseFloors(ctx context.Context, seq, expected uint64, guards []string) error {
 	seqArg := strconv.FormatUint(seq, 10)
-	n := max(1, (len(guards)+maxKeysPerScript-1)/maxKeysPerScript)
-	witnesses := make([]string, 0, n-1)
-	for first := 0; first < n; first += maxScriptsPerRoundTrip {
-		calls := make([]scriptCall, 0, min(maxScriptsPerRoundTrip, n-first))
-		for i := first; i < min(first+maxScriptsPerRoundTrip, n); i++ {
-			chunk := guards[i*len(guards)/n : (i+1)*len(guards)/n]
+	var calls []scriptCall
+	inTrip := 0 // guard keys in calls
+	var witnesses []string
+	for bi, group := range t.groupGuards(guards) {
+		b := &t.buckets[bi]
+		n := max(1, (len(group)+maxKeysPerScript-1)/maxKeysPerScript)
+		witnesses = witnesses[:0]
+		for i := range n {
+			chunk := group[i*len(group)/n : (i+1)*len(group)/n]
+			if len(calls) > 0 && inTrip+len(chunk) > maxScriptsPerRoundTrip*maxKeysPerScript {
+				if err := t.raiseFloorsRoundTrip(ctx, expected, calls); err != nil {
+					return err
+				}
+				calls, inTrip = nil, 0
+			}
 			last := i == n-1
 			keys := make([]string, 0, 2+len(chunk)+len(witnesses))
-			keys = append(keys, t.globalKey, t.markerKey)
+			keys = append(keys, b.global, b.marker)
 			args := []any{seqArg, t.floorTTLMillis, "-"}
 			if last {
 				keys = append(keys, witnesses...)
 				args = []any{seqArg, t.floorTTLMillis, len(witnesses), strconv.FormatUint(expected, 10)}
 			}
 			for _, g := range chunk {
-				keys = append(keys, t.floorPrefix+g)
+				keys = append(keys, b.floor+g)
 			}
 			if !last {
 				witnesses = append(witnesses, keys[len(keys)-1])
 			}
 			calls = append(calls, scriptCall{keys: keys, args: args})
-		}
-		if err := t.raiseFloorsRoundTrip(ctx, expected, calls); err != nil {
-			return err
+			inTrip += len(chunk)
 		}
 	}
-	return nil
+	return t.raiseFloorsRoundTrip(ctx, expected, calls)
 }
 
 // raiseFloorsRoundTrip sends calls of raiseFloorsScript in one pipeline,
