@@ -282,7 +282,7 @@ func (c *Cluster) Failover(master *Server) *Server {
 	if v := replica.DoString("CLUSTER", "FAILOVER"); v != "OK" {
 		c.t.Fatalf("CLUSTER FAILOVER: %s", v)
 	}
-	c.waitMaster(replica)
+	c.WaitMaster(replica)
 	return replica
 }
 
@@ -294,12 +294,12 @@ func (c *Cluster) KillMaster(master *Server) *Server {
 	c.t.Helper()
 	replica := c.ReplicaOf(master)
 	master.Kill()
-	c.waitMaster(replica)
+	c.WaitMaster(replica)
 	return replica
 }
 
-// waitMaster waits until s says it is a master and the cluster is stable.
-func (c *Cluster) waitMaster(s *Server) {
+// WaitMaster waits until s says it is a master and the cluster is stable.
+func (c *Cluster) WaitMaster(s *Server) {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -375,5 +375,75 @@ func (c *Cluster) MoveSlot(slot int, to *Server, midway func()) {
 	c.WaitStable()
 	if got := c.MasterOf(slot); got != to {
 		c.t.Fatalf("slot %d is on %s after the move, want %s", slot, got.Addr(), to.Addr())
+	}
+}
+
+// WaitReplicated waits until every replica of master has acknowledged
+// master's whole replication stream (their offsets in INFO replication).
+func (c *Cluster) WaitReplicated(master *Server) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := master.Do(5*time.Second, "INFO", "replication")
+		str, _ := v.(string)
+		if err == nil && replicasCaughtUp(str) {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("replicas of %s not caught up within 30s:\n%s", master.Addr(), str)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// replicasCaughtUp reads INFO replication of a master: at least one
+// replica, and every replica's offset at master_repl_offset.
+func replicasCaughtUp(info string) bool {
+	var offset string
+	var replicas []string
+	for line := range strings.Lines(info) {
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+			offset = v
+		}
+		if strings.HasPrefix(line, "slave") && strings.Contains(line, "offset=") {
+			for f := range strings.SplitSeq(line[strings.IndexByte(line, ':')+1:], ",") {
+				if v, ok := strings.CutPrefix(f, "offset="); ok {
+					replicas = append(replicas, v)
+				}
+			}
+		}
+	}
+	if offset == "" || len(replicas) == 0 {
+		return false
+	}
+	for _, r := range replicas {
+		if r != offset {
+			return false
+		}
+	}
+	return true
+}
+
+// CutReplica cuts replica off its master's replication stream and keeps it
+// off (a wrong masterauth fails every reconnection), as a network partition
+// would: writes the master acknowledges from now on never reach it. The
+// cluster bus is untouched, so the replica can still be promoted.
+func (c *Cluster) CutReplica(replica *Server) {
+	c.t.Helper()
+	replica.DoString("CONFIG", "SET", "masterauth", "cut-off-by-the-test")
+	if _, err := replica.Do(5*time.Second, "CLIENT", "KILL", "TYPE", "master"); err != nil {
+		c.t.Fatalf("CLIENT KILL TYPE master: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := replica.Do(5*time.Second, "INFO", "replication")
+		if str, _ := v.(string); err == nil && strings.Contains(str, "master_link_status:down") {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%s still replicating after 30s", replica.Addr())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

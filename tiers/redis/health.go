@@ -60,10 +60,22 @@ func (t *Tier) degrade(op string, seq uint64, cause error) {
 		t.up.Store(false)
 	}
 	t.mu.Unlock()
+	t.reloadSlots()
 	if first {
 		t.counters.outages.Add(1)
 		t.log.Warn("redis tier degraded: reads miss and fills are dropped until Redis answers and is fenced",
 			"op", op, "err", cause)
+	}
+}
+
+// reloadSlots asks a cluster client to reload the slot map in the
+// background (go-redis coalesces the requests): after a master died, its
+// client keeps dialing the dead address until the map names the promoted
+// replica, which it learns only from a MOVED, or from a reload. A no-op on
+// a single server.
+func (t *Tier) reloadSlots() {
+	if cc, ok := t.rdb.(*goredis.ClusterClient); ok {
+		cc.ReloadState(t.ctx)
 	}
 }
 
@@ -137,6 +149,7 @@ func (t *Tier) fence() bool {
 		cancel()
 		if err := firstErr(cmds); err != nil {
 			t.counters.errorsOf(opProbe).Add(1)
+			t.reloadSlots()
 			return false
 		}
 		restarted := t.sawRunID(info)
