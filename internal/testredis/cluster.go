@@ -161,21 +161,50 @@ func ownerIn(nodes []ClusterNode, slot int) *ClusterNode {
 			continue
 		}
 		for _, r := range n.Slots {
-			if strings.HasPrefix(r, "[") { // a slot being migrated or imported
-				continue
-			}
-			lo, hi, isRange := strings.Cut(r, "-")
-			a, _ := strconv.Atoi(lo)
-			b := a
-			if isRange {
-				b, _ = strconv.Atoi(hi)
-			}
-			if a <= slot && slot <= b {
+			if a, b, ok := slotRange(r); ok && a <= slot && slot <= b {
 				return &nodes[i]
 			}
 		}
 	}
 	return nil
+}
+
+// owners is the ID of the master serving each slot in nodes ("" for none).
+func owners(nodes []ClusterNode) []string {
+	out := make([]string, 16384)
+	for _, n := range nodes {
+		if !n.Master || n.Failed {
+			continue
+		}
+		for _, r := range n.Slots {
+			if a, b, ok := slotRange(r); ok {
+				for s := max(a, 0); s <= min(b, 16383); s++ {
+					out[s] = n.ID
+				}
+			}
+		}
+	}
+	return out
+}
+
+// slotRange parses a slot field of CLUSTER NODES ("5" or "0-5460"); a
+// field of a slot being migrated or imported ("[…]") is not one.
+func slotRange(r string) (lo, hi int, ok bool) {
+	if strings.HasPrefix(r, "[") {
+		return 0, 0, false
+	}
+	a, b, isRange := strings.Cut(r, "-")
+	lo, err := strconv.Atoi(a)
+	if err != nil {
+		return 0, 0, false
+	}
+	hi = lo
+	if isRange {
+		if hi, err = strconv.Atoi(b); err != nil {
+			return 0, 0, false
+		}
+	}
+	return lo, hi, true
 }
 
 // MasterOf is the master serving slot.
@@ -217,7 +246,7 @@ func (c *Cluster) ReplicaOf(master *Server) *Server {
 // the cluster is ok, all agree on the owner of every slot, no slot is being
 // migrated, and every live replica's link to its master is up.
 func (c *Cluster) stable() (bool, string) {
-	var first []ClusterNode
+	var first []string
 	for _, s := range c.live() {
 		info, err := s.Do(5*time.Second, "CLUSTER", "INFO")
 		if err != nil {
@@ -235,16 +264,13 @@ func (c *Cluster) stable() (bool, string) {
 				return false, "slot migration under way"
 			}
 		}
-		if first == nil {
-			first = v
-		} else {
-			for slot := range 16384 {
-				a, b := ownerIn(first, slot), ownerIn(v, slot)
-				if a == nil || b == nil || a.ID != b.ID {
-					return false, fmt.Sprintf("slot %d: nodes disagree", slot)
-				}
+		own := owners(v)
+		for slot, id := range own {
+			if id == "" || (first != nil && first[slot] != id) {
+				return false, fmt.Sprintf("slot %d: unserved, or the nodes disagree", slot)
 			}
 		}
+		first = own
 		repl, err := s.Do(5*time.Second, "INFO", "replication")
 		if err != nil {
 			return false, err.Error()

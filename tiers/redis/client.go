@@ -151,6 +151,10 @@ func (o Options) connect() (*deployment, error) {
 		// within the call's CallTimeout; TRYAGAIN and CLUSTERDOWN fail the
 		// call (see Tier, "Cluster").
 		co.MaxRedirects = 3
+		// Every call's keys share one slot: the command goes to that slot's
+		// master as it is, without go-redis's per-command routing policies
+		// (an MGET split by key and merged back).
+		co.DisableRoutingPolicies = true
 		co.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 		return &deployment{kind: deployCluster, addr: strings.Join(co.Addrs, ","),
 			newClient: func() goredis.UniversalClient { return goredis.NewClusterClient(co) }}, nil
