@@ -54,6 +54,13 @@ func (s *Server) DoString(args ...string) string {
 	return str
 }
 
+// Bounds of a reply, far above what the helpers ask for: a garbled length
+// fails instead of allocating without end.
+const (
+	maxBulk  = 64 << 20
+	maxArray = 1 << 20
+)
+
 func readReply(r *bufio.Reader) (any, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
@@ -72,7 +79,7 @@ func readReply(r *bufio.Reader) (any, error) {
 		return strconv.ParseInt(body, 10, 64)
 	case '$':
 		n, err := strconv.Atoi(body)
-		if err != nil || n < -1 {
+		if err != nil || n < -1 || n > maxBulk {
 			return nil, fmt.Errorf("bad bulk length %q", body)
 		}
 		if n == -1 {
@@ -85,7 +92,7 @@ func readReply(r *bufio.Reader) (any, error) {
 		return string(buf[:n]), nil
 	case '*':
 		n, err := strconv.Atoi(body)
-		if err != nil || n < -1 {
+		if err != nil || n < -1 || n > maxArray {
 			return nil, fmt.Errorf("bad array length %q", body)
 		}
 		if n == -1 {
