@@ -229,16 +229,64 @@ func (c *Cluster) Masters() []*Server {
 	return out
 }
 
-// ReplicaOf is a live replica of master.
+// ReplicaOf is a live replica of master: one that master lists as online
+// (INFO replication) and that every live node knows as master's replica
+// (after a failover the nodes learn the new roles by gossip). It waits for
+// one up to 30s.
 func (c *Cluster) ReplicaOf(master *Server) *Server {
 	c.t.Helper()
 	id := master.DoString("CLUSTER", "MYID")
-	for _, n := range c.Nodes() {
-		if !n.Master && n.MasterID == id && !n.Failed {
-			return c.server(n.Addr)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if r := c.replicaOf(master, id); r != nil {
+			return r
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("master %s has no live replica within 30s", master.Addr())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) replicaOf(master *Server, id string) *Server {
+	v, err := master.Do(5*time.Second, "INFO", "replication")
+	info, _ := v.(string)
+	if err != nil {
+		return nil
+	}
+	for line := range strings.Lines(info) {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "slave") || !strings.Contains(line, "state=online") {
+			continue
+		}
+		var ip, port string
+		for f := range strings.SplitSeq(line[strings.IndexByte(line, ':')+1:], ",") {
+			if v, ok := strings.CutPrefix(f, "ip="); ok {
+				ip = v
+			}
+			if v, ok := strings.CutPrefix(f, "port="); ok {
+				port = v
+			}
+		}
+		addr := ip + ":" + port
+		known := true
+		for _, s := range c.live() {
+			nodes, err := c.view(s)
+			if err != nil || !slices.ContainsFunc(nodes, func(n ClusterNode) bool {
+				return n.Addr == addr && !n.Master && n.MasterID == id && !n.Failed
+			}) {
+				known = false
+				break
+			}
+		}
+		if known {
+			for _, s := range c.live() {
+				if s.Addr() == addr {
+					return s
+				}
+			}
 		}
 	}
-	c.t.Fatalf("master %s has no live replica", master.Addr())
 	return nil
 }
 
