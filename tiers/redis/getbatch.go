@@ -96,7 +96,7 @@ func (t *Tier) getPipeline() {
 		b := &t.buckets[0]
 		keys = append(keys, b.global, b.marker)
 		cctx, cancel := context.WithTimeout(t.ctx, t.opts.CallTimeout)
-		vals, err := t.rdb.MGet(cctx, keys...).Result()
+		vals, err := t.mget(cctx, keys...).Result()
 		cancel()
 		<-t.slots
 		switch {
@@ -195,7 +195,7 @@ func (t *Tier) coalescedGet(ctx context.Context, key, guard string) (cache.Entry
 	case t.slots <- struct{}{}: // a free slot: no queue, no hand-off
 		need := t.need()
 		cctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
-		vals, err := t.rdb.MGet(cctx, entry, floor, b.global, b.marker).Result()
+		vals, err := t.mget(cctx, entry, floor, b.global, b.marker).Result()
 		cancel()
 		<-t.slots
 		if err != nil {
@@ -232,4 +232,14 @@ func (t *Tier) coalescedGet(ctx context.Context, key, guard string) (cache.Entry
 func isReply(err error) bool {
 	var reply goredis.Error
 	return errors.As(err, &reply)
+}
+
+// mget is MGET on the concrete client: through the UniversalClient
+// interface the compiler cannot see that the key slice stays on the stack,
+// and every Get would allocate it.
+func (t *Tier) mget(ctx context.Context, keys ...string) *goredis.SliceCmd {
+	if t.cluster {
+		return t.rdb.(*goredis.ClusterClient).MGet(ctx, keys...)
+	}
+	return t.rdb.(*goredis.Client).MGet(ctx, keys...) // a single server, or Sentinel's failover client
 }
