@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -326,4 +328,43 @@ func newSentinelTier(t testing.TB, st *testredis.Sentinel, edit func(*Options)) 
 	tier := openTier(t, o)
 	waitFor(t, 10*time.Second, "a tier on a Sentinel set healthy after New", tier.Healthy)
 	return tier
+}
+
+// TestACLCredentials: with an ACL user, the tier authenticates with
+// Username and Password and is healthy, without an ACL LOG entry; with a
+// wrong password it stays degraded (reads miss, nothing is served), and
+// Redis logs the failed AUTH. The default
+// user stays on for the helper's PING.
+func TestACLCredentials(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "acl.conf")
+	if err := os.WriteFile(conf, []byte("user cache on >s3cret ~* &* +@all\nsave \"\"\nappendonly no\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := testredis.StartConfig(t, conf)
+	o := Options{URL: "redis://" + s.Addr() + "/0", Namespace: testNS, CallTimeout: time.Second, ProbeInterval: 20 * time.Millisecond,
+		Username: "cache", Password: "s3cret", Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}
+	tier := openTier(t, o)
+	waitFor(t, 10*time.Second, "healthy with the ACL user", tier.Healthy)
+	ctx := context.Background()
+	publish(t, tier, 3)
+	tier.Set(ctx, "k", "g", entryAt(3))
+	if e, ok := tier.Get(ctx, "k", "g"); !ok || e.Seq != 3 {
+		t.Fatalf("Get: %v %v", e.Seq, ok)
+	}
+	if v, err := s.Do(5*time.Second, "ACL", "LOG"); err != nil || len(v.([]any)) != 0 {
+		t.Fatalf("ACL LOG after the good user: %v %v", v, err)
+	}
+	o.Password = "wrong"
+	bad := openTier(t, o)
+	for range 3 {
+		if bad.fence() {
+			t.Fatal("healthy with a wrong password")
+		}
+	}
+	if _, ok := bad.Get(ctx, "k", "g"); ok {
+		t.Fatal("served with a wrong password")
+	}
+	if v, err := s.Do(5*time.Second, "ACL", "LOG"); err != nil || len(v.([]any)) == 0 {
+		t.Fatalf("ACL LOG after the wrong password: %v %v, want the failed AUTH", v, err)
+	}
 }
