@@ -69,10 +69,11 @@ func (o Options) connect() (*deployment, error) {
 		return nil, err
 	}
 	var tlsConf *tls.Config
+	rediss := scheme(o.URL) == "rediss" || scheme(o.ClusterURL) == "rediss"
+	if o.CAFile != "" && !o.TLS && !rediss {
+		return nil, errors.New("redis: options: CAFile without TLS (TLS, or a rediss:// URL)")
+	}
 	if o.TLS || o.CAFile != "" {
-		if !o.TLS {
-			return nil, errors.New("redis: options: CAFile without TLS")
-		}
 		tlsConf = &tls.Config{MinVersion: tls.VersionTLS12}
 		if o.CAFile != "" {
 			pem, err := os.ReadFile(o.CAFile)
@@ -96,7 +97,7 @@ func (o Options) connect() (*deployment, error) {
 			*user, *pass = o.Username, o.Password
 		}
 		if scheme == "rediss" {
-			if o.TLS && o.CAFile == "" {
+			if o.TLS {
 				return errors.New("redis: options: TLS is implied by rediss://")
 			}
 			if tlsConf != nil { // a CA file for a rediss:// URL
