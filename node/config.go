@@ -12,6 +12,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/tiers/redis"
 )
 
 // Config is everything a node needs, as plain values: the command line
@@ -64,6 +65,10 @@ type Config struct {
 	// timeout (redis.Options' defaults when 0).
 	RedisURL               string
 	RedisTTL, RedisTimeout time.Duration
+	// RedisDeployment is the shared Redis tier on a Redis Cluster or behind
+	// Sentinels (exclusive with RedisURL), and the credentials and TLS of
+	// any deployment.
+	RedisDeployment RedisDeployment
 
 	// AdminToken enables POST /v1/blocks and /v1/rollback; "": writes 403.
 	AdminToken string
@@ -199,4 +204,32 @@ func (c Config) Validate() error {
 		return errors.New("node: a replica keeps its writer's chain")
 	}
 	return nil
+}
+
+// RedisDeployment selects a Redis Cluster or a Sentinel set for the shared
+// Redis tier, and the credentials and TLS of its connections: the fields of
+// redis.Options of the same names.
+type RedisDeployment struct {
+	ClusterAddrs       []string
+	ClusterURL         string
+	SentinelMaster     string
+	SentinelAddrs      []string
+	Username, Password string
+	TLS                bool
+	CAFile             string
+}
+
+// redisOn reports whether the configuration has a Redis tier.
+func (c Config) redisOn() bool {
+	d := c.RedisDeployment
+	return c.RedisURL != "" || len(d.ClusterAddrs) > 0 || d.ClusterURL != "" || d.SentinelMaster != "" || len(d.SentinelAddrs) > 0
+}
+
+// redisOptions are the Redis tier's options of the configuration, for the
+// writer's tier or a replica's (the caller sets the rest).
+func (c Config) redisOptions() redis.Options {
+	d := c.RedisDeployment
+	return redis.Options{URL: c.RedisURL, TTL: c.RedisTTL, CallTimeout: c.RedisTimeout,
+		ClusterAddrs: d.ClusterAddrs, ClusterURL: d.ClusterURL, SentinelMaster: d.SentinelMaster, SentinelAddrs: d.SentinelAddrs,
+		Username: d.Username, Password: d.Password, TLS: d.TLS, CAFile: d.CAFile}
 }

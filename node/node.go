@@ -110,8 +110,9 @@ func (n *Node) start(ctx context.Context) error {
 		}
 		n.mem = mem
 	}
-	redisOpts := redis.Options{URL: cfg.RedisURL, TTL: cfg.RedisTTL, CallTimeout: cfg.RedisTimeout, Logger: log, Metrics: reg}
-	if cfg.RedisURL != "" {
+	redisOpts := cfg.redisOptions()
+	redisOpts.Logger, redisOpts.Metrics = log, reg
+	if cfg.redisOn() {
 		if err := redis.CheckOptions(redisOpts); err != nil {
 			return fmt.Errorf("redis tier: %w", err)
 		}
@@ -139,7 +140,7 @@ func (n *Node) start(ctx context.Context) error {
 	if n.mem != nil {
 		tiers = append(tiers, n.mem)
 	}
-	if cfg.RedisURL != "" {
+	if cfg.redisOn() {
 		// The tier discards what Redis holds from before the store's state
 		// (a writer killed between a commit and its invalidation), and
 		// serves nothing while Redis is behind the published state (a

@@ -152,12 +152,13 @@ func (n *Node) startReplica() error {
 		}
 		r.mem = mem
 	}
-	if cfg.RedisURL != "" {
+	if cfg.redisOn() {
 		// The writer's tier invalidates the shared namespace; this one only
 		// reads and fills it, and serves only while Redis has seen the
 		// writer's invalidations up to the current store's published seq.
-		rt, err := redis.New(redis.Options{URL: cfg.RedisURL, TTL: cfg.RedisTTL, CallTimeout: cfg.RedisTimeout, Logger: log, Metrics: r.base,
-			Follower: true, PublishedSeq: r.publishedSeq})
+		o := cfg.redisOptions()
+		o.Logger, o.Metrics, o.Follower, o.PublishedSeq = log, r.base, true, r.publishedSeq
+		rt, err := redis.New(o)
 		if err != nil {
 			return fmt.Errorf("redis tier: %w", err)
 		}

@@ -61,6 +61,7 @@ type serveSettings struct {
 	reserve                                            uint64 // parsed --disk-reserve-bytes
 	memtable                                           string
 	memtableBytes                                      uint64
+	redis                                              redisFlags
 }
 
 func runServe(e *env, args []string) error {
@@ -85,6 +86,7 @@ func runServe(e *env, args []string) error {
 	fs.BoolVar(&s.skipUnknown, "skip-unknown-inputs", false, "skip and count inputs that are not live outputs (stores that start mid-chain)")
 	fs.Int64Var(&s.maxBlockBytes, "max-block-bytes", int64(chain.Limits{}.EnsureDefaults().MaxBlockBytes), "largest accepted POST /v1/blocks body, in `BYTES`")
 	maxBlockMemoryFlag(fs, &s.maxBlockMemory)
+	s.redis.register(fs)
 	fs.DurationVar(&s.redisTTL, "redis-ttl", 10*time.Minute, "lifetime of a Redis cache entry")
 	fs.DurationVar(&s.redisTimeout, "redis-timeout", 50*time.Millisecond, "timeout of every Redis call; slower means the tier is skipped")
 	fs.StringVar(&s.adminListen, "admin-listen", "", "`ADDRESS` for pprof (/debug/pprof/); none: off")
@@ -164,6 +166,9 @@ func runServe(e *env, args []string) error {
 		return err
 	}
 	s.replicationToken, s.replicationTokenFile = rtoken, ""
+	if err := s.redis.check(s.redisURL); err != nil {
+		return err
+	}
 	if s.blockMemory, err = blockMemoryBytes(s.maxBlockMemory); err != nil {
 		return err
 	}
@@ -265,6 +270,7 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		RedisURL:         s.redisURL,
 		RedisTTL:         s.redisTTL,
 		RedisTimeout:     s.redisTimeout,
+		RedisDeployment:  s.redis.deployment(),
 
 		AdminToken:        s.adminToken,
 		WalletToken:       s.walletToken,
@@ -369,7 +375,7 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 		st := store.Published()
 		log.Info("serving", "listen", ln.Addr().String(), "data_dir", s.dataDir, "tip", st.Tip.String(), "seq", st.Seq,
 			"prune_depth", store.Options().PruneDepth, "rollback_window", store.Options().RollbackWindow,
-			"utxos", st.UtxoCount, "memory_tier_bytes", memBytes, "redis", s.redisURL != "", "writes", s.adminToken != "")
+			"utxos", st.UtxoCount, "memory_tier_bytes", memBytes, "redis", s.redisURL != "" || s.redis.cluster != "" || s.redis.sentinelMaster != "", "writes", s.adminToken != "")
 		fmt.Fprintf(e.stderr, "utxo-cache: serving on http://%s (tip %s)\n", ln.Addr(), st.Tip)
 	}
 

@@ -56,28 +56,38 @@ func Start(t testing.TB) *Server {
 // persistence (none) applies only without a file.
 func StartConfig(t testing.TB, file string) *Server {
 	t.Helper()
+	return startArgs(t, func(s *Server) []string {
+		var args []string
+		if file != "" {
+			args = append(args, file)
+		}
+		args = append(args, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+			"--dir", s.dir, "--dbfilename", "dump.rdb", "--logfile", s.logPath())
+		if file == "" {
+			args = append(args, "--save", "", "--appendonly", "no")
+		}
+		if s.Major() >= 7 { // DEBUG (SLEEP: a slow server) is off by default since Redis 7
+			args = append(args, "--enable-debug-command", "local")
+		}
+		return args
+	})
+}
+
+// startArgs starts a redis-server with the arguments args returns for a
+// server on a free port, in its own directory, and waits until it answers
+// PING. It fails t when redis-server is not installed.
+func startArgs(t testing.TB, args func(s *Server) []string) *Server {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Fatal("redis-server not found: install it with `apt-get install redis-server`")
+		t.Fatal("redis-server not found: install it with `apt-get install redis-server redis-tools`")
 	}
 	s := &Server{t: t, bin: bin, dir: t.TempDir()}
-	debug := s.Major() >= 7 // DEBUG (SLEEP: a slow server) is off by default since Redis 7
 	// Another program may take the free port before redis-server binds it:
 	// then it starts again on another, up to 3 times.
 	for attempt := 1; ; attempt++ {
 		s.port = FreePort(t)
-		s.args = nil
-		if file != "" {
-			s.args = append(s.args, file)
-		}
-		s.args = append(s.args, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-			"--dir", s.dir, "--dbfilename", "dump.rdb", "--logfile", s.logPath())
-		if file == "" {
-			s.args = append(s.args, "--save", "", "--appendonly", "no")
-		}
-		if debug {
-			s.args = append(s.args, "--enable-debug-command", "local")
-		}
+		s.args = args(s)
 		_ = os.Remove(s.logPath())
 		err := s.launch()
 		if err == nil {

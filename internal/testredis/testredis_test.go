@@ -82,3 +82,60 @@ func do(t *testing.T, s *Server, args ...string) string {
 	}
 	return line
 }
+
+// TestCluster starts a cluster and checks what its helpers claim: three
+// masters with a replica each, a coordinated failover and a crash each
+// promote the replica, and a slot with keys moves with them.
+func TestCluster(t *testing.T) {
+	c := StartCluster(t)
+	if n := len(c.Masters()); n != 3 {
+		t.Fatalf("%d masters, want 3", n)
+	}
+	slot := c.Slot("{k}")
+	m := c.MasterOf(slot)
+	if v := m.DoString("SET", "{k}a", "1"); v != "OK" {
+		t.Fatalf("SET: %s", v)
+	}
+	var to *Server
+	for _, o := range c.Masters() {
+		if o != m {
+			to = o
+			break
+		}
+	}
+	midway := false
+	c.MoveSlot(slot, to, func() { midway = true })
+	if !midway {
+		t.Fatal("MoveSlot did not call midway")
+	}
+	if v := to.DoString("GET", "{k}a"); v != "1" {
+		t.Fatalf("moved key: %q", v)
+	}
+	promoted := c.Failover(to)
+	if c.MasterOf(slot) != promoted {
+		t.Fatal("the slot did not follow the failover")
+	}
+	crashed := c.KillMaster(promoted)
+	if c.MasterOf(slot) != crashed || len(c.Masters()) != 3 {
+		t.Fatalf("after the crash: slot on %s, %d masters", c.MasterOf(slot).Addr(), len(c.Masters()))
+	}
+	if v := crashed.DoString("GET", "{k}a"); v != "1" {
+		t.Fatalf("key after two failovers: %q", v)
+	}
+}
+
+// TestSentinel starts a Sentinel set and fails it over.
+func TestSentinel(t *testing.T) {
+	st := StartSentinel(t)
+	old := st.Primary()
+	if v := old.DoString("SET", "k", "1"); v != "OK" {
+		t.Fatalf("SET: %s", v)
+	}
+	next := st.Failover()
+	if next == old || st.Primary() != next {
+		t.Fatal("the primary did not change")
+	}
+	if v := next.DoString("GET", "k"); v != "1" {
+		t.Fatalf("key after the failover: %q", v)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/utxo-cache/utxo-cache/cache"
+	"github.com/utxo-cache/utxo-cache/internal/testredis"
 )
 
 // quiet keeps the tier's log lines out of the benchmark output.
@@ -24,6 +25,7 @@ func BenchmarkRedisGet(b *testing.B) {
 			tier := newTier(b, s, quiet)
 			ctx := context.Background()
 			e := cache.Entry{Seq: 7, Status: 200, ETag: `W/"bench"`, Body: bytes.Repeat([]byte("x"), size)}
+			publish(b, tier, 7) // a fill above the marker is refused
 			if got := tier.set(ctx, "addr/A?limit=100", "A", &e); got != fillStored {
 				b.Fatalf("set: %v", got)
 			}
@@ -45,6 +47,7 @@ func BenchmarkRedisGetParallel(b *testing.B) {
 	tier := newTier(b, s, quiet)
 	ctx := context.Background()
 	e := cache.Entry{Seq: 7, Status: 200, ETag: `W/"bench"`, Body: bytes.Repeat([]byte("x"), 256)}
+	publish(b, tier, 7)
 	if got := tier.set(ctx, "addr/A?limit=100", "A", &e); got != fillStored {
 		b.Fatalf("set: %v", got)
 	}
@@ -66,6 +69,7 @@ func BenchmarkRedisSet(b *testing.B) {
 	tier := newTier(b, s, quiet)
 	ctx := context.Background()
 	e := cache.Entry{Seq: 7, Status: 200, ETag: `W/"bench"`, Body: bytes.Repeat([]byte("x"), 256)}
+	publish(b, tier, 7)
 	b.ReportAllocs()
 	for b.Loop() {
 		if got := tier.set(ctx, "addr/A?limit=100", "A", &e); got != fillStored {
@@ -96,6 +100,61 @@ func BenchmarkRedisInvalidate(b *testing.B) {
 			if !tier.Healthy() {
 				b.Fatal("degraded")
 			}
+		})
+	}
+}
+
+// BenchmarkRedisHitPath compares the hit path on one server and on a Redis
+// Cluster (three masters, three replicas, all on this machine): a serial
+// Get, and Gets from 32×GOMAXPROCS goroutines over 64 guards (so that the
+// cluster's Gets spread over buckets and masters, and coalesced batches
+// split by bucket).
+//
+//	go test -run '^$' -bench 'RedisHitPath' -benchmem ./tiers/redis
+func BenchmarkRedisHitPath(b *testing.B) {
+	for _, deploy := range []string{deploySingle, deployCluster} {
+		b.Run(deploy, func(b *testing.B) {
+			var tier *Tier
+			if deploy == deploySingle {
+				tier = newTier(b, startRedis(b), quiet)
+			} else {
+				tier = newClusterTier(b, testredis.StartCluster(b), quiet)
+			}
+			ctx := context.Background()
+			e := cache.Entry{Seq: 7, Status: 200, ETag: `W/"bench"`, Body: bytes.Repeat([]byte("x"), 256)}
+			publish(b, tier, 7)
+			const guards = 64
+			for g := range guards {
+				if got := tier.set(ctx, "addr/"+strconv.Itoa(g), strconv.Itoa(g), &e); got != fillStored {
+					b.Fatalf("set: %v", got)
+				}
+			}
+			b.Run("serial", func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					g := strconv.Itoa(i % guards)
+					i++
+					if _, ok := tier.Get(ctx, "addr/"+g, g); !ok {
+						b.Fatal("miss")
+					}
+				}
+			})
+			b.Run("parallel", func(b *testing.B) {
+				b.SetParallelism(32)
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					i := 0
+					for pb.Next() {
+						g := strconv.Itoa(i % guards)
+						i++
+						if _, ok := tier.Get(ctx, "addr/"+g, g); !ok {
+							b.Error("miss")
+							return
+						}
+					}
+				})
+			})
 		})
 	}
 }

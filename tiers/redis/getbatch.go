@@ -2,6 +2,9 @@ package redis
 
 import (
 	"context"
+	"errors"
+
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/utxo-cache/utxo-cache/cache"
 )
@@ -33,6 +36,7 @@ const (
 // closes done.
 type getCall struct {
 	entry, floor string
+	bucket       int
 	vals         [4]any
 	need         uint64
 	err          error
@@ -80,14 +84,19 @@ func (t *Tier) getPipeline() {
 				break more
 			}
 		}
+		need := t.need()
+		if t.cluster {
+			t.mgetByBucket(batch, need)
+			continue
+		}
 		keys = keys[:0]
 		for _, c := range batch {
 			keys = append(keys, c.entry, c.floor)
 		}
-		keys = append(keys, t.globalKey, t.markerKey)
-		need := t.need()
+		b := &t.buckets[0]
+		keys = append(keys, b.global, b.marker)
 		cctx, cancel := context.WithTimeout(t.ctx, t.opts.CallTimeout)
-		vals, err := t.rdb.MGet(cctx, keys...).Result()
+		vals, err := t.mget(cctx, keys...).Result()
 		cancel()
 		<-t.slots
 		switch {
@@ -110,6 +119,64 @@ func (t *Tier) getPipeline() {
 	}
 }
 
+// mgetByBucket answers batch on a cluster, where one MGET must stay in one
+// slot: one MGET per bucket of the batch (its calls' entries and floors,
+// then the bucket's global floor and marker), all in one pipeline, which
+// go-redis sends to each bucket's master at once. It releases the slot
+// taken for the batch.
+func (t *Tier) mgetByBucket(batch []*getCall, need uint64) {
+	byBucket := make(map[int][]*getCall, len(batch))
+	for _, c := range batch {
+		byBucket[c.bucket] = append(byBucket[c.bucket], c)
+	}
+	cctx, cancel := context.WithTimeout(t.ctx, t.opts.CallTimeout)
+	pipe := t.rdb.Pipeline()
+	type group struct {
+		calls []*getCall
+		cmd   *goredis.SliceCmd
+		keys  int
+	}
+	groups := make([]group, 0, len(byBucket))
+	for bi, calls := range byBucket {
+		keys := make([]string, 0, 2*len(calls)+2)
+		for _, c := range calls {
+			keys = append(keys, c.entry, c.floor)
+		}
+		b := &t.buckets[bi]
+		keys = append(keys, b.global, b.marker)
+		groups = append(groups, group{calls: calls, cmd: pipe.MGet(cctx, keys...), keys: len(keys)})
+	}
+	_, err := pipe.Exec(cctx)
+	cancel()
+	<-t.slots
+	if err != nil && !isReply(err) {
+		t.counters.errGet.Add(uint64(len(batch) - 1)) // failed counts one
+		t.failed(t.ctx, opGet, err)
+		finishGets(batch, err)
+		return
+	}
+	for _, g := range groups {
+		vals, err := g.cmd.Result()
+		switch {
+		case err != nil:
+			// A reply error (TRYAGAIN while the bucket's slot migrates,
+			// CLUSTERDOWN): misses, counted.
+			t.counters.errGet.Add(uint64(len(g.calls)))
+			finishGets(g.calls, err)
+			continue
+		case len(vals) != g.keys:
+			t.counters.errGet.Add(uint64(len(g.calls)))
+			finishGets(g.calls, errShortReply)
+			continue
+		}
+		for i, c := range g.calls {
+			c.vals = [4]any{vals[2*i], vals[2*i+1], vals[len(vals)-2], vals[len(vals)-1]}
+			c.need = need
+			close(c.done)
+		}
+	}
+}
+
 // finishGets answers every call of batch with err (a miss).
 func finishGets(batch []*getCall, err error) {
 	for _, c := range batch {
@@ -121,12 +188,14 @@ func finishGets(batch []*getCall, err error) {
 // coalescedGet queues one Get and waits for its reply, the caller's ctx, or
 // the tier's end.
 func (t *Tier) coalescedGet(ctx context.Context, key, guard string) (cache.Entry, bool) {
-	entry, floor := t.entryPrefix+key, t.floorPrefix+guard
+	bi := t.bucketOf(guard)
+	b := &t.buckets[bi]
+	entry, floor := b.entry+key, b.floor+guard
 	select {
 	case t.slots <- struct{}{}: // a free slot: no queue, no hand-off
 		need := t.need()
 		cctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
-		vals, err := t.rdb.MGet(cctx, entry, floor, t.globalKey, t.markerKey).Result()
+		vals, err := t.mget(cctx, entry, floor, b.global, b.marker).Result()
 		cancel()
 		<-t.slots
 		if err != nil {
@@ -136,7 +205,7 @@ func (t *Tier) coalescedGet(ctx context.Context, key, guard string) (cache.Entry
 		return t.judge(vals, need)
 	default:
 	}
-	c := &getCall{entry: entry, floor: floor, done: make(chan struct{})}
+	c := &getCall{entry: entry, floor: floor, bucket: bi, done: make(chan struct{})}
 	select {
 	case t.gets <- c:
 		t.counters.coalesced.Add(1)
@@ -156,4 +225,21 @@ func (t *Tier) coalescedGet(ctx context.Context, key, guard string) (cache.Entry
 		return cache.Entry{}, false
 	}
 	return t.judge(c.vals[:], c.need)
+}
+
+// isReply reports whether err is an error Redis replied with (not the
+// network's).
+func isReply(err error) bool {
+	var reply goredis.Error
+	return errors.As(err, &reply)
+}
+
+// mget is MGET on the concrete client: through the UniversalClient
+// interface the compiler cannot see that the key slice stays on the stack,
+// and every Get would allocate it.
+func (t *Tier) mget(ctx context.Context, keys ...string) *goredis.SliceCmd {
+	if t.cluster {
+		return t.rdb.(*goredis.ClusterClient).MGet(ctx, keys...)
+	}
+	return t.rdb.(*goredis.Client).MGet(ctx, keys...) // a single server, or Sentinel's failover client
 }

@@ -60,10 +60,22 @@ func (t *Tier) degrade(op string, seq uint64, cause error) {
 		t.up.Store(false)
 	}
 	t.mu.Unlock()
+	t.reloadSlots()
 	if first {
 		t.counters.outages.Add(1)
 		t.log.Warn("redis tier degraded: reads miss and fills are dropped until Redis answers and is fenced",
 			"op", op, "err", cause)
+	}
+}
+
+// reloadSlots asks a cluster client to reload the slot map in the
+// background (go-redis coalesces the requests): after a master died, its
+// client keeps dialing the dead address until the map names the promoted
+// replica, which it learns only from a MOVED, or from a reload. A no-op on
+// a single server.
+func (t *Tier) reloadSlots() {
+	if cc, ok := t.rdb.(*goredis.ClusterClient); ok {
+		cc.ReloadState(t.ctx)
 	}
 }
 
@@ -109,28 +121,41 @@ func (t *Tier) fence() bool {
 		// run_id, then fence or, on a follower, read the keys.
 		ctx, cancel := context.WithTimeout(t.ctx, t.opts.CallTimeout)
 		pipe := t.rdb.Pipeline()
-		cmds := make([]goredis.Cmder, 0, 4)
-		for _, src := range []string{setLua, raiseFloorsLua, fenceLua, advanceLua} {
-			cmds = append(cmds, pipe.ScriptLoad(ctx, src)) // not Script.Load: it would take the unexecuted reply for the hash
+		cmds := make([]goredis.Cmder, 0, 4+len(t.buckets))
+		var info *goredis.StringCmd
+		if !t.cluster {
+			// A pipeline on a cluster goes by key: a script load and INFO
+			// would reach one node. There the first calls on each node pay
+			// a NOSCRIPT round trip, and no run_id is tracked (see Tier,
+			// "Cluster").
+			for _, src := range []string{setLua, raiseFloorsLua, fenceLua, advanceLua} {
+				cmds = append(cmds, pipe.ScriptLoad(ctx, src)) // not Script.Load: it would take the unexecuted reply for the hash
+			}
+			info = pipe.Info(ctx, "server")
 		}
-		info := pipe.Info(ctx, "server")
-		var keys *goredis.SliceCmd
-		if t.opts.Follower {
-			keys = pipe.MGet(ctx, t.globalKey, t.markerKey)
-			cmds = append(cmds, keys)
-		} else {
-			cmds = append(cmds, fenceScript.EvalSha(ctx, pipe, []string{t.globalKey, t.markerKey}, strconv.FormatUint(target, 10)))
+		keys := make([]*goredis.SliceCmd, 0, len(t.buckets))
+		fenced := make([]*goredis.Cmd, 0, len(t.buckets))
+		for i := range t.buckets {
+			b := &t.buckets[i]
+			if t.opts.Follower {
+				keys = append(keys, pipe.MGet(ctx, b.global, b.marker))
+				cmds = append(cmds, keys[i])
+			} else {
+				fenced = append(fenced, fenceScript.Eval(ctx, pipe, []string{b.global, b.marker}, strconv.FormatUint(target, 10)))
+				cmds = append(cmds, fenced[i])
+			}
 		}
 		_, _ = pipe.Exec(ctx) // each command's error is looked at below
 		cancel()
 		if err := firstErr(cmds); err != nil {
 			t.counters.errorsOf(opProbe).Add(1)
+			t.reloadSlots()
 			return false
 		}
 		restarted := t.sawRunID(info)
 		var marker uint64
 		if t.opts.Follower {
-			m, ok := t.followerMarker(keys.Val())
+			m, ok := t.followerMarker(keys)
 			if !ok || m < need {
 				return false // the writer has not fenced this Redis yet
 			}
@@ -196,25 +221,36 @@ func (t *Tier) advance(now time.Time) {
 
 	ctx, cancel := context.WithTimeout(t.ctx, t.opts.CallTimeout)
 	pipe := t.rdb.Pipeline()
-	info := pipe.Info(ctx, "server")
-	var keys *goredis.SliceCmd
-	var raised *goredis.Cmd
-	if t.opts.Follower {
-		keys = pipe.MGet(ctx, t.globalKey, t.markerKey)
-	} else {
-		// The script's text, not its hash: once a second, it costs little,
-		// and a flushed script cache (SCRIPT FLUSH) must not look like an
-		// outage.
-		raised = advanceScript.Eval(ctx, pipe, []string{t.globalKey, t.markerKey},
-			strconv.FormatUint(target, 10), strconv.FormatUint(need, 10))
+	var info *goredis.StringCmd
+	if !t.cluster {
+		info = pipe.Info(ctx, "server")
+	}
+	keys := make([]*goredis.SliceCmd, 0, len(t.buckets))
+	raised := make([]*goredis.Cmd, 0, len(t.buckets))
+	for i := range t.buckets {
+		b := &t.buckets[i]
+		if t.opts.Follower {
+			keys = append(keys, pipe.MGet(ctx, b.global, b.marker))
+		} else {
+			// The script's text, not its hash: once a second, it costs
+			// little, and a flushed script cache (SCRIPT FLUSH) must not
+			// look like an outage.
+			raised = append(raised, advanceScript.Eval(ctx, pipe, []string{b.global, b.marker},
+				strconv.FormatUint(target, 10), strconv.FormatUint(need, 10)))
+		}
 	}
 	_, _ = pipe.Exec(ctx)
 	cancel()
 	var err error
-	if t.opts.Follower {
-		err = keys.Err()
-	} else {
-		err = raised.Err()
+	for i := range t.buckets {
+		if t.opts.Follower {
+			err = keys[i].Err()
+		} else {
+			err = raised[i].Err()
+		}
+		if err != nil {
+			break
+		}
 	}
 	if err != nil {
 		// Any failure, not only the network's: like a failed Invalidate,
@@ -226,14 +262,25 @@ func (t *Tier) advance(now time.Time) {
 	}
 	// The keys first: a restart that lost data is logged as what it lost.
 	if t.opts.Follower {
-		switch m, ok := t.followerMarker(keys.Val()); {
+		switch m, ok := t.followerMarker(keys); {
 		case !ok:
 			t.degrade(opProbe, 0, errUnfenced)
 		case m < need:
 			t.behind(opProbe, fmt.Errorf("%w: marker %d, this node at %d", errBehind, m, need))
 		}
 	} else {
-		switch res, _ := raised.Int64(); res {
+		res := int64(0)
+		for _, r := range raised {
+			switch n, _ := r.Int64(); n {
+			case scriptUnfenced:
+				res = scriptUnfenced
+			case scriptBehind:
+				if res != scriptUnfenced {
+					res = scriptBehind
+				}
+			}
+		}
+		switch res {
 		case scriptUnfenced:
 			t.degrade(opProbe, 0, errUnfenced)
 		case scriptBehind:
@@ -252,7 +299,7 @@ func (t *Tier) advance(now time.Time) {
 // it. A refused INFO (a proxy) or a reply without run_id says nothing.
 // Prober only.
 func (t *Tier) sawRunID(info *goredis.StringCmd) bool {
-	if info.Err() != nil {
+	if info == nil || info.Err() != nil {
 		return false
 	}
 	id := runIDOf(info.Val())
@@ -278,17 +325,27 @@ func runIDOf(info string) string {
 	return ""
 }
 
-// followerMarker reads an MGET of (global floor, marker): the marker, and
-// whether both keys exist and parse.
-func (t *Tier) followerMarker(vals []any) (uint64, bool) {
-	if len(vals) != 2 || vals[0] == nil || vals[1] == nil {
-		return 0, false
+// followerMarker reads the MGETs of (global floor, marker) of every
+// bucket: the lowest marker, and whether every key exists and parses.
+func (t *Tier) followerMarker(replies []*goredis.SliceCmd) (uint64, bool) {
+	lowest := uint64(0)
+	for i, r := range replies {
+		vals := r.Val()
+		if len(vals) != 2 || vals[0] == nil || vals[1] == nil {
+			return 0, false
+		}
+		if _, err := parseSeq(vals[0]); err != nil {
+			return 0, false
+		}
+		m, err := parseSeq(vals[1])
+		if err != nil {
+			return 0, false
+		}
+		if i == 0 || m < lowest {
+			lowest = m
+		}
 	}
-	if _, err := parseSeq(vals[0]); err != nil {
-		return 0, false
-	}
-	m, err := parseSeq(vals[1])
-	return m, err == nil
+	return lowest, len(replies) > 0
 }
 
 // firstErr returns the first error among cmds.

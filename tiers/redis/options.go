@@ -4,11 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	goredis "github.com/redis/go-redis/v9"
 )
 
 // Defaults of Options. A zero field takes its default in EnsureDefaults.
@@ -29,10 +27,31 @@ func DefaultFloorTTL(ttl time.Duration) time.Duration { return 2*ttl + time.Minu
 // Options configure a Tier. The zero value of every field but URL means its
 // default; New applies EnsureDefaults and Validate to a copy.
 type Options struct {
-	// URL locates the Redis server: redis://[user:password@]host:port/db
-	// (rediss:// for TLS). One server, or a primary behind a proxy: not a
-	// Redis Cluster (the scripts touch keys of more than one slot).
+	// URL locates a single Redis server: redis://[user:password@]host:port/db
+	// (rediss:// for TLS), or a primary behind a proxy. Exactly one of URL,
+	// a cluster (ClusterAddrs or ClusterURL) and a Sentinel set
+	// (SentinelMaster with SentinelAddrs) is required.
 	URL string
+	// ClusterAddrs are seed nodes (host:port) of a Redis Cluster; the tier
+	// learns the others and follows slot moves and failovers (see Tier,
+	// "Cluster").
+	ClusterAddrs []string
+	// ClusterURL is a Redis Cluster in go-redis's URL form:
+	// redis[s]://[user:password@]host:port?addr=host:port&addr=host:port.
+	ClusterURL string
+	// SentinelMaster names the master that SentinelAddrs (host:port of the
+	// Sentinels) watch: the tier asks them for the current primary, and
+	// follows a failover.
+	SentinelMaster string
+	SentinelAddrs  []string
+	// Username and Password authenticate (ACL) with every node; for a URL
+	// they may be given in the URL instead, not both.
+	Username, Password string
+	// TLS dials every node with TLS (for a URL: the rediss:// scheme, and
+	// TLS must then be false); CAFile, a PEM file of the certificates that
+	// sign the servers', replaces the system's roots.
+	TLS    bool
+	CAFile string
 	// Namespace prefixes every key the tier writes, so several deployments
 	// (or a writer and its tests) can share one Redis. Default "utxo-cache".
 	Namespace string
@@ -107,9 +126,10 @@ func (o Options) EnsureDefaults() Options {
 // Validate reports options that cannot keep the guard invariant. It expects
 // defaults to be applied.
 func (o Options) Validate() error {
+	if err := o.validateDeployment(); err != nil {
+		return err
+	}
 	switch {
-	case o.URL == "":
-		return errors.New("redis: options: URL is required")
 	case o.TTL < time.Millisecond:
 		return fmt.Errorf("redis: options: TTL %v is below 1ms", o.TTL)
 	case o.CallTimeout <= 0:
@@ -148,12 +168,6 @@ func CheckOptions(o Options) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	if _, err := goredis.ParseURL(o.URL); err != nil {
-		var uerr *url.Error // its message would repeat the URL, password included
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return fmt.Errorf("redis: options: URL: %w", err)
-	}
-	return nil
+	_, err := o.connect()
+	return err
 }

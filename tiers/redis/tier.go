@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/utxo-cache/utxo-cache/cache"
 )
@@ -50,13 +48,15 @@ const maxKeysPerScript = 5000
 const maxScriptsPerRoundTrip = 3
 
 // Tier is the shared cache tier, an implementation of cache.Tier over one
-// Redis server. It is safe for concurrent use. New starts a prober goroutine
+// Redis server, a primary found through Sentinels, or a Redis Cluster (see
+// Cluster). It is safe for concurrent use. New starts a prober goroutine
 // that Close stops; after Close, Get misses, Set does nothing, and
 // Invalidate and Ping return ErrClosed.
 //
 // # Keys
 //
-// With ns the Namespace:
+// With ns the Namespace, on one server (on a cluster, the same keys per
+// bucket: see Cluster):
 //
 //	key             value                                     lifetime
 //	ns:e:{key}      entry, appendEntry bytes (v1)             TTL
@@ -244,6 +244,70 @@ const maxScriptsPerRoundTrip = 3
 // Get answered Seq 5, a balance five changes old, with the tip of 10 until
 // the entry expired. testdata/rewind.txt replays this example.
 //
+// # Cluster
+//
+// On a Redis Cluster a script or an MGET may touch only keys of one hash
+// slot, and one slot lives on one master. A single {ns} tag on every key
+// would put the whole cache on one master; instead the keyspace is cut into
+// clusterBuckets (64) buckets. A guard's bucket is FNV-1a(guard) mod 64;
+// bucket N's keys carry the hash tag {ns:64.N}, so they share one slot, and
+// the 64 slots spread over the masters:
+//
+//	key                     value
+//	{ns:64.N}:e:{key}       entry of a guard of bucket N (an entry lives in its guard's bucket)
+//	{ns:64.N}:f:{guard}     floor of a guard of bucket N
+//	{ns:64.N}:F             bucket N's copy of the global floor
+//	{ns:64.N}:S             bucket N's copy of the marker
+//
+// Every call of a Get, a fill, or a chunk of an invalidation touches one
+// entry or floors of one guard's bucket plus that bucket's F and S: one
+// slot, one atomic command on one master, judged exactly as on one server
+// (the rules above, with F and S read as the bucket's). The bucket count is
+// in the tag, so tiers built with different counts share no key (a
+// follower would find no F and never heal), and the single-server layout
+// (ns:e:…, one bucket) is a different keyspace: no key written by one is
+// read by the other.
+//
+// What raised one global key now raises 64: Invalidate sends, for every
+// bucket, the chunks of its guards, the last raising the bucket's marker
+// after checking the witnesses of the bucket's earlier chunks (so S_N at
+// seq means every floor of bucket N of that change is raised); a bucket
+// without guards gets a call that raises its marker alone. Fencing raises
+// F and S in every bucket, the healthy prober advances F and checks S in
+// every bucket, and a follower heals only when every bucket's S covers its
+// node. The calls go in one pipeline, which go-redis splits by master and
+// sends to all of them at once: one round trip on each master. Concurrent
+// Gets are grouped into one MGET per bucket, in one pipeline.
+//
+// Why a failover cannot serve a stale answer: replication is asynchronous,
+// so a promoted replica holds a prefix of its master's writes, possibly
+// without the last floor raises. A bucket is one slot on one master, and
+// its S is raised after its floors in the same stream, so the prefix
+// property holds per bucket: S_N >= P means bucket N holds every floor of
+// every change up to P. A node at published seq P judges every Get against
+// its bucket's S_N, read in the same MGET: a promoted replica that lacks a
+// floor raise of a change at v <= P also lacks S_N >= v, so every node that
+// needs it serves nothing from that bucket and degrades; the writer's
+// tier, which checks every bucket's S against the highest marker it wrote
+// every ProbeInterval (and fails on the dead master's connections at once),
+// fences all buckets to maxSeen, which hides every entry from before. This
+// is the restored-snapshot case of Rewinds, bucket by bucket; no WAIT is
+// needed. A node below v does not need the lost floors: what it may be
+// served is right for its state. The run_id check is not made on a cluster
+// (INFO goes to one node); the per-bucket markers are what catch a lost
+// write, as they do on one server.
+//
+// Why a slot migration cannot: MIGRATE moves a key atomically, and while a
+// slot migrates Redis answers a multi-key command (MGET, a script's
+// declared keys) on either node only if all its keys are there: otherwise
+// ASK (go-redis follows it, within CallTimeout) or TRYAGAIN. No call
+// judges an entry without its floor, F and S, or raises floors it cannot
+// see. A TRYAGAIN is a miss for a Get or a fill, and degrades the tier for
+// an Invalidate, as any failed invalidation does (the tier fences and
+// heals once the slot has moved): the price of a migration is misses, not
+// stale answers. After a master dies, the client dials its address until
+// it reloads the slot map; the tier asks for a reload on every failure.
+//
 // # Assumptions
 //
 //   - One invalidating writer per namespace, which calls Invalidate for its
@@ -260,16 +324,22 @@ const maxScriptsPerRoundTrip = 3
 //     floor). The volatile-* policies evict floors, which have a lifetime,
 //     and nothing detects a single evicted floor (deploy/redis.conf).
 //     Persistence is not needed: a Redis that comes back with old data, or
-//     none, is fenced like any other. Reads go to the primary, not a replica.
+//     none, is fenced like any other. Reads go to the primary (the masters),
+//     not a replica.
 //   - Lifetimes are measured by Redis and the horizon by this process; their
 //     clocks need only tick at about the same rate.
 type Tier struct {
 	opts Options
-	rdb  *goredis.Client
+	rdb  goredis.UniversalClient
 	log  *slog.Logger
+	// cluster is a Redis Cluster: a call's keys must share a slot, so
+	// batches are split by bucket.
+	cluster bool
 
-	entryPrefix, floorPrefix, globalKey, markerKey string
-	ttlMillis, floorTTLMillis                      int64
+	// buckets are the keyspace's buckets (see "Cluster"): one on a single
+	// server or a Sentinel's primary, clusterBuckets on a cluster.
+	buckets                   []bucket
+	ttlMillis, floorTTLMillis int64
 
 	// marker is the highest sequence marker this tier wrote and saw
 	// acknowledged (the writer's; 0 on a follower): an intact Redis holds at
@@ -327,39 +397,17 @@ func New(opts Options) (*Tier, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	ro, err := goredis.ParseURL(opts.URL)
+	dep, err := opts.connect()
 	if err != nil {
-		var uerr *url.Error // its message would repeat the URL, password included
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return nil, fmt.Errorf("redis: options: URL: %w", err)
+		return nil, err
 	}
-	// Every call is bounded by CallTimeout, through its context and the
-	// socket deadlines; nothing is retried: a retry cannot fit in the budget,
-	// and a failure is better reported (and degraded on) than hidden.
-	ro.DialTimeout = opts.CallTimeout
-	ro.DialerRetries = 1
-	ro.ReadTimeout = opts.CallTimeout
-	ro.WriteTimeout = opts.CallTimeout
-	ro.PoolTimeout = opts.CallTimeout
-	ro.ContextTimeoutEnabled = true
-	ro.MaxRetries = -1
-	// RESP2 and a short connection preamble (HELLO, AUTH, SELECT): no CLIENT
-	// SETINFO or maintenance-notification handshakes to time out on.
-	ro.Protocol = 2
-	ro.DisableIdentity = true
-	ro.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 
-	ns := opts.Namespace
 	t := &Tier{
 		opts:           opts,
-		rdb:            goredis.NewClient(ro),
+		rdb:            dep.newClient(),
+		cluster:        dep.kind == deployCluster,
 		log:            opts.Logger.With("tier", "redis"),
-		entryPrefix:    ns + ":e:",
-		floorPrefix:    ns + ":f:",
-		globalKey:      ns + ":F",
-		markerKey:      ns + ":S",
+		buckets:        bucketsOf(opts.Namespace, dep.kind == deployCluster),
 		ttlMillis:      opts.TTL.Milliseconds(),
 		floorTTLMillis: opts.FloorTTL.Milliseconds(),
 		done:           make(chan struct{}),
@@ -380,10 +428,10 @@ func New(opts Options) (*Tier, error) {
 	if !t.fence() {
 		if opts.Follower {
 			t.log.Warn("redis tier starting degraded: reads miss and fills are dropped until Redis answers and the writer's tier has fenced it",
-				"addr", ro.Addr)
+				"redis", dep.kind, "addr", dep.addr)
 		} else {
 			t.log.Warn("redis tier starting degraded: reads miss and fills are dropped until Redis answers",
-				"addr", ro.Addr)
+				"redis", dep.kind, "addr", dep.addr)
 		}
 	}
 	t.startGetPipelines()
@@ -550,7 +598,8 @@ func (t *Tier) set(ctx context.Context, key, guard string, e *cache.Entry) fillO
 
 // fillKeys are setScript's keys for key of guard.
 func (t *Tier) fillKeys(key, guard string) []string {
-	return []string{t.entryPrefix + key, t.floorPrefix + guard, t.globalKey, t.markerKey}
+	b := &t.buckets[t.bucketOf(guard)]
+	return []string{b.entry + key, b.floor + guard, b.global, b.marker}
 }
 
 // filled counts a setScript result for an entry at seq, degrading the tier
@@ -612,41 +661,51 @@ func (t *Tier) Invalidate(ctx context.Context, seq uint64, guards []string) erro
 	return nil
 }
 
-// raiseFloors runs raiseFloorsScript over guards in chunks, pipelined by
-// maxScriptsPerRoundTrip, each round trip within CallTimeout, the last
-// chunk raising the marker to seq if Redis holds at least expected. Each
+// raiseFloors runs raiseFloorsScript over guards, bucket by bucket, in
+// chunks of a bucket's guards (every bucket has at least one call, which
+// raises its marker), pipelined by up to maxScriptsPerRoundTrip chunks'
+// worth of guards, each round trip within CallTimeout, the last chunk of
+// each bucket raising the bucket's marker to seq if it holds at least
+// expected. Each
 // round trip builds its own keys, so a large invalidation holds one round
 // trip's at a time. After a Redis restart (NOSCRIPT) a round trip is sent
 // again with the script text.
 func (t *Tier) raiseFloors(ctx context.Context, seq, expected uint64, guards []string) error {
 	seqArg := strconv.FormatUint(seq, 10)
-	n := max(1, (len(guards)+maxKeysPerScript-1)/maxKeysPerScript)
-	witnesses := make([]string, 0, n-1)
-	for first := 0; first < n; first += maxScriptsPerRoundTrip {
-		calls := make([]scriptCall, 0, min(maxScriptsPerRoundTrip, n-first))
-		for i := first; i < min(first+maxScriptsPerRoundTrip, n); i++ {
-			chunk := guards[i*len(guards)/n : (i+1)*len(guards)/n]
+	var calls []scriptCall
+	inTrip := 0 // guard keys in calls
+	var witnesses []string
+	for bi, group := range t.groupGuards(guards) {
+		b := &t.buckets[bi]
+		n := max(1, (len(group)+maxKeysPerScript-1)/maxKeysPerScript)
+		witnesses = witnesses[:0]
+		for i := range n {
+			chunk := group[i*len(group)/n : (i+1)*len(group)/n]
+			if len(calls) > 0 && inTrip+len(chunk) > maxScriptsPerRoundTrip*maxKeysPerScript {
+				if err := t.raiseFloorsRoundTrip(ctx, expected, calls); err != nil {
+					return err
+				}
+				calls, inTrip = nil, 0
+			}
 			last := i == n-1
 			keys := make([]string, 0, 2+len(chunk)+len(witnesses))
-			keys = append(keys, t.globalKey, t.markerKey)
+			keys = append(keys, b.global, b.marker)
 			args := []any{seqArg, t.floorTTLMillis, "-"}
 			if last {
 				keys = append(keys, witnesses...)
 				args = []any{seqArg, t.floorTTLMillis, len(witnesses), strconv.FormatUint(expected, 10)}
 			}
 			for _, g := range chunk {
-				keys = append(keys, t.floorPrefix+g)
+				keys = append(keys, b.floor+g)
 			}
 			if !last {
 				witnesses = append(witnesses, keys[len(keys)-1])
 			}
 			calls = append(calls, scriptCall{keys: keys, args: args})
-		}
-		if err := t.raiseFloorsRoundTrip(ctx, expected, calls); err != nil {
-			return err
+			inTrip += len(chunk)
 		}
 	}
-	return nil
+	return t.raiseFloorsRoundTrip(ctx, expected, calls)
 }
 
 // raiseFloorsRoundTrip sends calls of raiseFloorsScript in one pipeline,

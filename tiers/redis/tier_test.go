@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -409,7 +411,16 @@ func TestOptions(t *testing.T) {
 		edit func(*Options)
 		want string
 	}{
-		{"no URL", func(o *Options) { o.URL = "" }, "URL is required"},
+		{"no deployment", func(o *Options) { o.URL = "" }, "a Redis deployment is required"},
+		{"URL and cluster", func(o *Options) { o.ClusterAddrs = []string{"127.0.0.1:7000"} }, "exclusive"},
+		{"URL and sentinel", func(o *Options) { o.SentinelMaster, o.SentinelAddrs = "m", []string{"127.0.0.1:26379"} }, "exclusive"},
+		{"two cluster forms", func(o *Options) {
+			o.URL, o.ClusterAddrs, o.ClusterURL = "", []string{"127.0.0.1:7000"}, "redis://127.0.0.1:7001"
+		}, "not both"},
+		{"sentinels without a master", func(o *Options) { o.URL, o.SentinelAddrs = "", []string{"127.0.0.1:26379"} }, "need SentinelMaster"},
+		{"master without sentinels", func(o *Options) { o.URL, o.SentinelMaster = "", "m" }, "needs SentinelAddrs"},
+		{"bad cluster address", func(o *Options) { o.URL, o.ClusterAddrs = "", []string{"127.0.0.1"} }, "not host:port"},
+		{"user without password", func(o *Options) { o.Username = "u" }, "needs a Password"},
 		{"floor below TTL", func(o *Options) { o.FloorTTL = o.TTL }, "must exceed TTL"},
 		{"no slack", func(o *Options) { o.FloorTTL = o.TTL + 3*time.Second }, "too close to TTL"},
 		{"negative timeout", func(o *Options) { o.CallTimeout = -1 }, "CallTimeout"},
@@ -431,6 +442,40 @@ func TestOptions(t *testing.T) {
 	}
 	if _, err := New(Options{URL: "http://127.0.0.1:6379"}); err == nil {
 		t.Fatal("an http URL was accepted")
+	}
+	// Contradictions between a URL and the TLS and credential options,
+	// found by CheckOptions before anything is dialed.
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"TLS with redis://", Options{URL: "redis://127.0.0.1:1/0", TLS: true}, "use rediss://"},
+		{"TLS twice", Options{URL: "rediss://127.0.0.1:1/0", TLS: true}, "implied by rediss://"},
+		{"CA without TLS", Options{URL: "redis://127.0.0.1:1/0", CAFile: ca}, "CAFile without TLS"},
+		{"CA not PEM", Options{ClusterAddrs: []string{"127.0.0.1:1"}, TLS: true, CAFile: ca}, "no PEM certificate"},
+		{"CA missing", Options{ClusterAddrs: []string{"127.0.0.1:1"}, TLS: true, CAFile: ca + ".none"}, "CA file"},
+		{"password twice", Options{URL: "redis://u:p@127.0.0.1:1/0", Password: "q"}, "give them once"},
+		{"cluster URL password twice", Options{ClusterURL: "redis://u:p@127.0.0.1:1?addr=127.0.0.1:2", Password: "q"}, "give them once"},
+		{"cluster URL scheme", Options{ClusterURL: "http://127.0.0.1:1"}, "ClusterURL"},
+	} {
+		if err := CheckOptions(c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+	for _, o := range []Options{
+		{ClusterAddrs: []string{"127.0.0.1:7000", "127.0.0.1:7001"}, Username: "u", Password: "p", TLS: true},
+		{ClusterURL: "rediss://u:p@127.0.0.1:7000?addr=127.0.0.1:7001"},
+		{SentinelMaster: "mymaster", SentinelAddrs: []string{"127.0.0.1:26379"}, Password: "p"},
+		{URL: "redis://127.0.0.1:1/0", Username: "u", Password: "p"},
+	} {
+		if err := CheckOptions(o); err != nil {
+			t.Errorf("%+v: %v", o, err)
+		}
 	}
 }
 
