@@ -365,6 +365,8 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 		Metrics:           writer.NewMetrics(n.reg),
 		Logger:            r.log,
 		Verify:            func(st disk.State) error { return n.f.Verify(st) },
+		// Leases expire by the writer's sweeps, applied from its log.
+		LeaseSweep: -1,
 	})
 	n.w.Subscribe(n.reads)
 	// The apply priority: new reads wait while a change is pending, and
