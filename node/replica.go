@@ -355,7 +355,7 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 	if r.rt != nil {
 		shared = append(shared, r.rt)
 	}
-	n.reads = query.New(store, query.Options{Tiers: tiers, Shared: shared, Metrics: query.NewMetrics(n.reg), Logger: r.log,
+	n.reads = query.New(store, query.Options{Tiers: tiers, Shared: shared, Metrics: query.NewMetrics(n.reg), Logger: r.log, Now: r.cfg.Now,
 		// n.f is set below, before the node serves any read.
 		FillShared: func() bool { return n.f.Verified() }})
 	n.w = writer.New(store, writer.Options{
@@ -385,6 +385,7 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 	gather := prometheus.Gatherers{r.base, n.reg}
 	h := api.New(n.reads, nil, api.Options{
 		ReadOnly:      true,
+		WalletToken:   r.cfg.WalletToken, // lease reads only: a replica takes no writes
 		ReadGate:      n.gate,
 		MaxWait:       r.cfg.MaxWait,
 		Registry:      n.reg,
