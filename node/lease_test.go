@@ -396,4 +396,3 @@ func doGetLease(t *testing.T, srv *httptest.Server, target string) (int, string)
 		}
 	}
 }
-
