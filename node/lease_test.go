@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -395,4 +396,85 @@ func doGetLease(t *testing.T, srv *httptest.Server, target string) (int, string)
 			return code, raw
 		}
 	}
+}
+
+// TestLeaseSurvivesRestart: an acknowledged lease is on disk when its
+// answer comes: it survives a restart of the writer (and still refuses an
+// overlapping lease), a restarted replica resumes from its own store with
+// it and follows the release and the new lease made while it was down.
+func TestLeaseSurvivesRestart(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	ctx := context.Background()
+	clock := &testClock{}
+	clock.sec.Store(1_800_000_000)
+	wdir, rdir := t.TempDir(), t.TempDir()
+	wn, wsrv := startLeaseWriter(t, wdir, clock)
+	for h := range uint64(3) {
+		if _, err := wn.Writer().Apply(ctx, block(h)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op0 := chain.OutPoint{TxHash: block(0).Txs[0].Hash}
+	op1 := chain.OutPoint{TxHash: block(1).Txs[0].Hash}
+	code, ans, raw := leaseCall(t, wsrv, "keep", []chain.OutPoint{op0, op1}, 300)
+	if code != http.StatusOK || ans.Seq != 4 || ans.ExpiresAt != clock.unix()+300 {
+		t.Fatalf("lease: %s", raw)
+	}
+	until := func(srv *httptest.Server, op chain.OutPoint, seq uint64) string {
+		code, body := get(t, srv, fmt.Sprintf("/v1/utxos/%s/%d?leased=include", op.TxHash, op.Index), seq)
+		var a struct {
+			Utxo listed `json:"utxo"`
+		}
+		if err := json.Unmarshal(body, &a); code != http.StatusOK || err != nil {
+			t.Fatalf("GET %s: %d %s", op, code, body)
+		}
+		if a.Utxo.LeasedUntil == nil {
+			return "free"
+		}
+		return fmt.Sprint(*a.Utxo.LeasedUntil)
+	}
+	held := fmt.Sprint(ans.ExpiresAt)
+	closeNode(t, wn, wsrv) // the answer came: the lease is durable
+
+	wn, wsrv = startLeaseWriter(t, wdir, clock)
+	if until(wsrv, op0, 4) != held || until(wsrv, op1, 4) != held {
+		t.Fatal("the writer lost an acknowledged lease across a restart")
+	}
+	if code, _, raw := leaseCall(t, wsrv, "other", []chain.OutPoint{op1}, 0); code != http.StatusConflict {
+		t.Fatalf("an overlapping lease after the restart: %s", raw)
+	}
+	rn, rsrv := startLeaseReplica(t, rdir, wsrv.URL, clock)
+	if until(rsrv, op0, 4) != held || until(rsrv, op1, 4) != held {
+		t.Fatal("the replica does not show the writer's lease")
+	}
+	closeNode(t, rn, rsrv)
+
+	if code, raw := do(t, wsrv, http.MethodDelete, "/v1/leases/keep", nodeWalletToken, nil); code != http.StatusOK || !strings.Contains(raw, `"released":true,"seq":5`) {
+		t.Fatalf("release: %d %s", code, raw)
+	}
+	code, ans, raw = leaseCall(t, wsrv, "next", []chain.OutPoint{op1}, 0)
+	if code != http.StatusOK || ans.Seq != 6 {
+		t.Fatalf("lease after the release: %s", raw)
+	}
+	rn, rsrv = startLeaseReplica(t, rdir, wsrv.URL, clock)
+	if until(rsrv, op0, 6) != "free" || until(rsrv, op1, 6) != fmt.Sprint(ans.ExpiresAt) {
+		t.Fatal("the restarted replica does not show the release and the lease made while it was down")
+	}
+	// Past the expiry, both nodes show op1 free before any sweep; the sweep
+	// then removes the lease on both.
+	clock.sec.Add(601)
+	for _, srv := range []*httptest.Server{wsrv, rsrv} {
+		if until(srv, op1, 6) != "free" {
+			t.Fatal("an expired lease is shown as held")
+		}
+	}
+	res, err := wn.Writer().ExpireLeases(ctx)
+	if err != nil || !res.Applied || res.Seq != 7 {
+		t.Fatalf("sweep: %+v %v", res, err)
+	}
+	if code, raw := doGetLease(t, rsrv, "next?min_seq=7"); code != http.StatusNotFound {
+		t.Fatalf("the swept lease on the replica: %d %s", code, raw)
+	}
+	closeNode(t, rn, rsrv)
+	closeNode(t, wn, wsrv)
 }
