@@ -28,7 +28,7 @@ import (
 //
 // Example: outpoint held by lease "w1" until 1764300000:
 //
-//	01 000000006929ace0 02 7731
+//	01 00000000692914e0 02 7731
 //
 // A 0x10 row exists exactly while its outpoint is live and held by the lease
 // its 0x11 row names. A block that spends a held output (or a rollback that
