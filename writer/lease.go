@@ -20,8 +20,14 @@ import (
 // Of two overlapping lease requests, whichever the goroutine decides first
 // wins; the other finds the outpoints held.
 
-// maxWalletBatch bounds the requests of one wallet change.
-const maxWalletBatch = 1000
+// maxWalletBatch bounds the requests of one wallet change, and
+// maxWalletBatchOutPoints the outpoints they name (past it the batch takes no
+// more requests): a change record stays well under a megabyte (about 40
+// bytes an outpoint), far below what a replica reads of one change.
+const (
+	maxWalletBatch          = 1000
+	maxWalletBatchOutPoints = 10_000
+)
 
 // walletQueueLength is how many wallet requests may wait for the writer
 // goroutine before a caller blocks.
@@ -135,11 +141,18 @@ func (w *Writer) now() uint64 {
 // change, then answers each. Writer goroutine only.
 func (w *Writer) handleWallet(first walletRequest) {
 	batch := []walletRequest{first}
+	outPoints := 0
+	if first.req.Lease != nil {
+		outPoints = len(first.req.Lease.OutPoints)
+	}
 more:
-	for len(batch) < maxWalletBatch {
+	for len(batch) < maxWalletBatch && outPoints < maxWalletBatchOutPoints {
 		select {
 		case r := <-w.wallet:
 			batch = append(batch, r)
+			if r.req.Lease != nil {
+				outPoints += len(r.req.Lease.OutPoints)
+			}
 		default:
 			break more
 		}
