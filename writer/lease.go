@@ -12,7 +12,7 @@ import (
 // Leases (docs/wallet-state.md): wallet requests are decided and committed
 // on the writer goroutine, many to a change (group commit): the goroutine
 // takes the wallet request in hand and every one already waiting, up to
-// maxWalletBatch, decides them one by one against the committed state and
+// maxWalletBatch requests or maxWalletBatchOutPoints outpoints, decides them one by one against the committed state and
 // the ones decided before them (disk.Store.Wallet), and commits the
 // accepted ones as one wallet change: one synced batch, one seq, which
 // each answer carries. While that batch syncs, the next requests queue up,
