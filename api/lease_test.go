@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -277,4 +278,62 @@ func TestLeaseLifecycle(t *testing.T) {
 	if l := listing("include"); strings.Contains(l, "leased_until") {
 		t.Fatalf("after the release: %s", l)
 	}
+}
+
+// FuzzLeaseHTTP drives the lease routes with arbitrary ids and bodies, with
+// the wallet token, against one writer: never a 5xx; every answer keeps
+// checkInvariants; a refused request (any 4xx) leaves the seq as it was; a
+// granted lease raises it by one and answers the new seq; a release raises
+// it by one exactly when it released something; a GET changes nothing.
+func FuzzLeaseHTTP(f *testing.F) {
+	s := newStack(f, stackConfig{noSpec: true, api: api.Options{WalletToken: walletToken}})
+	outs := make([]chain.Output, 50)
+	for i := range outs {
+		outs[i] = out("fz", uint64(i+1))
+	}
+	s.apply(tx("fzl", nil, outs...))
+	live := op("fzl", 3)
+	f.Add(uint8(0), "", []byte(leaseJSON("f1", 30, live)))
+	f.Add(uint8(0), "", []byte(leaseJSON("", 0, live, op("fzl", 4))))
+	f.Add(uint8(0), "", []byte(leaseJSON("f2", 86_401, live)))
+	f.Add(uint8(0), "", []byte(`{"outpoints":[{"tx_hash":"`+live.TxHash.String()+`","index":3}],"lease_id":"a\u0000b"}`))
+	f.Add(uint8(1), "f1", []byte(nil))
+	f.Add(uint8(2), "f1", []byte(nil))
+	f.Add(uint8(2), "../tip", []byte(nil))
+	f.Fuzz(func(t *testing.T, sel uint8, id string, body []byte) {
+		var c call
+		wallet := []string{"Authorization", "Bearer " + walletToken}
+		switch sel % 3 {
+		case 0:
+			c = call{method: http.MethodPost, target: "/v1/leases", body: body, ctype: "application/json", header: wallet}
+		case 1:
+			c = call{method: http.MethodDelete, target: "/v1/leases/" + url.PathEscape(id), header: wallet}
+		default:
+			c = call{method: http.MethodGet, target: "/v1/leases/" + url.PathEscape(id), header: wallet}
+		}
+		req := c.request()
+		before := s.store.Published().Seq
+		rec := httptest.NewRecorder()
+		s.h.ServeHTTP(rec, req)
+		res := &response{code: rec.Code, hdr: rec.Result().Header, body: rec.Body.Bytes()}
+		checkInvariants(t, c, res)
+		after := s.store.Published().Seq
+		var ans struct {
+			Seq      uint64 `json:"seq"`
+			Released bool   `json:"released"`
+		}
+		_ = json.Unmarshal(res.body, &ans)
+		switch {
+		case res.code != http.StatusOK || c.method == http.MethodGet:
+			if after != before {
+				t.Fatalf("%s %s answered %s and moved the seq %d → %d", c.method, c.target, res, before, after)
+			}
+		case c.method == http.MethodPost:
+			if after != before+1 || ans.Seq != after {
+				t.Fatalf("a granted lease: seq %d → %d, answer %s", before, after, res)
+			}
+		case ans.Released != (after == before+1) || (!ans.Released && after != before) || ans.Seq != after:
+			t.Fatalf("a release: seq %d → %d, answer %s", before, after, res)
+		}
+	})
 }
