@@ -47,6 +47,8 @@ var errorTable = []errorClass{
 	{query.ErrNotIndexed, http.StatusNotFound, "not_indexed", ""},
 	{chain.ErrNotNextBlock, http.StatusConflict, "not_next_block", ""},
 	{chain.ErrRollbackTooDeep, http.StatusConflict, "rollback_too_deep", ""},
+	{chain.ErrFrozen, http.StatusConflict, "frozen", ""},
+	{chain.ErrLeased, http.StatusConflict, "leased", ""},
 	{errRequestTimeout, http.StatusRequestTimeout, "request_timeout", ""},
 	{chain.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large", ""},
 	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type", ""},

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/cardano/credential"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/textenc"
@@ -104,4 +106,52 @@ func getIndex(t *testing.T, s *stack, target string, want int) (indexAnswer, map
 	}
 	_ = json.Unmarshal(r.body, &raw)
 	return a, raw
+}
+
+// TestIndexListingsLeased: the listings by payment credential and policy
+// take leased=exclude and leased=include like an address's: the leased
+// output is left out, or carries leased_until, and the plain listing is as
+// it was.
+func TestIndexListingsLeased(t *testing.T) {
+	s := newStack(t, stackConfig{api: api.Options{WalletToken: walletToken}, disk: disk.Options{
+		Dimensions: []disk.Dimension{disk.DimPaymentCredential, disk.DimAssetPolicy},
+		Derivers:   disk.Derivers{disk.DimPaymentCredential: credential.PaymentValues}}})
+	pay, pol := bytes.Repeat([]byte{0xa1}, 28), bytes.Repeat([]byte{0xC3}, 28)
+	ent := textenc.Bech32("addr", textenc.ConvertBits(append([]byte{0x71}, pay...)), textenc.Bech32Const)
+	asset := chain.Asset{Policy: pol, Name: []byte{0xAB}, Quantity: 9}
+	s.apply(tx("i1", nil, out(ent, 1, asset), out(ent, 2, asset)))
+	script := textenc.Bech32("script", textenc.ConvertBits(pay), textenc.Bech32Const)
+	targets := []string{"/v1/payment-credentials/" + script + "/utxos", "/v1/policies/" + hex.EncodeToString(pol) + "/utxos"}
+	plain := map[string]string{}
+	for _, target := range targets {
+		plain[target] = string(getRaw(t, s, target))
+	}
+	r := s.lease(leaseJSON("ix", 60, op("i1", 1)))
+	var g struct {
+		ExpiresAt uint64 `json:"expires_at"`
+	}
+	if err := json.Unmarshal(r.body, &g); r.code != 200 || err != nil {
+		t.Fatalf("lease: %s", r)
+	}
+	for _, target := range targets {
+		if got := string(getRaw(t, s, target)); got != plain[target] {
+			t.Fatalf("%s changed with a lease:\n%s\n%s", target, plain[target], got)
+		}
+		if a, _ := getIndex(t, s, target+"?leased=exclude", 200); len(a.Utxos) != 1 || a.Utxos[0].Value != "1" {
+			t.Fatalf("%s?leased=exclude: %+v", target, a.Utxos)
+		}
+		inc := string(getRaw(t, s, target+"?leased=include"))
+		if strings.Count(inc, "leased_until") != 1 || !strings.Contains(inc, fmt.Sprintf(`"leased_until":%d}`, g.ExpiresAt)) {
+			t.Fatalf("%s?leased=include: %s", target, inc)
+		}
+	}
+}
+
+func getRaw(t *testing.T, s *stack, target string) []byte {
+	t.Helper()
+	r := s.get(target)
+	if r.code != 200 {
+		t.Fatalf("GET %s: %s", target, r)
+	}
+	return r.body
 }

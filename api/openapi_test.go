@@ -137,8 +137,8 @@ func TestOpenAPIDocument(t *testing.T) {
 	for _, item := range doc.Paths.Map() {
 		ops += len(item.Operations())
 	}
-	if ops != 23 {
-		t.Fatalf("the document describes %d operations, the API has 23", ops)
+	if ops != 26 {
+		t.Fatalf("the document describes %d operations, the API has 26", ops)
 	}
 }
 
@@ -157,7 +157,7 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		replication: true,
 		// The change log keeps the last 3 changes (the rollback window).
 		disk: disk.Options{PruneDepth: 1, RollbackWindow: 3},
-		api: api.Options{Registry: reg, Gatherer: reg, MaxRequestBytes: 4096, MaxBlockBytes: 8192, Ready: func() error {
+		api: api.Options{Registry: reg, Gatherer: reg, MaxRequestBytes: 4096, MaxBlockBytes: 8192, WalletToken: walletToken, Ready: func() error {
 			if notReady.Load() {
 				return fmt.Errorf("draining")
 			}
@@ -176,20 +176,20 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		CollateralReturn: &chain.Output{Address: "alice", Value: 1}})
 	m.apply()
 	noToken := newStack(t, stackConfig{noSpec: true, noToken: true})
-	replica := newStack(t, stackConfig{noSpec: true, api: api.Options{ReadOnly: true, ReplicaStatus: func() api.ReplicaStatus {
+	replica := newStack(t, stackConfig{noSpec: true, api: api.Options{ReadOnly: true, WalletToken: walletToken, ReplicaStatus: func() api.ReplicaStatus {
 		return api.ReplicaStatus{Seq: 0, WriterSeq: 7, LagBlocks: 7, LastContact: 1500 * time.Millisecond}
 	}}})
 	lostReplica := newStack(t, stackConfig{noSpec: true, api: api.Options{ReadOnly: true, ReplicaStatus: func() api.ReplicaStatus {
 		return api.ReplicaStatus{LastContact: -1} // never heard from its writer
 	}}})
-	closed := newStack(t, stackConfig{noSpec: true})
+	closed := newStack(t, stackConfig{noSpec: true, api: api.Options{WalletToken: walletToken}})
 	_ = closed.w.Close()
 	// A writer whose disk is full: every write is refused with 507.
 	fullSpace := &settableSpace{}
 	fullSpace.avail.Store(1 << 40)
 	var full *stack
 	full = newStack(t, stackConfig{noSpec: true, writer: writer.Options{Space: fullSpace, Reserve: 1 << 20},
-		api: api.Options{WritesRefused: func() error { return full.w.WritesRefused() }}})
+		api: api.Options{WalletToken: walletToken, WritesRefused: func() error { return full.w.WritesRefused() }}})
 	full.apply(tx("full", nil, out("alice", 1)))
 	full.apply(tx("full2", nil, out("bob", 1)))
 	fullSpace.avail.Store(0)
@@ -245,6 +245,24 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		b := fmt.Sprintf(`{"outpoints":[{"tx_hash":"%s","index":%d}]`, o.TxHash, o.Index)
 		if reason != "" {
 			b += `,"reason":"` + reason + `"`
+		}
+		return []byte(b + "}")
+	}
+	walletAuth := []string{"Authorization", "Bearer " + walletToken}
+	wcall := func(method, target, ctype string, body []byte) func() call {
+		return func() call { return call{method: method, target: target, body: body, ctype: ctype, header: walletAuth} }
+	}
+	leaseBody := func(id string, ttl int, ops ...chain.OutPoint) []byte {
+		var items []string
+		for _, o := range ops {
+			items = append(items, fmt.Sprintf(`{"tx_hash":"%s","index":%d}`, o.TxHash, o.Index))
+		}
+		b := `{"outpoints":[` + strings.Join(items, ",") + `]`
+		if id != "" {
+			b += `,"lease_id":"` + id + `"`
+		}
+		if ttl != 0 {
+			b += fmt.Sprintf(`,"ttl_seconds":%d`, ttl)
 		}
 		return []byte(b + "}")
 	}
@@ -485,6 +503,42 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		}, want: 408},
 		{name: "unfreeze writer closed", s: closed, mk: del("/v1/frozen", "application/json", frozenBody(op("a", 3), "")), want: 503},
 		{name: "unfreeze disk full", s: full, mk: del("/v1/frozen", "application/json", frozenBody(op("full", 0), "")), want: 507},
+		{name: "lease", s: m, mk: wcall("POST", "/v1/leases", "application/json", leaseBody("L1", 60, op("a", 3))), want: 200},
+		{name: "lease held", s: m, mk: wcall("POST", "/v1/leases", "application/json", leaseBody("L2", 0, op("a", 3))), want: 409},
+		{name: "lease unknown outpoint", s: m, mk: wcall("POST", "/v1/leases", "application/json", leaseBody("", 0, op("nowhere", 0))), want: 422},
+		{name: "lease ttl out of range", s: m, mk: wcall("POST", "/v1/leases", "application/json", leaseBody("", 86401, op("a", 0))), want: 400},
+		{name: "lease bad id", s: m, mk: wcall("POST", "/v1/leases", "application/json", leaseBody("a b", 0, op("a", 0))), want: 400},
+		{name: "lease admin token", s: m, mk: post("/v1/leases", "application/json", leaseBody("", 0, op("a", 0))), want: 401},
+		{name: "lease wallet writes disabled", s: noToken, mk: wcall("POST", "/v1/leases", "application/json", leaseBody("", 0, op("a", 0))), want: 403},
+		{name: "lease read only", s: replica, mk: wcall("POST", "/v1/leases", "application/json", leaseBody("", 0, op("a", 0))), want: 403},
+		{name: "lease as text/plain", s: m, mk: wcall("POST", "/v1/leases", "text/plain", leaseBody("", 0, op("a", 0))), want: 415},
+		{name: "lease too large", s: m, mk: wcall("POST", "/v1/leases", "application/json", []byte(`{`+strings.Repeat(" ", 5000)+`}`)), want: 413},
+		{name: "lease stalled", s: m, mk: func() call {
+			return call{method: "POST", target: "/v1/leases", ctype: "application/json", body: []byte(`{"outpoints":`), stalled: true, header: walletAuth}
+		}, want: 408},
+		{name: "lease writer closed", s: closed, mk: wcall("POST", "/v1/leases", "application/json", leaseBody("", 0, op("a", 0))), want: 503},
+		{name: "lease disk full", s: full, mk: wcall("POST", "/v1/leases", "application/json", leaseBody("", 0, op("full", 0))), want: 507},
+		{name: "utxos leased include", s: m, mk: get("/v1/addresses/alice/utxos?leased=include"), want: 200},
+		{name: "utxos leased exclude", s: m, mk: get("/v1/addresses/alice/utxos?leased=exclude&frozen=exclude"), want: 200},
+		{name: "utxos bad leased", s: m, mk: get("/v1/addresses/alice/utxos?leased=maybe"), want: 400},
+		{name: "utxo leased include", s: m, mk: get("/v1/utxos/" + h + "/3?leased=include"), want: 200},
+		{name: "utxo leased exclude", s: m, mk: get("/v1/utxos/" + h + "/3?leased=exclude"), want: 404},
+		{name: "lookup leased include", s: m, mk: postFn("/v1/utxos/lookup?leased=include", "application/json", func() []byte {
+			return []byte(`{"outpoints":[{"tx_hash":"` + h + `","index":3},{"tx_hash":"` + h + `","index":2}]}`)
+		}), want: 200},
+		{name: "get lease", s: m, mk: wcall("GET", "/v1/leases/L1", "", nil), want: 200},
+		{name: "get lease on a replica, behind", s: replica, mk: wcall("GET", "/v1/leases/L1?min_seq=99&wait=0", "", nil), want: 503},
+		{name: "get lease unknown", s: m, mk: wcall("GET", "/v1/leases/nope", "", nil), want: 404},
+		{name: "get lease bad id", s: m, mk: wcall("GET", "/v1/leases/a.b", "", nil), want: 400},
+		{name: "get lease no token", s: m, mk: get("/v1/leases/L1"), want: 401},
+		{name: "get lease no wallet token", s: noToken, mk: wcall("GET", "/v1/leases/L1", "", nil), want: 403},
+		{name: "release", s: m, mk: wcall("DELETE", "/v1/leases/L1", "", nil), want: 200},
+		{name: "release again", s: m, mk: wcall("DELETE", "/v1/leases/L1", "", nil), want: 200},
+		{name: "release bad id", s: m, mk: wcall("DELETE", "/v1/leases/a.b", "", nil), want: 400},
+		{name: "release no token", s: m, mk: func() call { return call{method: "DELETE", target: "/v1/leases/L1"} }, want: 401},
+		{name: "release read only", s: replica, mk: wcall("DELETE", "/v1/leases/L1", "", nil), want: 403},
+		{name: "release writer closed", s: closed, mk: wcall("DELETE", "/v1/leases/L1", "", nil), want: 503},
+		{name: "release disk full", s: full, mk: wcall("DELETE", "/v1/leases/L1", "", nil), want: 507},
 		{name: "rollback writes disabled", s: noToken, mk: post("/v1/rollback", "application/json", []byte(`{"height":0}`)), want: 403},
 		{name: "rollback read only", s: replica, mk: post("/v1/rollback", "application/json", []byte(`{"height":0}`)), want: 403},
 		{name: "healthz", s: m, mk: get("/healthz"), want: 200},

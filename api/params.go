@@ -25,6 +25,7 @@ const (
 const (
 	paramFrozen = "frozen" // include (default) or exclude
 	paramMature = "mature" // all (default) or only
+	paramLeased = "leased" // exclude or include; absent: leases are not looked at
 )
 
 // listFilter reads a listing's filters from q; on a bad value it answers
@@ -51,6 +52,10 @@ func (a *API) listFilter(c *gin.Context, q *queryParams) (query.Filter, bool) {
 			return f, false
 		}
 	}
+	var ok bool
+	if f.Leased, ok = a.leaseMode(c, q); !ok {
+		return f, false
+	}
 	return f, true
 }
 
@@ -58,12 +63,13 @@ func (a *API) listFilter(c *gin.Context, q *queryParams) (query.Filter, bool) {
 // those of an address's page.
 var (
 	readParamNames = []string{paramMinSeq, paramMinHeight, paramWait}
-	pageParamNames = []string{"limit", "order", "cursor", paramFrozen, paramMature, paramMinSeq, paramMinHeight, paramWait}
+	utxoParamNames = []string{paramLeased, paramMinSeq, paramMinHeight, paramWait}
+	pageParamNames = []string{"limit", "order", "cursor", paramFrozen, paramMature, paramLeased, paramMinSeq, paramMinHeight, paramWait}
 )
 
 // maxQueryParams bounds the names an endpoint takes (pageParamNames has the
 // most): parseQuery refuses any other, and each only once.
-const maxQueryParams = 8
+const maxQueryParams = 9
 
 // queryParams is a strictly parsed query string: each parameter once, every
 // pair decodable, none unknown. A fixed array, not a map: a read parses one

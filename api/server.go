@@ -33,6 +33,7 @@ type Reader interface {
 	Balance(ctx context.Context, address string) (query.Answer, error)
 	Utxo(ctx context.Context, op chain.OutPoint) (query.Answer, error)
 	Lookup(ctx context.Context, ops []chain.OutPoint) (query.Answer, error)
+	LeaseReader // lease.go
 	Published() query.Published
 	WaitFor(ctx context.Context, minSeq, minHeight uint64, maxWait time.Duration) (query.Published, error)
 }
@@ -202,6 +203,7 @@ func New(r Reader, w Writer, opts Options) *API {
 	a.route(http.MethodPost, "/v1/rollback", a.postRollback)
 	a.route(http.MethodPost, "/v1/frozen", a.postFrozen)
 	a.route(http.MethodDelete, "/v1/frozen", a.deleteFrozen)
+	a.leaseRoutes() // lease.go
 	a.route(http.MethodGet, "/v1/replication/changes", a.getChanges)
 	a.route(http.MethodGet, "/v1/replication/checkpoint", a.getCheckpoint)
 	a.route(http.MethodGet, "/healthz", func(c *gin.Context) { writeData(c, 200, jsonContentType, []byte(`{"status":"ok"}`)) })
@@ -382,7 +384,11 @@ func (a *API) getBalance(c *gin.Context) {
 }
 
 func (a *API) getUtxo(c *gin.Context) {
-	_, rc, ok := a.readQuery(c, readParamNames)
+	q, rc, ok := a.readQuery(c, utxoParamNames)
+	if !ok {
+		return
+	}
+	mode, ok := a.leaseMode(c, &q)
 	if !ok {
 		return
 	}
@@ -397,6 +403,12 @@ func (a *API) getUtxo(c *gin.Context) {
 		return
 	}
 	op := chain.OutPoint{TxHash: h, Index: idx}
+	if mode != query.LeasedAny {
+		a.serveRead(c, rc, true, func(ctx context.Context) (query.Answer, error) {
+			return a.r.UtxoLeased(ctx, op, mode)
+		})
+		return
+	}
 	a.serveRead(c, rc, true, func(ctx context.Context) (query.Answer, error) {
 		return a.r.Utxo(ctx, op)
 	})
@@ -415,7 +427,11 @@ func parseIndex(s string) (uint32, error) {
 }
 
 func (a *API) postLookup(c *gin.Context) {
-	_, rc, ok := a.readQuery(c, readParamNames)
+	q, rc, ok := a.readQuery(c, utxoParamNames)
+	if !ok {
+		return
+	}
+	mode, ok := a.leaseMode(c, &q)
 	if !ok {
 		return
 	}
@@ -428,6 +444,12 @@ func (a *API) postLookup(c *gin.Context) {
 	ops, err := chain.DecodeLookupJSON(body, query.MaxLookup)
 	if err != nil {
 		a.fail(c, err)
+		return
+	}
+	if mode != query.LeasedAny {
+		a.serveRead(c, rc, false, func(ctx context.Context) (query.Answer, error) {
+			return a.r.LookupLeased(ctx, ops, mode)
+		})
 		return
 	}
 	a.serveRead(c, rc, false, func(ctx context.Context) (query.Answer, error) {

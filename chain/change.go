@@ -20,6 +20,9 @@ const (
 	ChangeFreeze ChangeKind = 3
 	// ChangeUnfreeze unfroze outputs (Change.Freeze, no reason).
 	ChangeUnfreeze ChangeKind = 4
+	// ChangeWallet is a batch of wallet operations (Change.Wallet): leases
+	// granted, renewed, released and expired. No chain change.
+	ChangeWallet ChangeKind = 5
 )
 
 func (k ChangeKind) String() string {
@@ -32,6 +35,8 @@ func (k ChangeKind) String() string {
 		return "freeze"
 	case ChangeUnfreeze:
 		return "unfreeze"
+	case ChangeWallet:
+		return "wallet"
 	}
 	return fmt.Sprintf("ChangeKind(%d)", uint8(k))
 }
@@ -60,6 +65,9 @@ type Change struct {
 	// ChangeUnfreeze): the outpoints whose frozen state it set, in the
 	// writer's order, and the reason of a freeze.
 	Freeze *Freeze
+	// Wallet is the operations of a wallet change (ChangeWallet), in the
+	// order the writer decided them.
+	Wallet []WalletOp
 	After  Summary
 }
 
@@ -80,6 +88,10 @@ var ErrInvalidChange = errors.New("chain: invalid change record")
 //	                                                    the rollback empties the store
 //	  "freeze": {"outpoints": [[bytes(32), uint], …],  freeze and unfreeze only
 //	             "reason": text}                        (reason: freeze only)
+//	  "wallet": [{"op": "lease" | "release" | "expire", wallet only: its operations
+//	              "lease_id": text,                     in the writer's order
+//	              "outpoints": [[bytes(32), uint], …],  lease only
+//	              "expires_at": uint}, …]              lease only (unix seconds)
 //	}
 //
 // A freeze or unfreeze leaves the figures of "after" as they were: they
@@ -101,6 +113,14 @@ type changeOut struct {
 	Block  cbor.RawMessage `cbor:"block,omitempty"`
 	Target *targetOut      `cbor:"target,omitempty"`
 	Freeze *freezeOut      `cbor:"freeze,omitempty"`
+	Wallet []walletOpOut   `cbor:"wallet,omitempty"`
+}
+
+type walletOpOut struct {
+	Op        string        `cbor:"op"`
+	LeaseID   string        `cbor:"lease_id"`
+	OutPoints []outPointOut `cbor:"outpoints,omitempty"`
+	ExpiresAt uint64        `cbor:"expires_at,omitempty"`
 }
 
 // freezeOut is the "freeze" member; each outpoint is a two-element array.
@@ -157,6 +177,22 @@ func AppendChangeCBOR(dst []byte, c *Change) ([]byte, error) {
 		for i, op := range c.Freeze.OutPoints {
 			out.Freeze.OutPoints[i] = outPointOut{TxHash: op.TxHash[:], Index: op.Index}
 		}
+	case ChangeWallet:
+		if len(c.Wallet) == 0 || len(c.Wallet) > MaxWalletOps {
+			return dst, fmt.Errorf("wallet change %d with %d operations: %w", c.Seq, len(c.Wallet), ErrInvalidChange)
+		}
+		out.Wallet = make([]walletOpOut, len(c.Wallet))
+		for i := range c.Wallet {
+			op := &c.Wallet[i]
+			if err := op.Validate(); err != nil {
+				return dst, fmt.Errorf("wallet change %d: %v: %w", c.Seq, err, ErrInvalidChange)
+			}
+			o := walletOpOut{Op: op.Kind.String(), LeaseID: op.LeaseID, ExpiresAt: op.ExpiresAt}
+			for _, p := range op.OutPoints {
+				o.OutPoints = append(o.OutPoints, outPointOut{TxHash: p.TxHash[:], Index: p.Index})
+			}
+			out.Wallet[i] = o
+		}
 	default:
 		return dst, fmt.Errorf("change %d of kind %d: %w", c.Seq, c.Kind, ErrInvalidChange)
 	}
@@ -175,6 +211,14 @@ type changeIn struct {
 	Block  cbor.RawMessage `cbor:"block"`
 	Target *targetIn       `cbor:"target"`
 	Freeze *freezeIn       `cbor:"freeze"`
+	Wallet []walletOpIn    `cbor:"wallet"`
+}
+
+type walletOpIn struct {
+	Op        *string      `cbor:"op"`
+	LeaseID   *string      `cbor:"lease_id"`
+	OutPoints []outPointIn `cbor:"outpoints"`
+	ExpiresAt uint64       `cbor:"expires_at"`
 }
 
 type freezeIn struct {
@@ -263,7 +307,7 @@ func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
 	switch *in.Kind {
 	case "apply":
 		c.Kind = ChangeApply
-		if len(in.Block) == 0 || in.Target != nil || in.Freeze != nil {
+		if len(in.Block) == 0 || in.Target != nil || in.Freeze != nil || in.Wallet != nil {
 			return bad("change %d: apply needs a block and no target", c.Seq)
 		}
 		b, err := DecodeBlockCBOR(in.Block, lim)
@@ -273,7 +317,7 @@ func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
 		c.Block = b
 	case "rollback":
 		c.Kind = ChangeRollback
-		if len(in.Block) != 0 || in.Target == nil || in.Target.Height == nil || in.Freeze != nil {
+		if len(in.Block) != 0 || in.Target == nil || in.Target.Height == nil || in.Freeze != nil || in.Wallet != nil {
 			return bad("change %d: rollback needs a target height and no block", c.Seq)
 		}
 		c.Target.Height = *in.Target.Height
@@ -290,7 +334,7 @@ func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
 		if *in.Kind == "unfreeze" {
 			c.Kind = ChangeUnfreeze
 		}
-		if len(in.Block) != 0 || in.Target != nil || in.Freeze == nil {
+		if len(in.Block) != 0 || in.Target != nil || in.Freeze == nil || in.Wallet != nil {
 			return bad("change %d: %s needs a freeze and no block or target", c.Seq, *in.Kind)
 		}
 		f := &Freeze{OutPoints: make([]OutPoint, len(in.Freeze.OutPoints))}
@@ -311,6 +355,42 @@ func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
 			return bad("change %d: %v", c.Seq, err)
 		}
 		c.Freeze = f
+	case "wallet":
+		c.Kind = ChangeWallet
+		if len(in.Block) != 0 || in.Target != nil || in.Freeze != nil || len(in.Wallet) == 0 || len(in.Wallet) > MaxWalletOps {
+			return bad("change %d: wallet needs 1..%d operations and no block, target or freeze", c.Seq, MaxWalletOps)
+		}
+		c.Wallet = make([]WalletOp, len(in.Wallet))
+		for i, o := range in.Wallet {
+			if o.Op == nil || o.LeaseID == nil {
+				return bad("change %d: wallet operation %d needs op and lease_id", c.Seq, i)
+			}
+			op := &c.Wallet[i]
+			switch *o.Op {
+			case "lease":
+				op.Kind = WalletLease
+			case "release":
+				op.Kind = WalletRelease
+			case "expire":
+				op.Kind = WalletExpire
+			default:
+				return bad("change %d: wallet operation %d: unknown op %q", c.Seq, i, *o.Op)
+			}
+			op.LeaseID, op.ExpiresAt = *o.LeaseID, o.ExpiresAt
+			if o.OutPoints != nil {
+				op.OutPoints = make([]OutPoint, len(o.OutPoints))
+			}
+			for j, p := range o.OutPoints {
+				if len(p.TxHash) != HashSize {
+					return bad("change %d: wallet operation %d outpoint %d: tx hash of %d bytes", c.Seq, i, j, len(p.TxHash))
+				}
+				copy(op.OutPoints[j].TxHash[:], p.TxHash)
+				op.OutPoints[j].Index = p.Index
+			}
+			if err := op.Validate(); err != nil {
+				return bad("change %d: wallet operation %d: %v", c.Seq, i, err)
+			}
+		}
 	default:
 		return bad("change %d: unknown kind %q", c.Seq, *in.Kind)
 	}

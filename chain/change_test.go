@@ -158,6 +158,10 @@ func FuzzDecodeChangeCBOR(f *testing.F) {
 	frozen, _ := chain.AppendChangeCBOR(nil, &chain.Change{Seq: 3, Kind: chain.ChangeFreeze,
 		Freeze: &chain.Freeze{Reason: "r", OutPoints: []chain.OutPoint{{Index: 1}, {Index: 2}}}})
 	f.Add(frozen)
+	wallet, _ := chain.AppendChangeCBOR(nil, &chain.Change{Seq: 4, Kind: chain.ChangeWallet, Wallet: []chain.WalletOp{
+		{Kind: chain.WalletLease, LeaseID: "w1", OutPoints: []chain.OutPoint{{Index: 1}, {Index: 2}}, ExpiresAt: 1_800_000_600},
+		{Kind: chain.WalletRelease, LeaseID: "w0"}, {Kind: chain.WalletExpire, LeaseID: "old"}}})
+	f.Add(wallet)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, _, err := chain.DecodeChangeCBOR(data, chain.Limits{})
 		if err != nil {
@@ -170,8 +174,38 @@ func FuzzDecodeChangeCBOR(f *testing.F) {
 		}
 		again, _, err := chain.DecodeChangeCBOR(enc, chain.Limits{})
 		if err != nil || again.Seq != c.Seq || again.Kind != c.Kind || again.Target != c.Target || again.After != c.After ||
-			fmt.Sprint(again.Freeze) != fmt.Sprint(c.Freeze) {
+			fmt.Sprint(again.Freeze) != fmt.Sprint(c.Freeze) || fmt.Sprint(again.Wallet) != fmt.Sprint(c.Wallet) {
 			t.Fatalf("round trip: %+v, %v; want %+v", again, err, c)
 		}
 	})
+}
+
+// TestWalletChangeRecord: a wallet change's record round-trips, and records
+// whose operations make no sense are refused.
+func TestWalletChangeRecord(t *testing.T) {
+	c := &chain.Change{Seq: 9, Kind: chain.ChangeWallet, Wallet: []chain.WalletOp{
+		{Kind: chain.WalletLease, LeaseID: "a", OutPoints: []chain.OutPoint{{TxHash: changeHash(1), Index: 3}}, ExpiresAt: 1_800_000_000},
+		{Kind: chain.WalletRelease, LeaseID: "b"},
+		{Kind: chain.WalletExpire, LeaseID: "c"},
+	}, After: chain.Summary{Tip: chain.Tip{Height: 1, Hash: changeHash(1)}, UtxoCount: 4}}
+	enc, err := chain.AppendChangeCBOR(nil, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, rest, err := chain.DecodeChangeCBOR(enc, chain.Limits{})
+	if err != nil || len(rest) != 0 || got.Kind != chain.ChangeWallet || fmt.Sprint(got.Wallet) != fmt.Sprint(c.Wallet) || got.After != c.After {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	for name, ops := range map[string][]chain.WalletOp{
+		"none":                 nil,
+		"lease without expiry": {{Kind: chain.WalletLease, LeaseID: "a", OutPoints: []chain.OutPoint{{Index: 1}}}},
+		"lease without ops":    {{Kind: chain.WalletLease, LeaseID: "a", ExpiresAt: 1}},
+		"release with ops":     {{Kind: chain.WalletRelease, LeaseID: "a", OutPoints: []chain.OutPoint{{Index: 1}}}},
+		"bad id":               {{Kind: chain.WalletRelease, LeaseID: "a b"}},
+		"unknown kind":         {{Kind: 9, LeaseID: "a"}},
+	} {
+		if _, err := chain.AppendChangeCBOR(nil, &chain.Change{Seq: 1, Kind: chain.ChangeWallet, Wallet: ops}); !errors.Is(err, chain.ErrInvalidChange) {
+			t.Errorf("%s: encoded (%v)", name, err)
+		}
+	}
 }

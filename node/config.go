@@ -74,8 +74,17 @@ type Config struct {
 	AdminToken string
 	// WalletToken enables the wallet writes (pending transactions, leases:
 	// docs/wallet-state.md); "": they answer 403 wallet_writes_disabled. It
-	// must differ from AdminToken: a wallet backend must not post blocks.
+	// must differ from AdminToken: a wallet backend must not post blocks. On
+	// a replica, which takes no writes, it authorizes GET /v1/leases/{id}.
 	WalletToken string
+	// Now is the node's clock, which decides lease expiries (the writer's
+	// grants and sweeps, every node's reads). Default time.Now; tests set
+	// it to a clock they move.
+	Now func() time.Time
+	// LeaseSweep is how often a writer ends the leases its clock has
+	// expired (writer.Options.LeaseSweep): 0 is its default, negative
+	// never (tests that expire leases with Writer.ExpireLeases).
+	LeaseSweep time.Duration
 	// SkipUnknownInputs skips and counts inputs that are not live outputs.
 	SkipUnknownInputs bool
 	// MaxBlockBytes bounds a POST /v1/blocks body and MaxBlockMemory the heap
@@ -192,8 +201,6 @@ func (c Config) Validate() error {
 		return errors.New("node: a replica needs the writer's replication token")
 	case c.AdminToken != "":
 		return errors.New("node: a replica takes no writes (admin token)")
-	case c.WalletToken != "":
-		return errors.New("node: a replica takes no writes (wallet token)")
 	case c.Indexes != "":
 		return errors.New("node: a replica keeps its writer's indexes, from the checkpoint (indexes)")
 	case c.FollowBitcoinREST != "":

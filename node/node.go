@@ -155,11 +155,11 @@ func (n *Node) start(ctx context.Context) error {
 		tiers = append(tiers, rt)
 	}
 
-	n.reads = query.New(store, query.Options{Tiers: tiers, Metrics: query.NewMetrics(reg), Logger: log})
+	n.reads = query.New(store, query.Options{Tiers: tiers, Metrics: query.NewMetrics(reg), Logger: log, Now: cfg.Now})
 	space, reserve := writerSpace(cfg.DataDir, cfg.DiskReserve)
 	n.w = writer.New(store, writer.Options{
 		SkipUnknownInputs: cfg.SkipUnknownInputs, Metrics: writer.NewMetrics(reg), Logger: log,
-		Space: space, Reserve: reserve,
+		Space: space, Reserve: reserve, Now: cfg.Now, LeaseSweep: cfg.LeaseSweep,
 	})
 	var writesRefused func() error
 	if space != nil {

@@ -356,7 +356,7 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 	if r.rt != nil {
 		shared = append(shared, r.rt)
 	}
-	n.reads = query.New(store, query.Options{Tiers: tiers, Shared: shared, Metrics: query.NewMetrics(n.reg), Logger: r.log,
+	n.reads = query.New(store, query.Options{Tiers: tiers, Shared: shared, Metrics: query.NewMetrics(n.reg), Logger: r.log, Now: r.cfg.Now,
 		// n.f is set below, before the node serves any read.
 		FillShared: func() bool { return n.f.Verified() }})
 	n.w = writer.New(store, writer.Options{
@@ -366,6 +366,8 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 		Metrics:           writer.NewMetrics(n.reg),
 		Logger:            r.log,
 		Verify:            func(st disk.State) error { return n.f.Verify(st) },
+		// Leases expire by the writer's sweeps, applied from its log.
+		LeaseSweep: -1,
 	})
 	n.w.Subscribe(n.reads)
 	// The apply priority: new reads wait while a change is pending, and
@@ -384,6 +386,7 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 	gather := prometheus.Gatherers{r.base, n.reg}
 	h := api.New(n.reads, nil, api.Options{
 		ReadOnly:      true,
+		WalletToken:   r.cfg.WalletToken, // lease reads only: a replica takes no writes
 		ReadGate:      n.gate,
 		MaxWait:       r.cfg.MaxWait,
 		Registry:      n.reg,

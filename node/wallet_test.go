@@ -77,6 +77,7 @@ type listed struct {
 	Coinbase    bool    `json:"coinbase"`
 	SpendableAt *uint64 `json:"spendable_at_height"`
 	Frozen      bool    `json:"frozen"`
+	LeasedUntil *uint64 `json:"leased_until"`
 }
 
 func (l listed) String() string {
@@ -86,6 +87,9 @@ func (l listed) String() string {
 	}
 	if l.SpendableAt != nil {
 		s += fmt.Sprintf(" spendable_at=%d", *l.SpendableAt)
+	}
+	if l.LeasedUntil != nil {
+		s += fmt.Sprintf(" leased_until=%d", *l.LeasedUntil)
 	}
 	return s
 }

@@ -2,6 +2,7 @@ package query
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -18,6 +19,8 @@ type Filter struct {
 	// spendable_at_height (not coinbase) or one at most the tip height + 1,
 	// the tip of the answer's own snapshot (mature=only).
 	MatureOnly bool
+	// Leased is leased=exclude or leased=include (lease.go).
+	Leased LeaseMode
 }
 
 // FilterScanFactor bounds the work of a filtered page: it reads at most
@@ -31,22 +34,34 @@ const (
 
 // tag is the filter's part of cache keys and ETags; "" for the zero Filter.
 func (f Filter) tag() string {
-	switch {
-	case f.ExcludeFrozen && f.MatureOnly:
-		return "fm"
-	case f.ExcludeFrozen:
-		return "f"
-	case f.MatureOnly:
-		return "m"
+	tag := ""
+	if f.ExcludeFrozen {
+		tag += "f"
 	}
-	return ""
+	if f.MatureOnly {
+		tag += "m"
+	}
+	switch f.Leased {
+	case LeasedExclude:
+		tag += "x"
+	case LeasedInclude:
+		tag += "l"
+	}
+	return tag
 }
 
-// keep returns the ListQuery.Keep of f at tip (nil for the zero Filter).
-func (f Filter) keep(tip chain.Tip) func(r *disk.UtxoRef) bool {
-	if f == (Filter{}) {
+// uncached reports whether f's answers depend on more than the store's
+// rows at their seq (the tip height, the clock), so they are never cached.
+func (f Filter) uncached() bool { return f.MatureOnly || f.Leased != LeasedAny }
+
+// keep returns the ListQuery.Keep of f over v at the clock now (nil when f
+// keeps every output). A lease read that fails sets *errp and drops the
+// output; the caller returns *errp.
+func (f Filter) keep(v *disk.View, now uint64, errp *error) func(r *disk.UtxoRef) bool {
+	if !f.ExcludeFrozen && !f.MatureOnly && f.Leased != LeasedExclude {
 		return nil
 	}
+	tip := v.Tip()
 	next := uint64(0) // the height of the next block
 	if !tip.Empty {
 		next = tip.Height + 1
@@ -57,6 +72,16 @@ func (f Filter) keep(tip chain.Tip) func(r *disk.UtxoRef) bool {
 		}
 		if f.MatureOnly && r.Coinbase() && (tip.Empty || r.Height+chain.CoinbaseMaturity > next) {
 			return false
+		}
+		if f.Leased == LeasedExclude {
+			until, err := leasedUntil(v, r.OutPoint, now)
+			if err != nil {
+				*errp = err
+				return false
+			}
+			if until != 0 {
+				return false
+			}
 		}
 		return true
 	}
@@ -95,11 +120,15 @@ func (s *Server) AddressUtxosFiltered(ctx context.Context, address string, desc 
 		after = &p
 	}
 	page := func(v *disk.View, body []byte) ([]byte, error) {
-		return s.appendPage(v, body, address, disk.ListQuery{Dim: disk.DimAddress, Value: []byte(address),
-			After: after, Desc: desc, Limit: limit, Keep: f.keep(v.Tip()), MaxScan: max(FilterScanFactor*limit, FilterScanMin)})
+		now := s.now()
+		var keepErr error
+		body, err := s.appendPage(v, body, address, disk.ListQuery{Dim: disk.DimAddress, Value: []byte(address),
+			After: after, Desc: desc, Limit: limit, Keep: f.keep(v, now, &keepErr), MaxScan: max(FilterScanFactor*limit, FilterScanMin)},
+			f.item(v, now))
+		return body, errors.Join(err, keepErr)
 	}
 	tag := f.tag()
-	if !f.MatureOnly {
+	if !f.uncached() {
 		ans, err := s.read(ctx, filteredPageKey(tag, address, desc, limit, cursor), addressGuard(address), page)
 		if err == nil && ans.ETag != "" {
 			ans.ETag = filteredETag(tag, ans.ETag)
@@ -110,7 +139,7 @@ func (s *Server) AddressUtxosFiltered(ctx context.Context, address string, desc 
 }
 
 // readUncached answers page, a filtered listing that depends on the tip
-// height (mature=only), from one snapshot, outside the cache tiers, with the
+// height (mature=only) or the clock (leased=…), from one snapshot, outside the cache tiers, with the
 // ETag of its body and filter tag.
 func (s *Server) readUncached(tag string, page func(v *disk.View, body []byte) ([]byte, error)) (Answer, error) {
 	v, err := s.store.PublishedView()

@@ -112,19 +112,23 @@ func (s *Server) IndexUtxosFiltered(ctx context.Context, k IndexKey, desc bool, 
 		body = appendString(body, k.Label)
 		body = append(body, `,"utxos":[`...)
 		q := disk.ListQuery{Dim: k.Dim, Value: k.Value, After: after, Desc: desc, Limit: limit}
+		now := s.now()
+		var keepErr error
 		if f != (Filter{}) {
-			q.Keep, q.MaxScan = f.keep(v.Tip()), max(FilterScanFactor*limit, FilterScanMin)
+			q.Keep, q.MaxScan = f.keep(v, now, &keepErr), max(FilterScanFactor*limit, FilterScanMin)
 		}
+		item := f.item(v, now)
 		n := 0
 		next, more, err := v.ListFunc(q, func(r *disk.UtxoRef) error {
 			if n > 0 {
 				body = append(body, ',')
 			}
-			body = appendUtxo(body, r)
+			var err error
+			body, err = item(body, r)
 			n++
-			return nil
+			return err
 		})
-		if err != nil {
+		if err = errors.Join(err, keepErr); err != nil {
 			return body, err
 		}
 		body = append(body, `],"next_cursor":`...)
@@ -141,7 +145,7 @@ func (s *Server) IndexUtxosFiltered(ctx context.Context, k IndexKey, desc bool, 
 		return s.read(ctx, indexPageKey(k, desc, limit, cursor), k.guard(), page)
 	}
 	tag := f.tag()
-	if !f.MatureOnly {
+	if !f.uncached() {
 		ans, err := s.read(ctx, "iP|"+tag+"|"+indexPageKey(k, desc, limit, cursor), k.guard(), page)
 		if err == nil && ans.ETag != "" {
 			ans.ETag = filteredETag(tag, ans.ETag)

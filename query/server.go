@@ -66,12 +66,18 @@ type Options struct {
 	Metrics *Metrics
 	// Logger. Default: discard.
 	Logger *slog.Logger
+	// Now is the node's clock, against which reads with leased=… compare
+	// lease expiries (lease.go). Default time.Now.
+	Now func() time.Time
 }
 
 // EnsureDefaults returns o with every unset field set to its default.
 func (o Options) EnsureDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.HotAddresses == 0 {
 		o.HotAddresses = 1024
@@ -171,8 +177,9 @@ func renderedTip(t chain.Tip) []byte {
 // only move forward in the commit sequence.
 type Server struct {
 	store Store
-	tiers []cache.Tier // read order: the owned tiers, then the shared ones
-	owned int          // tiers[:owned] are invalidated by Changed
+	clock func() time.Time // Options.Now
+	tiers []cache.Tier     // read order: the owned tiers, then the shared ones
+	owned int              // tiers[:owned] are invalidated by Changed
 	// fillShared gates disk answers into tiers[owned:] (Options.FillShared).
 	fillShared func() bool
 	cursors    *cursorCodec
@@ -216,6 +223,7 @@ func New(store Store, opts Options) *Server {
 		cursors:    newCursorCodec(store.Secret()),
 		m:          opts.Metrics,
 		log:        opts.Logger,
+		clock:      opts.Now,
 	}
 	for _, t := range s.tiers {
 		s.tierCounters = append(s.tierCounters, s.m.forTier(t.Name()))
@@ -484,12 +492,13 @@ func (s *Server) addressUtxos(ctx context.Context, address string, desc bool, li
 		after = &p
 	}
 	return s.read(ctx, pageKey(address, desc, limit, cursor), addressGuard(address), func(v *disk.View, body []byte) ([]byte, error) {
-		return s.appendPage(v, body, address, disk.ListQuery{Dim: disk.DimAddress, Value: []byte(address), After: after, Desc: desc, Limit: limit})
+		return s.appendPage(v, body, address, disk.ListQuery{Dim: disk.DimAddress, Value: []byte(address), After: after, Desc: desc, Limit: limit}, plainItem)
 	})
 }
 
-// appendPage appends the page answer of q, a listing of address, read from v.
-func (s *Server) appendPage(v *disk.View, body []byte, address string, q disk.ListQuery) ([]byte, error) {
+// appendPage appends the page answer of q, a listing of address, read from
+// v, each output as item appends it.
+func (s *Server) appendPage(v *disk.View, body []byte, address string, q disk.ListQuery, item itemFunc) ([]byte, error) {
 	body = append(body, `"address":`...)
 	body = appendString(body, address)
 	body = append(body, `,"utxos":[`...)
@@ -498,9 +507,10 @@ func (s *Server) appendPage(v *disk.View, body []byte, address string, q disk.Li
 		if n > 0 {
 			body = append(body, ',')
 		}
-		body = appendUtxo(body, r)
+		var err error
+		body, err = item(body, r)
 		n++
-		return nil
+		return err
 	})
 	if err != nil {
 		return body, err

@@ -48,6 +48,7 @@ type Applier interface {
 	ApplyBlocks(ctx context.Context, blocks []*chain.Block, target uint64) (writer.BatchResult, error)
 	Freeze(ctx context.Context, f chain.Freeze) (writer.Result, error)
 	Unfreeze(ctx context.Context, f chain.Freeze) (writer.Result, error)
+	ApplyWallet(ctx context.Context, ops []chain.WalletOp) (writer.Result, error)
 }
 
 // Published gives the replica store's published state.
@@ -500,6 +501,8 @@ func (f *Tail) apply(ctx context.Context, c *chain.Change) error {
 		res, err = f.w.Freeze(ctx, *c.Freeze)
 	case chain.ChangeUnfreeze:
 		res, err = f.w.Unfreeze(ctx, *c.Freeze)
+	case chain.ChangeWallet:
+		res, err = f.w.ApplyWallet(ctx, c.Wallet)
 	default:
 		return fmt.Errorf("change %d of kind %s: this replica cannot apply it: %w", c.Seq, c.Kind, ErrDiverged)
 	}

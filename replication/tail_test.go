@@ -26,6 +26,9 @@ type noApplier struct{}
 func (noApplier) Apply(context.Context, *chain.Block) (writer.Result, error) {
 	panic("no change expected")
 }
+func (noApplier) ApplyWallet(context.Context, []chain.WalletOp) (writer.Result, error) {
+	panic("no change expected")
+}
 func (noApplier) Rollback(context.Context, uint64) (writer.Result, error) {
 	panic("no change expected")
 }

@@ -1,13 +1,15 @@
 // Package writer owns every mutation of the store: one goroutine applies
-// blocks, rollbacks, freezes and unfreezes in order, answering each request on its own reply
+// blocks, rollbacks, freezes, unfreezes and lease changes in order, answering each request on its own reply
 // channel once it is done, and after each commit hands a change-set to the
 // registered listeners (the cache tiers).
 //
 // # Single writer
 //
-// Apply, ApplyBlocks, Rollback, RollbackToHash, Freeze, Unfreeze and
+// Apply, ApplyBlocks, Rollback, RollbackToHash, Freeze, Unfreeze, ApplyWallet and
 // Checkpoint send a request on a channel and wait for its reply; the writer goroutine takes
-// them one at a time, so the store's write path never runs concurrently and
+// them one at a time (lease requests, Lease, Release and ExpireLeases, have a
+// queue of their own, from which it takes every waiting one at once and
+// commits them as one change: lease.go), so the store's write path never runs concurrently and
 // needs no lock. A request is answered only after its batch has been
 // committed with Sync and the new tip published, so an acknowledged block
 // survives a crash (docs/consistency.md). Listeners run on the writer

@@ -78,6 +78,13 @@ type Options struct {
 	// write's own estimate. Zero: DefaultReserve of the store's memtable
 	// size (192 MiB with the default 64 MiB memtable).
 	Reserve uint64
+	// Now is the writer's clock, which decides lease expiries (lease.go).
+	// Default time.Now.
+	Now func() time.Time
+	// LeaseSweep is how often the writer ends the leases its clock has
+	// expired. Default DefaultLeaseSweep; negative: never (a replica,
+	// which applies its writer's sweeps instead).
+	LeaseSweep time.Duration
 }
 
 // EnsureDefaults returns o with every unset field set to its default, but
@@ -94,6 +101,12 @@ func (o Options) EnsureDefaults() Options {
 	}
 	if o.LiveMargin == 0 {
 		o.LiveMargin = DefaultLiveMargin
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.LeaseSweep == 0 {
+		o.LeaseSweep = DefaultLeaseSweep
 	}
 	return o
 }
@@ -135,8 +148,10 @@ type Writer struct {
 	store *disk.Store
 	opts  Options
 	reqs  chan request
-	stop  chan struct{} // closed by Close: no new requests
-	done  chan struct{} // closed when the goroutine has exited
+	// wallet queues wallet requests, taken many at a time (lease.go).
+	wallet chan walletRequest
+	stop   chan struct{} // closed by Close: no new requests
+	done   chan struct{} // closed when the goroutine has exited
 
 	// failed is the error of a failed Verify: the writer takes no more
 	// requests.
@@ -169,8 +184,10 @@ type request struct {
 	targetHash *chain.Hash
 	rollback   bool
 	// freeze, when set, freezes (or, with unfreeze, unfreezes) outputs.
-	freeze     *chain.Freeze
-	unfreeze   bool
+	freeze   *chain.Freeze
+	unfreeze bool
+	// wallet, when set, applies a replica's wallet change.
+	wallet     []chain.WalletOp
 	prepare    bool   // build the store's write-side state; nobody waits
 	checkpoint string // write a checkpoint into this directory
 	reply      chan reply
@@ -191,11 +208,12 @@ func New(store *disk.Store, opts Options) *Writer {
 		opts.Reserve = DefaultReserve(store.Options().MemTableBytes)
 	}
 	w := &Writer{
-		store: store,
-		opts:  opts,
-		reqs:  make(chan request, queueLength),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		store:  store,
+		opts:   opts,
+		reqs:   make(chan request, queueLength),
+		wallet: make(chan walletRequest, walletQueueLength),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
 	if opts.Metrics != nil {
 		opts.Metrics.observeStore(store)
@@ -299,6 +317,12 @@ func (w *Writer) Close() error {
 
 func (w *Writer) run() {
 	defer close(w.done)
+	var sweep <-chan time.Time
+	if w.opts.LeaseSweep > 0 {
+		t := time.NewTicker(w.opts.LeaseSweep)
+		defer t.Stop()
+		sweep = t.C
+	}
 	for {
 		select {
 		case <-w.stop:
@@ -306,6 +330,10 @@ func (w *Writer) run() {
 			return
 		case r := <-w.reqs:
 			w.handle(r)
+		case r := <-w.wallet:
+			w.handleWallet(r)
+		case <-sweep:
+			w.sweepLeases()
 		}
 	}
 }
@@ -316,6 +344,8 @@ func (w *Writer) drain() {
 		select {
 		case r := <-w.reqs:
 			r.reply <- reply{err: ErrClosed}
+		case r := <-w.wallet:
+			r.reply <- walletReply{err: ErrClosed}
 		default:
 			return
 		}
@@ -364,6 +394,11 @@ func (w *Writer) handle(r request) {
 	if r.blocks != nil {
 		res, err := w.applyBatch(r.blocks, r.target)
 		r.reply <- reply{batch: res, err: err}
+		return
+	}
+	if r.wallet != nil {
+		res, err := w.finish(w.applyWallet(r.wallet))
+		r.reply <- reply{res: res, err: err}
 		return
 	}
 	if r.freeze != nil {

@@ -100,8 +100,6 @@ func TestAdminTokenFile(t *testing.T) {
 		{"wallet token with a space", nil, []string{"--wallet-token", "tok "}, 2, []string{"whitespace"}},
 		{"the wallet token is the admin token", nil, []string{"--admin-token", "same", "--wallet-token", "same"}, 2,
 			[]string{"--wallet-token is the admin token"}},
-		{"a replica with a wallet token", nil, []string{"--replica-of", "http://127.0.0.1:1", "--replication-token", "r", "--wallet-token", "w"}, 2,
-			[]string{"--wallet-token: a replica takes no writes"}},
 	} {
 		store := filepath.Join(dir, "refused")
 		args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", store}, c.args...)

@@ -227,8 +227,6 @@ func runServe(e *env, args []string) error {
 			return usagef("--replica-of needs --replication-token (the writer's replication token)")
 		case s.adminToken != "":
 			return usagef("--admin-token: a replica takes no writes")
-		case s.walletToken != "":
-			return usagef("--wallet-token: a replica takes no writes")
 		case s.followURL != "":
 			return usagef("--follow-bitcoin-rest: a replica follows its writer, not a node")
 		case s.followCardano != "":

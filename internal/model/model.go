@@ -51,6 +51,7 @@ type Model struct {
 	hashes map[uint64]chain.Hash     // block hash by height, current chain only
 	undo   []blockUndo               // one per block of the current chain, newest last
 	frozen map[chain.OutPoint]string // frozen live outputs and their reasons
+	leases map[string]*lease         // lease.go
 }
 
 // row is one outpoint as the model knows it. Rows are values: a change
@@ -100,6 +101,10 @@ func (m *Model) Clone() *Model {
 	c.frozen = make(map[chain.OutPoint]string, len(m.frozen))
 	for op, r := range m.frozen {
 		c.frozen[op] = r
+	}
+	c.leases = make(map[string]*lease, len(m.leases))
+	for id, l := range m.leases {
+		c.leases[id] = &lease{expires: l.expires, ops: slices.Clone(l.ops)}
 	}
 	return &c
 }
@@ -229,6 +234,7 @@ func (m *Model) Apply(b *chain.Block, skipUnknown bool) (applied bool, err error
 	m.tip = chain.Tip{Height: b.Height, Hash: b.Hash}
 	for op := range spentHere {
 		delete(m.frozen, op) // the block spent it: the freeze lapses
+		m.lapse(op)          // and so does its lease
 	}
 	return true, nil
 }
@@ -270,6 +276,7 @@ func (m *Model) Rollback(target uint64) error {
 			// Created by the block (removed now) or spent by it (its
 			// freeze lapsed then): either way not frozen after.
 			delete(m.frozen, bi.op)
+			m.lapse(bi.op) // the same for a lease: never brought back
 			if bi.exists {
 				m.rows[bi.op] = bi.row
 			} else {

@@ -24,6 +24,9 @@
 //	0x09    seq[8]                                          change record (changelog.go)   LogRetention changes
 //	0x0a    tx_hash[32] index[4]                            freeze: seq, reason            while live and frozen
 //	                                                        (freeze.go)
+//	0x10    tx_hash[32] index[4]                            lease: expiry, lease id        while live and leased
+//	0x11    lease_id, zero-padded to 64 bytes               lease: expiry, outpoints       until released or
+//	                                                        (lease.go)                     swept after expiry
 //
 // A frozen output's 0x02 record and 0x03 index rows carry record state 0x03
 // (live and frozen) instead of 0x01: reads see the mark in the bytes they

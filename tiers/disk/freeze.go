@@ -268,6 +268,10 @@ func (s *Store) reportLapses() {
 			"outpoint", l.op.String(), "height", l.height, "by", l.why)
 	}
 	s.lapses = s.lapses[:0]
+	s.leases.commit()
 }
 
-func (s *Store) dropLapses() { s.lapses = s.lapses[:0] }
+func (s *Store) dropLapses() {
+	s.lapses = s.lapses[:0]
+	s.leases.reset()
+}

@@ -250,6 +250,7 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 		}
 		if after.Spent == nil {
 			d.remove(&after.Utxo)
+			s.lapseLease(b, e.op) // removed: its lease lapses (lease.go)
 			if after.Frozen {
 				s.lapseFreeze(b, e.op, h, "the rollback of the block that created it")
 			}

@@ -239,6 +239,8 @@ type Store struct {
 	schemaVersion uint32
 	// lapses are the freezes the batch being built ends (freeze.go).
 	lapses []lapse
+	// leases are the committed leases and the batch's changes (lease.go).
+	leases *leaseSet
 
 	// bg counts background goroutines (filter rebuilds); Close sets stopping
 	// and waits for them before closing Pebble.
@@ -313,6 +315,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := s.loadLogFloor(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("disk: read the change log: %w", err)
+	}
+	if err := s.loadLeases(); err != nil {
+		db.Close()
+		return nil, err
 	}
 	if st := s.State(); st.RollingBack {
 		opts.Logger.Warn("completing a rollback interrupted by a crash",

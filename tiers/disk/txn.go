@@ -321,6 +321,9 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 			spentHere = append(spentHere, op.TxHash[:]...)
 			spentHere = binary.BigEndian.AppendUint32(spentHere, op.Index)
 		}
+		if e.before != nil && e.before.Spent == nil {
+			s.lapseLease(b, op) // spent: its lease lapses (lease.go)
+		}
 		if e.before != nil && e.before.Frozen {
 			// Spent, or spent and created again by a later tx of the block.
 			why := "a transaction of the block"

@@ -358,6 +358,9 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 		if e.before != nil && e.before.Spent == nil {
 			d.remove(&e.before.Utxo)
 		}
+		if e.before != nil && e.before.Spent == nil {
+			s.lapseLease(b, op) // spent: its lease lapses (lease.go)
+		}
 		if e.before != nil && e.before.Frozen {
 			// A window spends only: the spender is in its record, or, for
 			// an output spent and then created again, in the window.
