@@ -182,3 +182,14 @@ func appendDimKeys(dst []DimKey, dims []Dimension, funcs []ValuesFunc, u *chain.
 	}
 	return dst
 }
+
+// ValuesOf returns the function of dimension d's values: the table's, or
+// inj's for a dimension whose values come from the chain adapter; nil when
+// neither knows d. Readers outside the store (event streams) use it to list
+// an output under the same values the store indexes it by.
+func ValuesOf(d Dimension, inj Derivers) ValuesFunc {
+	if f := dimensions[d].values; f != nil {
+		return f
+	}
+	return inj[d]
+}
