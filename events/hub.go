@@ -299,7 +299,7 @@ func (h *Hub) Subscribe(keys []*Key, after uint64, resume bool) (*Stream, error)
 		h.open.Add(-1)
 		return nil, fmt.Errorf("%d streams are open, the limit: %w", h.opts.MaxStreams, ErrTooManyStreams)
 	}
-	s := &Stream{h: h, index: make(map[string]int, len(keys)), wake: make(chan struct{}, 1)}
+	s := &Stream{h: h, index: make(map[string]int, len(keys)), wake: make(chan struct{}, 1), joined: make(chan struct{})}
 	for _, k := range keys {
 		if !h.Watches(k.Dim) {
 			h.open.Add(-1)
@@ -360,6 +360,7 @@ type Stream struct {
 	overflow bool     // ended for falling behind: after pos
 	wake     chan struct{}
 	closed   bool
+	joined   chan struct{} // closed once the stream is live (tests wait on it)
 }
 
 // ordered returns the keys and effects of positions idx in the stream's key
@@ -494,6 +495,7 @@ func (s *Stream) catchUp(ctx context.Context, write func([]byte) error) error {
 			return h.failed
 		case pos+1 >= h.next:
 			h.register(s)
+			close(s.joined)
 			h.mu.Unlock()
 			return nil
 		}
