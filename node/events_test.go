@@ -122,8 +122,8 @@ type watcher struct {
 	// events, rollbacks and conns count what the watcher saw.
 	events, rollbacks, conns int
 	addrs                    []string
-	live  map[string]map[string]string
-	last  uint64
+	live                     map[string]map[string]string
+	last                     uint64
 }
 
 // apply applies one event and checks it is the next one.
