@@ -295,6 +295,12 @@ func (h *Hub) Subscribe(keys []*Key, after uint64, resume bool) (*Stream, error)
 	if len(keys) == 0 || len(keys) > h.opts.MaxKeys {
 		return nil, fmt.Errorf("%d keys, a stream takes 1..%d: %w", len(keys), h.opts.MaxKeys, ErrTooManyKeys)
 	}
+	h.mu.Lock()
+	failed := h.failed
+	h.mu.Unlock()
+	if failed != nil {
+		return nil, fmt.Errorf("%w (%v)", ErrClosed, failed)
+	}
 	if n := h.open.Add(1); n > int64(h.opts.MaxStreams) {
 		h.open.Add(-1)
 		return nil, fmt.Errorf("%d streams are open, the limit: %w", h.opts.MaxStreams, ErrTooManyStreams)
