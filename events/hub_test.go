@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/query"
@@ -225,4 +226,34 @@ func TestMaxStreams(t *testing.T) {
 	if n.hub.Open() != 0 {
 		t.Fatalf("%d open", n.hub.Open())
 	}
+}
+
+// TestHeartbeat: a stream with nothing to send sends a comment line every
+// Heartbeat.
+func TestHeartbeat(t *testing.T) {
+	n := newTestNode(t, disk.Options{}, Options{Heartbeat: 20 * time.Millisecond})
+	s, err := n.hub.Subscribe([]*Key{NewKey(disk.DimAddress, []byte("alice"), "address", "alice")}, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _ = s.Run(ctx, pw, func() error { return nil }); pw.Close() }()
+	br := bufio.NewReader(pr)
+	start := time.Now()
+	for i := range 3 {
+		line, err := br.ReadString('\n')
+		if err != nil || line != ": heartbeat\n" {
+			t.Fatalf("line %d: %q %v", i, line, err)
+		}
+		if blank, err := br.ReadString('\n'); err != nil || blank != "\n" {
+			t.Fatalf("after heartbeat %d: %q %v", i, blank, err)
+		}
+	}
+	if d := time.Since(start); d < 40*time.Millisecond {
+		t.Fatalf("three heartbeats in %s: not spaced by the 20ms heartbeat", d)
+	}
+	cancel()
+	_, _ = io.Copy(io.Discard, pr)
 }
