@@ -18,12 +18,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/events"
 	"github.com/utxo-cache/utxo-cache/internal/model"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
@@ -79,6 +81,19 @@ type stackConfig struct {
 	replication bool
 	// writer configures the writer (its free-space guard).
 	writer writer.Options
+	// events serves event streams (an events.Hub over the store).
+	events bool
+}
+
+// eventSource is what a test's event hub reads.
+type eventSource struct {
+	*disk.Store
+	reads *query.Server
+}
+
+func (e eventSource) Published() query.Published { return e.reads.Published() }
+func (e eventSource) WaitFor(ctx context.Context, minSeq, minHeight uint64, maxWait time.Duration) (query.Published, error) {
+	return e.reads.WaitFor(ctx, minSeq, minHeight, maxWait)
 }
 
 // stack is one running in-process service.
@@ -138,6 +153,14 @@ func newStack(t testing.TB, cfg stackConfig) *stack {
 		s.source = replication.NewSource(store, s.w, t.TempDir(), 2)
 		opts.ReplicationToken, opts.Replication = replToken, s.source
 	}
+	if cfg.events {
+		hub, err := events.New(eventSource{store, s.reads}, events.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(hub.Close)
+		opts.Events = hub
+	}
 	var w api.Writer = s.w
 	if cfg.noWriter {
 		w = nil
@@ -158,6 +181,9 @@ type call struct {
 	// stalled: the body's bytes arrive, then its connection's read
 	// deadline passes (os.ErrDeadlineExceeded) before the rest.
 	stalled bool
+	// canceled: the request's context is canceled from the start (an
+	// event stream then ends after its first line).
+	canceled bool
 }
 
 // response is what the handler answered.
@@ -203,6 +229,11 @@ func (c call) request() *http.Request {
 	}
 	for i := 0; i+1 < len(c.header); i += 2 {
 		req.Header.Add(c.header[i], c.header[i+1])
+	}
+	if c.canceled {
+		ctx, cancel := context.WithCancel(req.Context())
+		cancel()
+		req = req.WithContext(ctx)
 	}
 	return req
 }
@@ -258,6 +289,12 @@ func checkInvariants(t testing.TB, c call, r *response) {
 		path = path[:i]
 	}
 	if path == "/metrics" || path == "/openapi.yaml" {
+		return
+	}
+	if path == "/v1/events" && r.code == http.StatusOK {
+		if ct := r.hdr.Get("Content-Type"); ct != "text/event-stream" || !bytes.HasPrefix(r.body, []byte(": heartbeat\n\n")) {
+			t.Fatalf("%s %s: 200 %q: %q", c.method, c.target, ct, r.body)
+		}
 		return
 	}
 	if strings.HasPrefix(path, "/v1/replication/") && r.code == http.StatusOK {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/events"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/writer"
@@ -67,6 +68,12 @@ var errorTable = []errorClass{
 	{errReplicationDisabled, http.StatusForbidden, "replication_disabled", ""},
 	{errReplicaServesNoLog, http.StatusForbidden, "replication_disabled", ""},
 	{replication.ErrLogTruncated, http.StatusGone, "log_truncated", ""},
+	{events.ErrLogTruncated, http.StatusGone, "log_truncated", ""},
+	{events.ErrTooManyStreams, http.StatusServiceUnavailable, "too_many_streams", ""},
+	{events.ErrTooManyKeys, http.StatusBadRequest, "invalid_argument", ""},
+	{events.ErrClosed, http.StatusServiceUnavailable, "unavailable", ""},
+	{errEventsUnavailable, http.StatusServiceUnavailable, "events_unavailable", ""},
+	{errPendingNotKept, http.StatusNotImplemented, "pending_not_kept", ""},
 	{replication.ErrAhead, http.StatusConflict, "ahead", ""},
 	{replication.ErrBusy, http.StatusTooManyRequests, "too_many_requests", ""},
 }

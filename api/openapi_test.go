@@ -41,6 +41,7 @@ func init() {
 	// So are the replication endpoints' change log and checkpoint archive.
 	openapi3filter.RegisterBodyDecoder("application/cbor-seq", openapi3filter.FileBodyDecoder)
 	openapi3filter.RegisterBodyDecoder("application/x-tar", openapi3filter.FileBodyDecoder)
+	openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.FileBodyDecoder)
 }
 
 var spec struct {
@@ -137,8 +138,8 @@ func TestOpenAPIDocument(t *testing.T) {
 	for _, item := range doc.Paths.Map() {
 		ops += len(item.Operations())
 	}
-	if ops != 26 {
-		t.Fatalf("the document describes %d operations, the API has 26", ops)
+	if ops != 28 {
+		t.Fatalf("the document describes %d operations, the API has 28", ops)
 	}
 }
 
@@ -155,6 +156,7 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 	m := newStack(t, stackConfig{
 		noSpec:      true,
 		replication: true,
+		events:      true,
 		// The change log keeps the last 3 changes (the rollback window).
 		disk: disk.Options{PruneDepth: 1, RollbackWindow: 3},
 		api: api.Options{Registry: reg, Gatherer: reg, MaxRequestBytes: 4096, MaxBlockBytes: 8192, WalletToken: walletToken, Ready: func() error {
@@ -273,7 +275,32 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 	postFn := func(target, ctype string, body func() []byte) func() call {
 		return func() call { return call{method: "POST", target: target, body: body(), ctype: ctype, auth: true} }
 	}
+	stream := func(method, target, body string, header ...string) func() call {
+		return func() call {
+			c := call{method: method, target: target, header: header, canceled: true, allow5xx: true}
+			if body != "" {
+				c.body, c.ctype = []byte(body), "application/json"
+			}
+			return c
+		}
+	}
 	rows := []row{
+		// Event streams: m keeps the changes from 2 on (its rollback window).
+		{name: "events", s: m, mk: stream("GET", "/v1/events?address=alice&address=bob", ""), want: 200},
+		{name: "events resumed", s: m, mk: stream("GET", "/v1/events?address=alice&after_seq=3", "", "Last-Event-ID", "2"), want: 200},
+		{name: "events without keys", s: m, mk: stream("GET", "/v1/events", ""), want: 400},
+		{name: "events unknown key", s: m, mk: stream("GET", "/v1/events?addr=alice", ""), want: 400},
+		{name: "events unindexed", s: m, mk: stream("GET", "/v1/events?policy=01", ""), want: 404},
+		{name: "events truncated", s: m, mk: stream("GET", "/v1/events?address=alice&after_seq=0", ""), want: 410},
+		{name: "events pending", s: m, mk: stream("GET", "/v1/events?address=alice&pending=true", ""), want: 501},
+		{name: "events without a log", s: noToken, mk: stream("GET", "/v1/events?address=alice", ""), want: 503},
+		{name: "events post", s: m, mk: stream("POST", "/v1/events", `{"keys":[{"address":"alice"},{"address":"bob"}]}`), want: 200},
+		{name: "events post two members", s: m, mk: stream("POST", "/v1/events", `{"keys":[{"address":"alice","policy":"01"}]}`), want: 400},
+		{name: "events post unindexed", s: m, mk: stream("POST", "/v1/events", `{"keys":[{"asset":"`+strings.Repeat("ab", 30)+`"}]}`), want: 404},
+		{name: "events post truncated", s: m, mk: stream("POST", "/v1/events?after_seq=0", `{"keys":[{"address":"alice"}]}`), want: 410},
+		{name: "events post pending", s: m, mk: stream("POST", "/v1/events", `{"keys":[{"address":"alice"}],"pending":true}`), want: 501},
+		{name: "events post without a log", s: noToken, mk: stream("POST", "/v1/events", `{"keys":[{"address":"alice"}]}`), want: 503},
+
 		{name: "tip", s: m, mk: get("/v1/tip"), want: 200},
 		{name: "tip of a replica", s: replica, mk: get("/v1/tip"), want: 200},
 		{name: "tip of a replica never in contact", s: lostReplica, mk: get("/v1/tip"), want: 200},

@@ -93,6 +93,9 @@ type Options struct {
 	// before anything else; other endpoints (writes, replication, health,
 	// readiness, metrics, the OpenAPI document) never do. Nil: no gate.
 	ReadGate ReadGate
+	// Events serves the event streams (GET and POST /v1/events). Nil: they
+	// answer 503 events_unavailable.
+	Events Events
 	// MaxWait bounds how long a read waits for its min_seq / min_height
 	// (a wait parameter may shorten it). Default 2s; negative: no waiting.
 	MaxWait time.Duration
@@ -204,6 +207,8 @@ func New(r Reader, w Writer, opts Options) *API {
 	a.route(http.MethodPost, "/v1/frozen", a.postFrozen)
 	a.route(http.MethodDelete, "/v1/frozen", a.deleteFrozen)
 	a.leaseRoutes() // lease.go
+	a.route(http.MethodGet, "/v1/events", a.read(a.getEvents))
+	a.route(http.MethodPost, "/v1/events", a.read(a.postEvents))
 	a.route(http.MethodGet, "/v1/replication/changes", a.getChanges)
 	a.route(http.MethodGet, "/v1/replication/checkpoint", a.getCheckpoint)
 	a.route(http.MethodGet, "/healthz", func(c *gin.Context) { writeData(c, 200, jsonContentType, []byte(`{"status":"ok"}`)) })

@@ -57,6 +57,13 @@ type Change struct {
 	Kind ChangeKind
 	// Block is the applied block (ChangeApply).
 	Block *Block
+	// Spent lists, for an apply, the outputs the block spent that were live
+	// before it (an output created and spent inside the block is not
+	// there: Block has it), in outpoint order (transaction hash bytes, then
+	// index), each as the store held it. SpentKnown is false for a record
+	// written before the log carried them: then Spent is empty and unknown.
+	Spent      []Utxo
+	SpentKnown bool
 	// Target is the rollback's target (ChangeRollback): its height, and the
 	// block there (Empty when the rollback went below the store's first
 	// block, which empties the store).
@@ -84,6 +91,12 @@ var ErrInvalidChange = errors.New("chain: invalid change record")
 //	  "after":  {"tip": {"height": uint, "hash": bytes(32)} | null,
 //	             "utxo_count": uint, "utxo_digest": bytes(32)},
 //	  "block":  Block (as in docs/blocks.md, CBOR),     apply only
+//	  "spent":  [[bytes(32), uint, uint, uint, uint, Output], …]
+//	                                                    apply only: the outputs the block spent
+//	                                                    that were live before it, in outpoint
+//	                                                    order, each as [tx_hash, index, height,
+//	                                                    tx_pos, flags, output (as in a block)];
+//	                                                    absent in records written before it existed
 //	  "target": {"height": uint, "hash": bytes(32)?}    rollback only; no hash when
 //	                                                    the rollback empties the store
 //	  "freeze": {"outpoints": [[bytes(32), uint], …],  freeze and unfreeze only
@@ -99,7 +112,7 @@ var ErrInvalidChange = errors.New("chain: invalid change record")
 // "freeze" and "unfreeze" came with format version 1 unchanged: a reader
 // that predates them refuses the record (unknown kind) rather than skip it.
 //
-// Keys appear in core deterministic order (seq, kind, after, block, freeze, target),
+// Keys appear in core deterministic order (seq, kind, after, block, spent, freeze, target),
 // so one change always has one encoding. A rollback record for tip 9 → 8:
 //
 //	a4 63 736571 0a                 "seq": 10
@@ -111,6 +124,7 @@ type changeOut struct {
 	Kind   string          `cbor:"kind"`
 	After  summaryOut      `cbor:"after"`
 	Block  cbor.RawMessage `cbor:"block,omitempty"`
+	Spent  *[]spentOut     `cbor:"spent,omitempty"` // nil: not known; empty: none
 	Target *targetOut      `cbor:"target,omitempty"`
 	Freeze *freezeOut      `cbor:"freeze,omitempty"`
 	Wallet []walletOpOut   `cbor:"wallet,omitempty"`
@@ -121,6 +135,18 @@ type walletOpOut struct {
 	LeaseID   string        `cbor:"lease_id"`
 	OutPoints []outPointOut `cbor:"outpoints,omitempty"`
 	ExpiresAt uint64        `cbor:"expires_at,omitempty"`
+}
+
+// spentOut is one output an apply spent: [tx_hash, index, height, tx_pos,
+// flags, output].
+type spentOut struct {
+	_      struct{} `cbor:",toarray"`
+	TxHash []byte
+	Index  uint32
+	Height uint64
+	TxPos  uint32
+	Flags  uint8
+	Output cbor.RawMessage
 }
 
 // freezeOut is the "freeze" member; each outpoint is a two-element array.
@@ -164,6 +190,16 @@ func AppendChangeCBOR(dst []byte, c *Change) ([]byte, error) {
 			return dst, fmt.Errorf("apply change %d without a block: %w", c.Seq, ErrInvalidChange)
 		}
 		out.Block = AppendBlockCBOR(nil, c.Block)
+		if c.SpentKnown {
+			// An empty list is written as such: the record says it knows.
+			spent := make([]spentOut, len(c.Spent))
+			out.Spent = &spent
+			for i := range c.Spent {
+				u := &c.Spent[i]
+				spent[i] = spentOut{TxHash: u.TxHash[:], Index: u.Index, Height: u.Height, TxPos: u.TxPos, Flags: u.Flags,
+					Output: appendOutputCBOR(nil, &u.Output)}
+			}
+		}
 	case ChangeRollback:
 		out.Target = &targetOut{Height: c.Target.Height}
 		if !c.Target.Empty {
@@ -209,6 +245,7 @@ type changeIn struct {
 	Kind   *string         `cbor:"kind"`
 	After  *summaryIn      `cbor:"after"`
 	Block  cbor.RawMessage `cbor:"block"`
+	Spent  *[]spentIn      `cbor:"spent"`
 	Target *targetIn       `cbor:"target"`
 	Freeze *freezeIn       `cbor:"freeze"`
 	Wallet []walletOpIn    `cbor:"wallet"`
@@ -219,6 +256,16 @@ type walletOpIn struct {
 	LeaseID   *string      `cbor:"lease_id"`
 	OutPoints []outPointIn `cbor:"outpoints"`
 	ExpiresAt uint64       `cbor:"expires_at"`
+}
+
+type spentIn struct {
+	_      struct{} `cbor:",toarray"`
+	TxHash []byte
+	Index  uint32
+	Height uint64
+	TxPos  uint32
+	Flags  uint8
+	Output cbor.RawMessage
 }
 
 type freezeIn struct {
@@ -315,9 +362,27 @@ func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
 			return nil, data, fmt.Errorf("change %d: block: %w", c.Seq, err)
 		}
 		c.Block = b
+		if in.Spent != nil {
+			c.SpentKnown = true
+			c.Spent = make([]Utxo, len(*in.Spent))
+			for i := range *in.Spent {
+				sp, u := &(*in.Spent)[i], &c.Spent[i]
+				if len(sp.TxHash) != HashSize {
+					return bad("change %d: spent %d: tx hash of %d bytes", c.Seq, i, len(sp.TxHash))
+				}
+				copy(u.TxHash[:], sp.TxHash)
+				u.Index, u.Height, u.TxPos, u.Flags = sp.Index, sp.Height, sp.TxPos, sp.Flags
+				if err := decodeOutputCBOR(sp.Output, lim, &u.Output); err != nil {
+					return bad("change %d: spent %d: %v", c.Seq, i, err)
+				}
+				if i > 0 && CompareOutPoints(c.Spent[i-1].OutPoint, u.OutPoint) >= 0 {
+					return bad("change %d: spent %d is out of outpoint order", c.Seq, i)
+				}
+			}
+		}
 	case "rollback":
 		c.Kind = ChangeRollback
-		if len(in.Block) != 0 || in.Target == nil || in.Target.Height == nil || in.Freeze != nil || in.Wallet != nil {
+		if len(in.Block) != 0 || in.Target == nil || in.Target.Height == nil || in.Freeze != nil || in.Wallet != nil || in.Spent != nil {
 			return bad("change %d: rollback needs a target height and no block", c.Seq)
 		}
 		c.Target.Height = *in.Target.Height
@@ -334,7 +399,7 @@ func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
 		if *in.Kind == "unfreeze" {
 			c.Kind = ChangeUnfreeze
 		}
-		if len(in.Block) != 0 || in.Target != nil || in.Freeze == nil || in.Wallet != nil {
+		if len(in.Block) != 0 || in.Target != nil || in.Freeze == nil || in.Wallet != nil || in.Spent != nil {
 			return bad("change %d: %s needs a freeze and no block or target", c.Seq, *in.Kind)
 		}
 		f := &Freeze{OutPoints: make([]OutPoint, len(in.Freeze.OutPoints))}
@@ -357,7 +422,7 @@ func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
 		c.Freeze = f
 	case "wallet":
 		c.Kind = ChangeWallet
-		if len(in.Block) != 0 || in.Target != nil || in.Freeze != nil || len(in.Wallet) == 0 || len(in.Wallet) > MaxWalletOps {
+		if len(in.Block) != 0 || in.Target != nil || in.Freeze != nil || in.Spent != nil || len(in.Wallet) == 0 || len(in.Wallet) > MaxWalletOps {
 			return bad("change %d: wallet needs 1..%d operations and no block, target or freeze", c.Seq, MaxWalletOps)
 		}
 		c.Wallet = make([]WalletOp, len(in.Wallet))
@@ -395,4 +460,19 @@ func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
 		return bad("change %d: unknown kind %q", c.Seq, *in.Kind)
 	}
 	return c, rest, nil
+}
+
+// decodeOutputCBOR decodes into o one output, as a block carries it, from
+// data (one CBOR item, nothing after it), strictly within lim, and validates
+// it as a block's output.
+func decodeOutputCBOR(data []byte, lim Limits, o *Output) error {
+	lim = lim.EnsureDefaults()
+	d := blockDecoder{src: &cborSource{data: data}, lim: lim}
+	if err := d.output(o); err != nil {
+		return err
+	}
+	if err := d.end(); err != nil {
+		return err
+	}
+	return validateOutput(o, lim)
 }

@@ -38,6 +38,13 @@ func TestChangeRoundTrip(t *testing.T) {
 		{Seq: 5, Kind: chain.ChangeUnfreeze, Freeze: &chain.Freeze{
 			OutPoints: []chain.OutPoint{{TxHash: changeHash(0x71), Index: 3}}},
 			After: chain.Summary{Tip: chain.Tip{Height: 6, Hash: changeHash(6)}, UtxoCount: 1}},
+		{Seq: 6, Kind: chain.ChangeApply, Block: block, SpentKnown: true,
+			After: chain.Summary{Tip: chain.Tip{Height: 7, Hash: changeHash(7)}, UtxoCount: 1}},
+		{Seq: 7, Kind: chain.ChangeApply, Block: block, SpentKnown: true, Spent: []chain.Utxo{
+			{OutPoint: chain.OutPoint{TxHash: changeHash(0x50), Index: 1}, Height: 5, TxPos: 2, Flags: chain.FlagCoinbase,
+				Output: chain.Output{Address: "bob", Value: 9, Assets: []chain.Asset{{Policy: []byte{1}, Name: []byte("n"), Quantity: 3}}}},
+			{OutPoint: chain.OutPoint{TxHash: changeHash(0x50), Index: 2}, Height: 5, Output: chain.Output{Address: "carol", Value: 1}},
+		}, After: chain.Summary{Tip: chain.Tip{Height: 7, Hash: changeHash(7)}, UtxoCount: 1}},
 	}
 	var seq []byte
 	for _, c := range changes {
@@ -66,6 +73,9 @@ func TestChangeRoundTrip(t *testing.T) {
 		if (want.Freeze == nil) != (got.Freeze == nil) || want.Freeze != nil &&
 			(got.Freeze.Reason != want.Freeze.Reason || fmt.Sprint(got.Freeze.OutPoints) != fmt.Sprint(want.Freeze.OutPoints)) {
 			t.Fatalf("record %d: freeze %+v, want %+v", i, got.Freeze, want.Freeze)
+		}
+		if got.SpentKnown != want.SpentKnown || fmt.Sprint(got.Spent) != fmt.Sprint(want.Spent) {
+			t.Fatalf("record %d: spent %v %+v, want %v %+v", i, got.SpentKnown, got.Spent, want.SpentKnown, want.Spent)
 		}
 	}
 	if len(rest) != 0 {
@@ -162,6 +172,10 @@ func FuzzDecodeChangeCBOR(f *testing.F) {
 		{Kind: chain.WalletLease, LeaseID: "w1", OutPoints: []chain.OutPoint{{Index: 1}, {Index: 2}}, ExpiresAt: 1_800_000_600},
 		{Kind: chain.WalletRelease, LeaseID: "w0"}, {Kind: chain.WalletExpire, LeaseID: "old"}}})
 	f.Add(wallet)
+	spent, _ := chain.AppendChangeCBOR(nil, &chain.Change{Seq: 5, Kind: chain.ChangeApply, SpentKnown: true,
+		Block: &chain.Block{Height: 1, Hash: changeHash(1), Txs: []chain.Tx{{Hash: changeHash(2), Outputs: []chain.Output{{Address: "a", Value: 1}}}}},
+		Spent: []chain.Utxo{{OutPoint: chain.OutPoint{Index: 1}, Output: chain.Output{Address: "b", Value: 2}}}})
+	f.Add(spent)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, _, err := chain.DecodeChangeCBOR(data, chain.Limits{})
 		if err != nil {
@@ -174,7 +188,8 @@ func FuzzDecodeChangeCBOR(f *testing.F) {
 		}
 		again, _, err := chain.DecodeChangeCBOR(enc, chain.Limits{})
 		if err != nil || again.Seq != c.Seq || again.Kind != c.Kind || again.Target != c.Target || again.After != c.After ||
-			fmt.Sprint(again.Freeze) != fmt.Sprint(c.Freeze) || fmt.Sprint(again.Wallet) != fmt.Sprint(c.Wallet) {
+			fmt.Sprint(again.Freeze) != fmt.Sprint(c.Freeze) || fmt.Sprint(again.Wallet) != fmt.Sprint(c.Wallet) ||
+			again.SpentKnown != c.SpentKnown || fmt.Sprint(again.Spent) != fmt.Sprint(c.Spent) {
 			t.Fatalf("round trip: %+v, %v; want %+v", again, err, c)
 		}
 	})

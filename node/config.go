@@ -104,6 +104,9 @@ type Config struct {
 	// MaxChangeStreams is how many change-log answers the writer writes at
 	// once. Default replication.DefaultMaxChangeStreams.
 	MaxChangeStreams int
+	// MaxEventStreams bounds the event streams (GET/POST /v1/events) a node
+	// serves at once; more answer 503. Default 1000.
+	MaxEventStreams int
 
 	// FollowBitcoinREST is a Bitcoin Core node's REST interface the writer
 	// follows, on BitcoinNetwork (default bitcoin.Mainnet); "": none.
@@ -150,6 +153,9 @@ func (c Config) EnsureDefaults() Config {
 	if c.MaxChangeStreams == 0 {
 		c.MaxChangeStreams = replication.DefaultMaxChangeStreams
 	}
+	if c.MaxEventStreams == 0 {
+		c.MaxEventStreams = DefaultMaxEventStreams
+	}
 	if c.BitcoinNetwork == "" {
 		c.BitcoinNetwork = bitcoin.Mainnet
 	}
@@ -181,6 +187,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: stall timeout %s: must be positive", c.StallTimeout)
 	case c.MaxChangeStreams < 0:
 		return fmt.Errorf("node: max change streams %d: must be positive", c.MaxChangeStreams)
+	case c.MaxEventStreams < 0:
+		return fmt.Errorf("node: max event streams %d: must be positive", c.MaxEventStreams)
 	case c.ApplyPriorityWait < 0:
 		return fmt.Errorf("node: apply priority wait %s: must not be negative", c.ApplyPriorityWait)
 	case c.CheckpointIdleTimeout < 0:

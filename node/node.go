@@ -30,6 +30,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/cardano/n2n"
+	"github.com/utxo-cache/utxo-cache/events"
 	"github.com/utxo-cache/utxo-cache/follow"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
@@ -57,6 +58,7 @@ type Node struct {
 	reads *query.Server
 	w     *writer.Writer
 	api   *api.API
+	hub   *events.Hub // the event streams; nil: no change log
 
 	cardano    *n2n.Follower // with Config.FollowCardano: its halt makes the node not ready
 	draining   atomic.Bool
@@ -192,7 +194,11 @@ func (n *Node) start(ctx context.Context) error {
 		follower, followerName = f.Run, "cardano follower"
 		n.cardano = f
 	}
+	if n.hub, err = newEventHub(store, n.reads, cfg.MaxEventStreams, cfg.BlockLimits(), log); err != nil {
+		return err
+	}
 	n.api = api.New(n.reads, n.w, api.Options{
+		Events:           eventsOption(n.hub),
 		ReplicationToken: cfg.ReplicationToken,
 		Replication:      source,
 		StallTimeout:     cfg.StallTimeout,
@@ -307,6 +313,9 @@ func (n *Node) Close(ctx context.Context) error {
 
 // closeParts closes what is open, dependents first.
 func (n *Node) closeParts() error {
+	if n.hub != nil {
+		n.hub.Close()
+	}
 	if n.reads != nil {
 		n.reads.Close()
 	}

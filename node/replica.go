@@ -18,6 +18,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/cache"
+	"github.com/utxo-cache/utxo-cache/events"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/replication/storedir"
@@ -114,6 +115,7 @@ type replicaNode struct {
 	gate  *replication.ApplyGate // holds new reads while f applies a change
 	reg   *prometheus.Registry   // this node's figures (writer, store, reads, HTTP)
 	ref   *nodeRef
+	hub   *events.Hub // nil: no change log
 }
 
 // replica is a running read replica.
@@ -297,7 +299,7 @@ func (r *replica) bootstrap(ctx context.Context, minSeq uint64) (string, error) 
 		name := storedir.NewStoreName(time.Now())
 		dir := r.dir.Path(name)
 		start := time.Now()
-		m, err := replication.Bootstrap(ctx, r.tailOptions(), dir, MaxCheckpointBytes, disk.Options{NoChangeLog: true, Derivers: IndexDerivers()})
+		m, err := replication.Bootstrap(ctx, r.tailOptions(), dir, MaxCheckpointBytes, disk.Options{LogRetention: r.cfg.ReplicationRetention, Derivers: IndexDerivers()})
 		switch {
 		case err == nil && m.Seq < minSeq:
 			err = fmt.Errorf("the writer's checkpoint is at seq %d, this replica already served %d: waiting for the writer", m.Seq, minSeq)
@@ -344,7 +346,7 @@ func (r *replica) tailOptions() replication.TailOptions {
 // openNode opens store name with its reads, writer and follower.
 // It returns early when ctx ends (disk.OpenContext).
 func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, error) {
-	store, err := disk.OpenContext(ctx, r.dir.Path(name), disk.Options{NoChangeLog: true, Logger: r.log, Derivers: IndexDerivers()})
+	store, err := disk.OpenContext(ctx, r.dir.Path(name), disk.Options{LogRetention: r.cfg.ReplicationRetention, Logger: r.log, Derivers: IndexDerivers()})
 	if err != nil {
 		return nil, err
 	}
@@ -383,8 +385,15 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 		r.closeNode(n)
 		return nil, err
 	}
+	// The replica keeps a change log of its own (written by the same
+	// code as the writer's), so its streams send the writer's events.
+	if n.hub, err = newEventHub(store, n.reads, r.cfg.MaxEventStreams, r.cfg.BlockLimits(), r.log); err != nil {
+		r.closeNode(n)
+		return nil, err
+	}
 	gather := prometheus.Gatherers{r.base, n.reg}
 	h := api.New(n.reads, nil, api.Options{
+		Events:        eventsOption(n.hub),
 		ReadOnly:      true,
 		WalletToken:   r.cfg.WalletToken, // lease reads only: a replica takes no writes
 		ReadGate:      n.gate,
@@ -423,7 +432,12 @@ func (r *replica) ready(n *replicaNode) error {
 }
 
 func (r *replica) closeNode(n *replicaNode) {
-	n.ref.retire()
+	if n.ref != nil {
+		n.ref.retire()
+	}
+	if n.hub != nil {
+		n.hub.Close()
+	}
 	_ = n.w.Close()
 	n.reads.Close()
 	if err := n.store.Close(); err != nil {

@@ -139,6 +139,17 @@ func appendChainUtxo(dst []byte, u *chain.Utxo) []byte {
 	return append(dst, '}')
 }
 
+// AppendChainUtxo appends the UTXO object of u, unfrozen, exactly as a read
+// of the store's record of u answers it (appendChainUtxo): what event
+// streams send for the outputs a change created or a rollback restored.
+func AppendChainUtxo(dst []byte, u *chain.Utxo) []byte { return appendChainUtxo(dst, u) }
+
+// AppendHexString appends b as a JSON string of lower-case hex.
+func AppendHexString(dst, b []byte) []byte { return appendHexString(dst, b) }
+
+// AppendJSONString appends s as a JSON string.
+func AppendJSONString(dst []byte, s string) []byte { return appendString(dst, s) }
+
 // storable reports whether the store reads u's record back: its flags are
 // known and its fields within the contract's sizes. ValidateBlock holds
 // every decoded block to those sizes; only an in-process producer that

@@ -200,6 +200,7 @@ func indexGuards(guards []string, cs *changeset.Set) []string {
 // The index dimensions the API serves, as query names them (the api
 // package reads no store type).
 const (
+	DimAddress           = disk.DimAddress
 	DimPaymentCredential = disk.DimPaymentCredential
 	DimStakeCredential   = disk.DimStakeCredential
 	DimAssetPolicy       = disk.DimAssetPolicy

@@ -52,6 +52,7 @@ type serveSettings struct {
 	redisTTL, redisTimeout, shutdownTimeout, maxWait   time.Duration
 	stallTimeout                                       time.Duration
 	maxChangeStreams                                   int
+	maxEventStreams                                    int
 	applyPriorityWait, checkpointIdleTimeout           time.Duration
 	followURL, bitcoinNetwork                          string
 	followCardano, cardanoNetwork, cardanoStart        string
@@ -106,6 +107,7 @@ func runServe(e *env, args []string) error {
 	fs.DurationVar(&s.stallTimeout, "stall-timeout", api.DefaultStallTimeout, "on the writer, longest a checkpoint or change-log answer waits for its reader to take the next 64KiB;\n"+
 		"a reader that stops reading is dropped after it, and its slot and staged files freed")
 	fs.IntVar(&s.maxChangeStreams, "max-change-streams", replication.DefaultMaxChangeStreams, "on the writer, change-log answers written at once; more answer 429 (replicas retry)")
+	fs.IntVar(&s.maxEventStreams, "max-event-streams", node.DefaultMaxEventStreams, "event streams (GET/POST /v1/events) served at once; more answer 503")
 	fs.Uint64Var(&s.maxLagBlocks, "max-lag-blocks", 10, "a replica further behind its writer than this many `BLOCKS` is not ready (/readyz 503)")
 	fs.DurationVar(&s.applyPriorityWait, "apply-priority-wait", replication.DefaultApplyPriorityWait, "on a replica, longest a new read waits for a change being applied before it goes on (the change goes first on the CPU);\n"+
 		"0: reads never wait")
@@ -138,6 +140,9 @@ func runServe(e *env, args []string) error {
 	}
 	if s.stallTimeout <= 0 {
 		return usagef("--stall-timeout %s: must be positive", s.stallTimeout)
+	}
+	if s.maxEventStreams <= 0 {
+		return usagef("--max-event-streams %d: must be positive", s.maxEventStreams)
 	}
 	if s.maxChangeStreams <= 0 {
 		return usagef("--max-change-streams %d: must be positive", s.maxChangeStreams)
@@ -280,6 +285,7 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		ReplicationToken: s.replicationToken,
 		StallTimeout:     s.stallTimeout,
 		MaxChangeStreams: s.maxChangeStreams,
+		MaxEventStreams:  s.maxEventStreams,
 
 		FollowBitcoinREST: s.followURL,
 		BitcoinNetwork:    network,

@@ -272,3 +272,21 @@ func corruption(err error) error {
 	}
 	return err
 }
+
+// ChangeRecord returns a copy of the wire record of change seq from the
+// view's log: ErrLogTruncated when it is not kept (or the log is off),
+// ErrAhead when seq is above the view's.
+func (v *View) ChangeRecord(seq uint64) ([]byte, error) {
+	if seq > v.state.Seq {
+		return nil, fmt.Errorf("change %d is above this store's %d: %w", seq, v.state.Seq, ErrAhead)
+	}
+	val, closer, err := v.snap.Get(changeLogKey(seq))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, fmt.Errorf("change %d is not kept: %w", seq, ErrLogTruncated)
+	}
+	if err != nil {
+		return nil, corruption(fmt.Errorf("disk: change log: record %d: %w", seq, err))
+	}
+	defer closer.Close()
+	return append([]byte(nil), val...), nil
+}

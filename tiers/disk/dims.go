@@ -212,3 +212,34 @@ func appendDimKeys(keys []DimKey, filters []assetFilter, dims []Dimension, funcs
 	}
 	return keys, filters
 }
+
+// ValuesOf returns the function of dimension d's values: the table's, or
+// inj's for a dimension whose values come from the chain adapter; nil when
+// neither knows d. Readers outside the store (event streams) use it to list
+// an output under the same values the store indexes it by.
+func ValuesOf(d Dimension, inj Derivers) ValuesFunc {
+	switch d {
+	case DimAddress:
+		return func(u *chain.Utxo, yield func([]byte)) { yield([]byte(u.Address)) }
+	case DimAssetPolicy:
+		return func(u *chain.Utxo, yield func([]byte)) {
+			for j, a := range u.Assets {
+				if !policySeen(u.Assets[:j], a.Policy) {
+					yield(a.Policy)
+				}
+			}
+		}
+	case DimAsset:
+		return func(u *chain.Utxo, yield func([]byte)) {
+			for j, a := range u.Assets {
+				if !assetSeen(u.Assets[:j], a) {
+					yield(AppendAssetValue(nil, a.Policy, a.Name))
+				}
+			}
+		}
+	}
+	if dimensions[d].derived {
+		return inj[d]
+	}
+	return nil
+}

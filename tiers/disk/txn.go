@@ -355,7 +355,7 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 	if err := s.prune(b, &st, t.entries, &pruned, 1); err != nil {
 		return nil, fmt.Errorf("disk: prune at block %d: %w", h, err)
 	}
-	logFloor, err := s.logChange(b, &st, &chain.Change{Kind: chain.ChangeApply, Block: t.block})
+	logFloor, err := s.logChange(b, &st, &chain.Change{Kind: chain.ChangeApply, Block: t.block, SpentKnown: true, Spent: t.spentBefore()})
 	if err != nil {
 		return nil, err
 	}
@@ -370,6 +370,23 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
 	cs := ch.cs // ch is the store's, reused by the next block
 	return &cs, nil
+}
+
+// spentBefore lists the outputs the block spent that were live before it,
+// in outpoint order: what its change-log record carries (chain.Change.Spent).
+func (t *BlockTxn) spentBefore() []chain.Utxo {
+	if t.s.opts.LogRetention == 0 {
+		return nil
+	}
+	var spent []chain.Utxo
+	for _, de := range t.order {
+		e := de.e
+		if e.before != nil && e.before.Spent == nil && (e.after.Spent != nil || e.created) {
+			spent = append(spent, e.before.Utxo)
+		}
+	}
+	slices.SortFunc(spent, func(a, b chain.Utxo) int { return compareOutPoints(a.OutPoint, b.OutPoint) })
+	return spent
 }
 
 // committed brings the store's in-memory companions up to a batch that is

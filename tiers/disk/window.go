@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/changeset"
@@ -121,6 +122,10 @@ type window struct {
 	images     map[chain.OutPoint]*blockImage
 	imageOrder []chain.OutPoint
 	spentHere  []byte
+	// spentLive lists the outputs the open block spent that were live
+	// before it (its change-log record's chain.Change.Spent), with the log on.
+	spentLive []chain.Utxo
+	logSpent  bool // the store keeps a change log
 
 	blocks []windowBlock
 	// created and spent count each block's outputs as a block alone does
@@ -160,7 +165,7 @@ func (s *Store) NewWindow(target uint64) (*BlockTxn, error) {
 	if err := s.PrepareWrites(); err != nil {
 		return nil, err
 	}
-	w := &window{target: target, start: st, st: st}
+	w := &window{target: target, start: st, st: st, logSpent: s.opts.LogRetention > 0}
 	if keep := s.opts.PruneDepth + s.opts.RollbackWindow; target > keep {
 		w.keepFrom = target - keep
 	}
@@ -253,6 +258,9 @@ func (w *window) spend(op chain.OutPoint, e *txnEntry, h uint64) {
 		w.created-- // created and spent in one block: neither, as one by one
 	} else {
 		w.spent++
+		if w.logSpent {
+			w.spentLive = append(w.spentLive, e.after.Utxo)
+		}
 	}
 	if h >= w.keepFrom {
 		w.spentHere = append(w.spentHere, op.TxHash[:]...)
@@ -296,7 +304,7 @@ func (t *BlockTxn) End() error {
 	}
 	if r := t.s.opts.LogRetention; r > 0 && b.Height+r > w.target {
 		rec, err := chain.AppendChangeCBOR(nil, &chain.Change{
-			Seq: st.Seq, Kind: chain.ChangeApply, Block: b,
+			Seq: st.Seq, Kind: chain.ChangeApply, Block: b, SpentKnown: true, Spent: sortedSpent(w.spentLive),
 			After: chain.Summary{Tip: st.Tip, UtxoCount: st.UtxoCount, Digest: st.Digest},
 		})
 		if err != nil {
@@ -305,8 +313,14 @@ func (t *BlockTxn) End() error {
 		wb.record = rec
 	}
 	w.blocks = append(w.blocks, wb)
-	w.open, w.images, w.spentHere = false, nil, nil
+	w.open, w.images, w.spentHere, w.spentLive = false, nil, nil, w.spentLive[:0]
 	return nil
+}
+
+// sortedSpent sorts spent in outpoint order and returns it.
+func sortedSpent(spent []chain.Utxo) []chain.Utxo {
+	slices.SortFunc(spent, func(a, b chain.Utxo) int { return compareOutPoints(a.OutPoint, b.OutPoint) })
+	return spent
 }
 
 // windowRowBytes is about what one outpoint row of a window costs its batch

@@ -129,7 +129,7 @@ func TestWindowTooLargeToSort(t *testing.T) {
 		return st.Published(), res
 	}
 	want, _ := apply(0, false)
-	got, res := apply(64<<10, true)
+	got, res := apply(128<<10, true)
 	if res.Windows != 0 || res.Applied != 12 {
 		t.Fatalf("%d windows, %d blocks applied; want none (every window too large) and 12 applied one by one", res.Windows, res.Applied)
 	}

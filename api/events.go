@@ -1,0 +1,207 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/events"
+	"github.com/utxo-cache/utxo-cache/query"
+)
+
+// Events is the event-stream side (events.Hub). Nil: the node keeps no
+// change log, and the event routes answer 503 events_unavailable.
+type Events interface {
+	Subscribe(keys []*events.Key, after uint64, resume bool) (*events.Stream, error)
+}
+
+var (
+	errEventsUnavailable = errors.New("api: event streams need the change log, which this node does not keep (--replication-retention)")
+	// errPendingNotKept answers a stream that asks for pending transactions,
+	// which no node keeps yet: refused rather than silently never sent.
+	errPendingNotKept = errors.New("api: pending transactions are not kept by this node yet: a stream cannot report them; subscribe without pending")
+)
+
+// maxEventsBody bounds a POST /v1/events body: 10,000 keys of the longest
+// address fit.
+const maxEventsBody = 8 << 20
+
+// eventKeyParsers are the keys a stream takes, by query parameter and JSON
+// member: the address, and the index values the store may keep.
+var eventKeyParsers = []struct {
+	field string
+	parse func(string) (query.IndexKey, error)
+}{
+	{"address", parseAddressKey},
+	{"payment_credential", parsePaymentKey},
+	{"stake_credential", parseStakeKey},
+	{"policy", parsePolicyKey},
+	{"asset", parseUnitKey},
+}
+
+func parseAddressKey(s string) (query.IndexKey, error) {
+	if len(s) < chain.MinAddressLen || len(s) > query.MaxAddressLen {
+		return query.IndexKey{}, fmt.Errorf("address of %d bytes: %d..%d: %w", len(s), chain.MinAddressLen, query.MaxAddressLen, chain.ErrInvalidArgument)
+	}
+	return query.IndexKey{Dim: query.DimAddress, Value: []byte(s), Field: "address", Label: s}, nil
+}
+
+// eventKey parses value as the key of field.
+func eventKey(field, value string) (*events.Key, error) {
+	for _, p := range eventKeyParsers {
+		if p.field == field {
+			k, err := p.parse(value)
+			if err != nil {
+				return nil, err
+			}
+			return events.NewKey(k.Dim, k.Value, field, k.Label), nil
+		}
+	}
+	return nil, fmt.Errorf("unknown key %q: %w", clip(field), chain.ErrInvalidArgument)
+}
+
+// getEvents answers GET /v1/events?address=…&payment_credential=…&after_seq=S.
+func (a *API) getEvents(c *gin.Context) {
+	q, err := url.ParseQuery(c.Request.URL.RawQuery)
+	if err != nil {
+		a.fail(c, fmt.Errorf("query string: %v: %w", err, chain.ErrInvalidArgument))
+		return
+	}
+	var keys []*events.Key
+	var after, pending string
+	for name, values := range q {
+		switch name {
+		case "after_seq":
+			after = values[len(values)-1]
+		case "pending":
+			pending = values[len(values)-1]
+		default:
+			for _, v := range values {
+				k, err := eventKey(name, v)
+				if err != nil {
+					a.fail(c, err)
+					return
+				}
+				keys = append(keys, k)
+			}
+		}
+	}
+	switch pending {
+	case "", "false", "exclude":
+	case "true", "include":
+		a.fail(c, errPendingNotKept)
+		return
+	default:
+		a.fail(c, fmt.Errorf("pending %q: true or false: %w", clip(pending), chain.ErrInvalidArgument))
+		return
+	}
+	a.serveEvents(c, keys, after)
+}
+
+// postEvents answers POST /v1/events with {"keys":[{"address":…},…],
+// "pending":bool}; the resume point is Last-Event-ID or ?after_seq=S.
+func (a *API) postEvents(c *gin.Context) {
+	body, err := a.readBody(c, maxEventsBody)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	var req struct {
+		Keys    []map[string]string `json:"keys"`
+		Pending *bool               `json:"pending"`
+	}
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&req); err != nil || d.More() {
+		a.fail(c, fmt.Errorf("body: want {\"keys\": [{\"address\": \"…\"}, …], \"pending\": false}: %v: %w", err, chain.ErrInvalidArgument))
+		return
+	}
+	if req.Pending != nil && *req.Pending {
+		a.fail(c, errPendingNotKept)
+		return
+	}
+	keys := make([]*events.Key, 0, len(req.Keys))
+	for i, m := range req.Keys {
+		if len(m) != 1 {
+			a.fail(c, fmt.Errorf("keys[%d]: one member, such as {\"address\": \"…\"}: %w", i, chain.ErrInvalidArgument))
+			return
+		}
+		for field, v := range m {
+			k, err := eventKey(field, v)
+			if err != nil {
+				a.fail(c, fmt.Errorf("keys[%d]: %w", i, err))
+				return
+			}
+			keys = append(keys, k)
+		}
+	}
+	q, err := url.ParseQuery(c.Request.URL.RawQuery)
+	if err != nil {
+		a.fail(c, fmt.Errorf("query string: %v: %w", err, chain.ErrInvalidArgument))
+		return
+	}
+	a.serveEvents(c, keys, q.Get("after_seq"))
+}
+
+// serveEvents subscribes and streams. Last-Event-ID (an EventSource's
+// reconnection) wins over after_seq.
+func (a *API) serveEvents(c *gin.Context, keys []*events.Key, after string) {
+	if a.opts.Events == nil {
+		a.fail(c, errEventsUnavailable)
+		return
+	}
+	resume := false
+	var seq uint64
+	if id := c.GetHeader("Last-Event-ID"); id != "" {
+		after = id
+	}
+	if after != "" {
+		var err error
+		if seq, err = parseDecimalUint64(after); err != nil {
+			a.fail(c, fmt.Errorf("resume point %q: a seq, as an event's id: %w", clipHeader(after), chain.ErrInvalidArgument))
+			return
+		}
+		resume = true
+	}
+	s, err := a.opts.Events.Subscribe(keys, seq, resume)
+	if err != nil {
+		a.fail(c, err)
+		return
+	}
+	defer s.Close()
+	h := c.Writer.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // proxies that buffer must not hold events back
+	c.Writer.WriteHeader(http.StatusOK)
+	if c.Request.Method == http.MethodHead {
+		return
+	}
+	rc := http.NewResponseController(c.Writer)
+	// No read deadline while streaming; each write must go out within the
+	// stall timeout, or the client is dropped.
+	_ = rc.SetReadDeadline(time.Time{})
+	w := &deadlineWriter{w: c.Writer, rc: rc, timeout: a.opts.StallTimeout}
+	if err := s.Run(c.Request.Context(), w, rc.Flush); err != nil && !errors.Is(err, c.Request.Context().Err()) {
+		a.opts.Logger.Debug("event stream ended", "err", err)
+	}
+}
+
+// deadlineWriter sets the write deadline before each write.
+type deadlineWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	_ = d.rc.SetWriteDeadline(time.Now().Add(d.timeout)) // http.ErrNotSupported: none
+	return d.w.Write(p)
+}

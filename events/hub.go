@@ -1,0 +1,583 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+)
+
+// Errors a subscription answers before its stream starts.
+var (
+	// ErrTooManyStreams: the node serves Options.MaxStreams streams already.
+	ErrTooManyStreams = errors.New("events: too many event streams")
+	// ErrTooManyKeys: more keys than Options.MaxKeys, or none.
+	ErrTooManyKeys = errors.New("events: key count out of bounds")
+	// ErrClosed: the hub is closed.
+	ErrClosed = errors.New("events: closed")
+)
+
+// Source is the node's published state: the hub reads the change log of
+// published views only, so an event for seq S goes out once S is published.
+type Source interface {
+	PublishedView() (*disk.View, error)
+	WaitFor(ctx context.Context, minSeq, minHeight uint64, maxWait time.Duration) (query.Published, error)
+	Published() query.Published
+}
+
+// Options configure a Hub.
+type Options struct {
+	// MaxStreams bounds the open streams; one more is refused with
+	// ErrTooManyStreams. Default 1000.
+	MaxStreams int
+	// MaxKeys bounds the keys of one stream. Default 10000.
+	MaxKeys int
+	// Queue bounds the events waiting to be written to one live stream's
+	// client: the stream that would need one more is ended with an overflow
+	// event. Default 256.
+	Queue int
+	// Heartbeat is the longest a stream stays silent: it then sends a
+	// comment line. Default 15s.
+	Heartbeat time.Duration
+	// Dimensions are the index dimensions a stream may watch besides the
+	// address, with the functions of their values (disk.ValuesOf): exactly
+	// the ones the store keeps.
+	Dimensions map[disk.Dimension]disk.ValuesFunc
+	// BlockLimits bound the decoding of the log's blocks. Zero: defaults.
+	BlockLimits chain.Limits
+	// Logger. Default: discard.
+	Logger *slog.Logger
+}
+
+// EnsureDefaults returns o with every unset field set to its default.
+func (o Options) EnsureDefaults() Options {
+	if o.MaxStreams == 0 {
+		o.MaxStreams = 1000
+	}
+	if o.MaxKeys == 0 {
+		o.MaxKeys = 10000
+	}
+	if o.Queue == 0 {
+		o.Queue = 256
+	}
+	if o.Heartbeat == 0 {
+		o.Heartbeat = 15 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Validate reports options that cannot work.
+func (o Options) Validate() error {
+	switch {
+	case o.MaxStreams < 0 || o.MaxKeys < 1 || o.Queue < 1:
+		return fmt.Errorf("events: max streams %d, max keys %d and queue %d must be positive", o.MaxStreams, o.MaxKeys, o.Queue)
+	case o.Heartbeat <= 0 || o.Heartbeat > 15*time.Second:
+		return fmt.Errorf("events: heartbeat %s outside (0, 15s]", o.Heartbeat)
+	}
+	return nil
+}
+
+// Key is one watched value: its dimension, its value as the store indexes
+// it, and its JSON echo as the client named it (e.g. {"address":"…"}).
+type Key struct {
+	Dim   disk.Dimension
+	Value []byte
+	json  []byte
+}
+
+// NewKey returns the key of value in dimension d, echoed in events as
+// {field: label}.
+func NewKey(d disk.Dimension, value []byte, field, label string) *Key {
+	j := append([]byte{'{'}, query.AppendJSONString(nil, field)...)
+	j = append(j, ':')
+	j = append(query.AppendJSONString(j, label), '}')
+	return &Key{Dim: d, Value: value, json: j}
+}
+
+// Hub serves the event streams of one node: one dispatcher goroutine reads
+// each published change from the change log once, and hands its events to
+// the live streams whose keys it touched; a stream that resumes from an
+// earlier seq first reads the log itself, then joins.
+type Hub struct {
+	src  Source
+	opts Options
+	g    digester
+
+	open atomic.Int64 // streams open
+
+	mu     sync.Mutex
+	next   uint64               // the seq the dispatcher hands out next
+	byKey  map[string][]*Stream // live streams by key
+	failed error                // the dispatcher stopped: every stream ends
+	gen    chan struct{}        // closed when next moves or failed is set
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New starts a hub over src, from its published seq.
+func New(src Source, opts Options) (*Hub, error) {
+	opts = opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	h := &Hub{src: src, opts: opts, byKey: map[string][]*Stream{}, gen: make(chan struct{}), done: make(chan struct{})}
+	h.g = digester{dims: []disk.Dimension{disk.DimAddress}, funcs: []disk.ValuesFunc{disk.ValuesOf(disk.DimAddress, nil)}, lim: opts.BlockLimits}
+	for d, f := range opts.Dimensions {
+		if d == disk.DimAddress || f == nil {
+			continue
+		}
+		h.g.dims = append(h.g.dims, d)
+		h.g.funcs = append(h.g.funcs, f)
+	}
+	h.next = src.Published().Seq + 1
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	go h.run()
+	return h, nil
+}
+
+// Close stops the dispatcher and ends every stream.
+func (h *Hub) Close() {
+	h.cancel()
+	<-h.done
+}
+
+// Open reports the streams open now.
+func (h *Hub) Open() int { return int(h.open.Load()) }
+
+// Watches reports whether the hub serves keys of dimension d.
+func (h *Hub) Watches(d disk.Dimension) bool { return slices.Contains(h.g.dims, d) }
+
+// run is the dispatcher: it waits for each published seq and delivers it.
+func (h *Hub) run() {
+	defer close(h.done)
+	defer h.fail(ErrClosed)
+	for h.ctx.Err() == nil {
+		h.mu.Lock()
+		next := h.next
+		h.mu.Unlock()
+		if _, err := h.src.WaitFor(h.ctx, next, 0, time.Minute); err != nil {
+			continue // ErrBehind: wait again; ctx: the loop ends
+		}
+		if err := h.dispatch(next); err != nil {
+			h.opts.Logger.Error("event dispatcher stopped", "seq", next, "err", err)
+			h.fail(err)
+			return
+		}
+	}
+}
+
+// fail ends every live stream with err and refuses new ones.
+func (h *Hub) fail(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.failed != nil {
+		return
+	}
+	h.failed = err
+	for _, subs := range h.byKey {
+		for _, s := range subs {
+			s.end(err)
+		}
+	}
+	h.byKey = nil
+	close(h.gen)
+}
+
+// dispatch delivers every published change from seq next on.
+func (h *Hub) dispatch(next uint64) error {
+	v, err := h.src.PublishedView()
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	cur, err := v.ChangeCursor(next - 1)
+	if err != nil {
+		return fmt.Errorf("events: change log after %d: %w", next-1, err)
+	}
+	defer cur.Close()
+	for seq := next; ; seq++ {
+		rec, err := cur.Next()
+		if err != nil || rec == nil {
+			return err
+		}
+		c, err := h.g.decode(rec, seq)
+		if err != nil {
+			return err
+		}
+		d, err := h.g.digest(c, v)
+		if err != nil {
+			return err
+		}
+		h.deliver(d)
+	}
+}
+
+// deliver hands d to the live streams it touches and moves next past it.
+func (h *Hub) deliver(d *digest) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	type hit struct {
+		keys []int
+		effs []*effects
+	}
+	var hits map[*Stream]*hit
+	for id, e := range d.touched {
+		for _, s := range h.byKey[id] {
+			if s.pos >= d.seq {
+				continue // it read d from the log itself
+			}
+			if hits == nil {
+				hits = map[*Stream]*hit{}
+			}
+			x := hits[s]
+			if x == nil {
+				x = &hit{}
+				hits[s] = x
+			}
+			x.keys = append(x.keys, s.index[id])
+			x.effs = append(x.effs, e)
+		}
+	}
+	for s, x := range hits {
+		keys, effs := s.ordered(x.keys, x.effs)
+		if !s.push(appendEvent(nil, d, keys, effs), d.seq, h.opts.Queue) {
+			h.unregister(s)
+		}
+	}
+	h.next = d.seq + 1
+	close(h.gen)
+	h.gen = make(chan struct{})
+}
+
+// register adds s to the live streams; h.mu held.
+func (h *Hub) register(s *Stream) {
+	for id := range s.index {
+		h.byKey[id] = append(h.byKey[id], s)
+	}
+}
+
+// unregister removes s from the live streams; h.mu held.
+func (h *Hub) unregister(s *Stream) {
+	for id := range s.index {
+		subs := h.byKey[id]
+		if i := slices.Index(subs, s); i >= 0 {
+			subs = slices.Delete(subs, i, i+1)
+		}
+		if len(subs) == 0 {
+			delete(h.byKey, id)
+		} else {
+			h.byKey[id] = subs
+		}
+	}
+}
+
+// Subscribe opens a stream of the events of keys after seq after (the
+// published seq when resume is false). It fails with ErrLogTruncated when
+// the log no longer holds the change after after, ErrTooManyStreams,
+// ErrTooManyKeys, or ErrClosed. The caller runs the stream (Stream.Run) and
+// closes it. A resume point above the published seq is taken as is: the
+// stream sends nothing until the node has published beyond it.
+func (h *Hub) Subscribe(keys []*Key, after uint64, resume bool) (*Stream, error) {
+	if len(keys) == 0 || len(keys) > h.opts.MaxKeys {
+		return nil, fmt.Errorf("%d keys, a stream takes 1..%d: %w", len(keys), h.opts.MaxKeys, ErrTooManyKeys)
+	}
+	h.mu.Lock()
+	failed := h.failed
+	h.mu.Unlock()
+	if failed != nil {
+		return nil, fmt.Errorf("%w (%v)", ErrClosed, failed)
+	}
+	if n := h.open.Add(1); n > int64(h.opts.MaxStreams) {
+		h.open.Add(-1)
+		return nil, fmt.Errorf("%d streams are open, the limit: %w", h.opts.MaxStreams, ErrTooManyStreams)
+	}
+	s := &Stream{h: h, index: make(map[string]int, len(keys)), wake: make(chan struct{}, 1), joined: make(chan struct{})}
+	for _, k := range keys {
+		if !h.Watches(k.Dim) {
+			h.open.Add(-1)
+			return nil, fmt.Errorf("events: dimension %s is not kept: %w", k.Dim, query.ErrNotIndexed)
+		}
+		id := keyID(k.Dim, k.Value)
+		if _, dup := s.index[id]; dup {
+			continue
+		}
+		s.index[id] = len(s.keys)
+		s.keys = append(s.keys, k)
+	}
+	if !resume {
+		after = h.src.Published().Seq
+	}
+	s.pos = after
+	// A resume point the log does not hold is refused now, before the
+	// stream starts: the change after it must be kept.
+	if err := h.check(after); err != nil {
+		h.open.Add(-1)
+		return nil, err
+	}
+	return s, nil
+}
+
+// check fails with ErrLogTruncated when change after+1 is published but not
+// kept.
+func (h *Hub) check(after uint64) error {
+	v, err := h.src.PublishedView()
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	if after >= v.State().Seq {
+		return nil
+	}
+	c, err := v.ChangeCursor(after)
+	if errors.Is(err, disk.ErrLogTruncated) {
+		return fmt.Errorf("%w: %w", err, ErrLogTruncated)
+	}
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
+// Stream is one client's stream. Its goroutine (Run) writes; the dispatcher
+// queues events for it under the hub's lock.
+type Stream struct {
+	h     *Hub
+	keys  []*Key
+	index map[string]int // keyID → position in keys
+
+	// Guarded by h.mu.
+	pos      uint64   // the last seq whose events are written or queued
+	queue    [][]byte // events waiting to be written, in seq order
+	ended    error    // set once: the stream ends after its queue
+	overflow bool     // ended for falling behind: after pos
+	wake     chan struct{}
+	closed   bool
+	joined   chan struct{} // closed once the stream is live (tests wait on it)
+}
+
+// ordered returns the keys and effects of positions idx in the stream's key
+// order.
+func (s *Stream) ordered(idx []int, effs []*effects) ([]*Key, []*effects) {
+	order := make([]int, len(idx))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return idx[a] - idx[b] })
+	keys := make([]*Key, len(idx))
+	out := make([]*effects, len(idx))
+	for i, j := range order {
+		keys[i], out[i] = s.keys[idx[j]], effs[j]
+	}
+	return keys, out
+}
+
+// push queues ev (the event of seq) unless the queue is full: then the
+// stream is ended with an overflow after its last queued seq, and push
+// reports false. h.mu held.
+func (s *Stream) push(ev []byte, seq uint64, limit int) bool {
+	if len(s.queue) >= limit {
+		s.ended, s.overflow = errOverflow, true
+		s.signal()
+		return false
+	}
+	s.queue = append(s.queue, ev)
+	s.pos = seq
+	s.signal()
+	return true
+}
+
+var errOverflow = errors.New("events: stream overflow")
+
+// end ends the stream with err after its queue. h.mu held.
+func (s *Stream) end(err error) {
+	if s.ended == nil {
+		s.ended = err
+	}
+	s.signal()
+}
+
+func (s *Stream) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close releases the stream's slot. Safe to call more than once.
+func (s *Stream) Close() {
+	h := s.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	if h.byKey != nil {
+		h.unregister(s)
+	}
+	h.open.Add(-1)
+}
+
+// Run writes the stream to w, calling flush after each write, until ctx
+// ends, the writes fail, or the stream ends (an overflow or a truncated
+// log: its last event says which). It first sends the events of the log
+// after the resume point, then joins the live streams. It returns nil when
+// the stream ended with its last event, else why it stopped.
+func (s *Stream) Run(ctx context.Context, w io.Writer, flush func() error) error {
+	write := func(b []byte) error {
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		return flush()
+	}
+	if err := write(heartbeat); err != nil { // the headers, at once
+		return err
+	}
+	if err := s.catchUp(ctx, write); err != nil {
+		if errors.Is(err, ErrLogTruncated) {
+			return write(appendTruncated(nil, s.pos))
+		}
+		return err
+	}
+	timer := time.NewTimer(s.h.opts.Heartbeat)
+	defer timer.Stop()
+	for {
+		s.h.mu.Lock()
+		q, ended, over, pos := s.queue, s.ended, s.overflow, s.pos
+		s.queue = nil
+		s.h.mu.Unlock()
+		for _, ev := range q {
+			if err := write(ev); err != nil {
+				return err
+			}
+		}
+		if ended != nil {
+			if over {
+				return write(appendOverflow(nil, pos))
+			}
+			return ended
+		}
+		if len(q) > 0 {
+			timer.Reset(s.h.opts.Heartbeat) // go1.23 timers: no stale tick survives Reset
+		}
+		select {
+		case <-s.wake:
+		case <-timer.C:
+			if err := write(heartbeat); err != nil {
+				return err
+			}
+			timer.Reset(s.h.opts.Heartbeat)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// catchUp writes the events of the log from s.pos on until the stream can
+// join the dispatcher's live streams (its pos at or past the dispatcher's),
+// and joins.
+func (s *Stream) catchUp(ctx context.Context, write func([]byte) error) error {
+	h := s.h
+	for {
+		h.mu.Lock()
+		gen, pos := h.gen, s.pos
+		switch {
+		case h.failed != nil:
+			h.mu.Unlock()
+			return h.failed
+		case pos+1 >= h.next:
+			h.register(s)
+			close(s.joined)
+			h.mu.Unlock()
+			return nil
+		}
+		h.mu.Unlock()
+		if err := s.readLog(write); err != nil {
+			return err
+		}
+		h.mu.Lock()
+		moved := s.pos != pos
+		h.mu.Unlock()
+		if !moved {
+			// The log holds nothing new yet: wait for the dispatcher.
+			select {
+			case <-gen:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// readLog writes the events of a batch of the published log after s.pos
+// (at most 1024 changes: a view is not held long).
+func (s *Stream) readLog(write func([]byte) error) error {
+	h := s.h
+	v, err := h.src.PublishedView()
+	if err != nil {
+		return err
+	}
+	defer v.Close()
+	cur, err := v.ChangeCursor(s.pos)
+	if errors.Is(err, disk.ErrLogTruncated) {
+		return fmt.Errorf("%w: %w", err, ErrLogTruncated)
+	}
+	if err != nil {
+		return err
+	}
+	defer cur.Close()
+	for n := 0; n < 1024; n++ {
+		rec, err := cur.Next()
+		if err != nil || rec == nil {
+			return err
+		}
+		seq := s.pos + 1
+		c, err := h.g.decode(rec, seq)
+		if err != nil {
+			return err
+		}
+		d, err := h.g.digest(c, v)
+		if err != nil {
+			return err
+		}
+		var keys []int
+		var effs []*effects
+		if len(s.index) < len(d.touched) {
+			for id, i := range s.index {
+				if e := d.touched[id]; e != nil {
+					keys, effs = append(keys, i), append(effs, e)
+				}
+			}
+		} else {
+			for id, e := range d.touched {
+				if i, ok := s.index[id]; ok {
+					keys, effs = append(keys, i), append(effs, e)
+				}
+			}
+		}
+		if len(keys) > 0 {
+			ks, es := s.ordered(keys, effs)
+			if err := write(appendEvent(nil, d, ks, es)); err != nil {
+				return err
+			}
+		}
+		h.mu.Lock()
+		s.pos = seq
+		h.mu.Unlock()
+	}
+	return nil
+}
