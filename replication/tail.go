@@ -282,7 +282,11 @@ func (f *Tail) Run(ctx context.Context) error {
 			return err
 		}
 		f.m.contactErrors.Inc()
-		f.opts.Logger.Warn("writer unreachable: serving the last state, retrying", "err", err, "retry_in", backoff)
+		if errors.Is(err, ErrBusy) {
+			f.opts.Logger.Warn("writer busy (it serves its most change streams, --max-change-streams): serving the last state, retrying", "err", err, "retry_in", backoff)
+		} else {
+			f.opts.Logger.Warn("writer unreachable: serving the last state, retrying", "err", err, "retry_in", backoff)
+		}
 		t := time.NewTimer(backoff + rand.N(backoff/2+1))
 		select {
 		case <-ctx.Done():
@@ -384,6 +388,10 @@ func (f *Tail) fetchChanges(ctx context.Context, after uint64) (ans *changesAnsw
 		return nil, fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
 	case http.StatusConflict:
 		return nil, fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
+	case http.StatusTooManyRequests:
+		// The writer is up but serves its most change streams: another
+		// contact, not an outage.
+		return nil, fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrBusy)
 	default:
 		return nil, fmt.Errorf("changes after %d: writer answered %d %s", after, resp.StatusCode, bytes.TrimSpace(body))
 	}

@@ -1,10 +1,13 @@
 package replication
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -144,4 +147,63 @@ func TestOwnStateVerified(t *testing.T) {
 	if !f.Verified() {
 		t.Fatal("not Verified after the writer's record matched the replica's state")
 	}
+}
+
+// TestWriterBusyIsNotAnOutage: a writer that answers 429 (it serves its most
+// change streams) is busy, not unreachable: the poll's error matches ErrBusy
+// (and neither ErrDiverged nor ErrNeedBootstrap), and Run logs it as busy
+// while it retries.
+func TestWriterBusyIsNotAnOutage(t *testing.T) {
+	asked := make(chan struct{}, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"error":{"code":"too_many_requests","message":"busy"}}`))
+	}))
+	defer srv.Close()
+	var logs syncBuffer
+	f, err := NewTail(emptyStore{}, noApplier{}, TailOptions{URL: srv.URL, Token: "t",
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.poll(context.Background())
+	if !errors.Is(err, ErrBusy) || errors.Is(err, ErrDiverged) || errors.Is(err, ErrNeedBootstrap) {
+		t.Fatalf("poll of a busy writer: %v; want ErrBusy", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	for !strings.Contains(logs.String(), "writer busy") {
+		<-asked // each retry asks again; the log line is written before the next
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if strings.Contains(logs.String(), "writer unreachable") {
+		t.Fatalf("a busy writer logged as unreachable:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
