@@ -90,14 +90,16 @@ type Options struct {
 	BodyTimeout time.Duration
 	// ReadGate, on a replica, holds new reads while the replica applies a
 	// change (replication.ApplyGate): every read endpoint calls its Wait
-	// before anything else; other endpoints (writes, replication, health,
+	// before anything else, and a long-poll again before each new read; other endpoints (writes, replication, health,
 	// readiness, metrics, the OpenAPI document) never do. Nil: no gate.
 	ReadGate ReadGate
 	// Events serves the event streams (GET and POST /v1/events). Nil: they
 	// answer 503 events_unavailable.
 	Events Events
 	// MaxWait bounds how long a read waits for its min_seq / min_height
-	// (a wait parameter may shorten it). Default 2s; negative: no waiting.
+	// and then, long-polling (If-None-Match with wait), for its answer to
+	// change (a wait parameter may shorten it). Default 2s; negative: no
+	// waiting.
 	MaxWait time.Duration
 	// BlockLimits bound block decoding. Zero: chain defaults.
 	BlockLimits chain.Limits
@@ -321,6 +323,9 @@ func (a *API) serveRead(c *gin.Context, rc readConditions, conditional bool, rea
 			if err := a.awaitPublish(ctx, next, deadline); err != nil {
 				a.fail(c, err)
 				return
+			}
+			if g := a.opts.ReadGate; g != nil {
+				g.Wait(ctx) // each read again is a new read (Options.ReadGate)
 			}
 			continue
 		}
