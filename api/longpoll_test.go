@@ -172,6 +172,16 @@ func TestLongPollUnchanged(t *testing.T) {
 		t.Fatalf("If-None-Match of another ETag with wait: %s %v", r, r.hdr)
 	}
 	nextRead(t, reads)
+	// "*" matches every ETag: it does not long-poll.
+	if r := s.get(target+"?wait=60", "If-None-Match", "*"); r.code != 304 || r.hdr.Get("ETag") != etag {
+		t.Fatalf("If-None-Match: * with wait: %s %v", r, r.hdr)
+	}
+	nextRead(t, reads)
+	select {
+	case seq := <-reads:
+		t.Fatalf("If-None-Match: * read again at seq %d", seq)
+	default:
+	}
 }
 
 // TestLongPollMinSeq: min_seq is waited for first, and the long-poll goes on

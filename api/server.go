@@ -279,7 +279,7 @@ func (a *API) recovered(c *gin.Context, rec any) {
 // answers 503 behind with Retry-After.
 //
 // A conditional read (one whose answer carries an ETag) that names its wait
-// and sends If-None-Match long-polls: while its answer's ETag matches, it
+// and sends If-None-Match (other than "*") long-polls: while its answer's ETag matches, it
 // releases the answer (it holds no snapshot while it waits), waits for the
 // next publish (WaitFor of the answer's seq + 1) within the same deadline as
 // min_seq / min_height, and reads again, each time a whole read from one
@@ -293,7 +293,10 @@ func (a *API) serveRead(c *gin.Context, rc readConditions, conditional bool, rea
 	deadline := time.Now().Add(rc.wait)
 	var inm string
 	if conditional && rc.waitGiven && rc.wait > 0 {
-		inm = c.GetHeader("If-None-Match")
+		// "*" matches every ETag: it could only wait out the whole wait.
+		if inm = c.GetHeader("If-None-Match"); strings.TrimSpace(inm) == "*" {
+			inm = ""
+		}
 	}
 	for {
 		if rc.minSeq > 0 || rc.minHeight > 0 {
