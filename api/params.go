@@ -137,6 +137,9 @@ func parseQuery(raw string, allowed ...string) (queryParams, error) {
 type readConditions struct {
 	minSeq, minHeight uint64
 	wait              time.Duration // how long to wait for them, <= Options.MaxWait
+	// waitGiven: the request named its wait; only then does a read with
+	// If-None-Match long-poll (serveRead).
+	waitGiven bool
 }
 
 // conditions parses the read-your-writes parameters of q.
@@ -157,6 +160,7 @@ func (a *API) conditions(q *queryParams) (readConditions, error) {
 		if rc.wait, err = parseWait(s, rc.wait); err != nil {
 			return rc, err
 		}
+		rc.waitGiven = true
 	}
 	return rc, nil
 }

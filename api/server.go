@@ -90,14 +90,16 @@ type Options struct {
 	BodyTimeout time.Duration
 	// ReadGate, on a replica, holds new reads while the replica applies a
 	// change (replication.ApplyGate): every read endpoint calls its Wait
-	// before anything else; other endpoints (writes, replication, health,
+	// before anything else, and a long-poll again before each new read; other endpoints (writes, replication, health,
 	// readiness, metrics, the OpenAPI document) never do. Nil: no gate.
 	ReadGate ReadGate
 	// Events serves the event streams (GET and POST /v1/events). Nil: they
 	// answer 503 events_unavailable.
 	Events Events
 	// MaxWait bounds how long a read waits for its min_seq / min_height
-	// (a wait parameter may shorten it). Default 2s; negative: no waiting.
+	// and then, long-polling (If-None-Match with wait), for its answer to
+	// change (a wait parameter may shorten it). Default 2s; negative: no
+	// waiting.
 	MaxWait time.Duration
 	// BlockLimits bound block decoding. Zero: chain defaults.
 	BlockLimits chain.Limits
@@ -275,9 +277,27 @@ func (a *API) recovered(c *gin.Context, rec any) {
 // answer's state not meet rc after all (a rollback lowered the height in
 // between), waits again within the same deadline. When none comes in time it
 // answers 503 behind with Retry-After.
+//
+// A conditional read (one whose answer carries an ETag) that names its wait
+// and sends If-None-Match (other than "*") long-polls: while its answer's ETag matches, it
+// releases the answer (it holds no snapshot while it waits), waits for the
+// next publish (WaitFor of the answer's seq + 1) within the same deadline as
+// min_seq / min_height, and reads again, each time a whole read from one
+// snapshot. It answers 200 as soon as the ETag differs; when the deadline
+// passes, or Drain is called, it reads once more and answers that (304 when
+// still unchanged, from that read). A client that goes away ends it at once. The number
+// waiting is bounded as every other request's: each holds one connection
+// (the server's connection limits) for at most Options.MaxWait.
 func (a *API) serveRead(c *gin.Context, rc readConditions, conditional bool, read func(ctx context.Context) (query.Answer, error)) {
 	ctx := c.Request.Context()
 	deadline := time.Now().Add(rc.wait)
+	var inm string
+	if conditional && rc.waitGiven && rc.wait > 0 {
+		// "*" matches every ETag: it could only wait out the whole wait.
+		if inm = c.GetHeader("If-None-Match"); strings.TrimSpace(inm) == "*" {
+			inm = ""
+		}
+	}
 	for {
 		if rc.minSeq > 0 || rc.minHeight > 0 {
 			if p, err := a.r.WaitFor(ctx, rc.minSeq, rc.minHeight, time.Until(deadline)); err != nil {
@@ -295,9 +315,22 @@ func (a *API) serveRead(c *gin.Context, rc readConditions, conditional bool, rea
 			return
 		}
 		if query.Satisfies(query.Published{Seq: ans.Seq, Tip: ans.Tip}, rc.minSeq, rc.minHeight) {
-			a.writeAnswer(c, ans, conditional)
+			if inm == "" || ans.ETag == "" || !etagMatches(inm, ans.ETag) ||
+				!time.Now().Before(deadline) || a.drain.Err() != nil {
+				a.writeAnswer(c, ans, conditional)
+				ans.Release()
+				return
+			}
+			next := ans.Seq + 1
 			ans.Release()
-			return
+			if err := a.awaitPublish(ctx, next, deadline); err != nil {
+				a.fail(c, err)
+				return
+			}
+			if g := a.opts.ReadGate; g != nil {
+				g.Wait(ctx) // each read again is a new read (Options.ReadGate)
+			}
+			continue
 		}
 		ans.Release()
 		if !time.Now().Before(deadline) {
@@ -305,6 +338,26 @@ func (a *API) serveRead(c *gin.Context, rc readConditions, conditional bool, rea
 			return
 		}
 	}
+}
+
+// awaitPublish waits, for a long-polling read, until a state of seq next or
+// later is published, the deadline passes or Drain is called (all nil), or
+// ctx ends (its error).
+func (a *API) awaitPublish(ctx context.Context, next uint64, deadline time.Time) error {
+	wctx, cancel := context.WithCancel(ctx)
+	stopDrain := context.AfterFunc(a.drain, cancel)
+	_, err := a.r.WaitFor(wctx, next, 0, time.Until(deadline))
+	stopDrain()
+	cancel()
+	switch {
+	case err == nil, errors.Is(err, query.ErrBehind):
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case a.drain.Err() != nil:
+		return nil
+	}
+	return err
 }
 
 func (a *API) getTip(c *gin.Context) {

@@ -81,7 +81,7 @@ func runServe(e *env, args []string) error {
 	fs.Uint64Var(&s.pruneDepth, "prune-depth", storeDefaults.PruneDepth, pruneDepthUsage)
 	fs.Uint64Var(&s.rollbackWindow, "rollback-window", storeDefaults.RollbackWindow, rollbackWindowUsage)
 	fs.StringVar(&s.indexes, "indexes", "", indexesUsage)
-	fs.DurationVar(&s.maxWait, "max-wait", 2*time.Second, "longest a read waits for its min_seq / min_height before answering 503 behind (0: never waits)")
+	fs.DurationVar(&s.maxWait, "max-wait", 2*time.Second, "longest a read waits for its min_seq / min_height before answering 503 behind, or a long-poll (If-None-Match with wait) for a change before answering 304 (0: never waits)")
 	fs.StringVar(&s.redisURL, "redis-url", "", "shared Redis tier `URL` (redis://host:port/db); none: tier off")
 	fs.StringVar(&s.memoryBytes, "memory-cache-bytes", "256MiB", "in-process cache budget (`SIZE`: bytes, or with KiB/MiB/GiB; 0 turns the tier off)")
 	fs.BoolVar(&s.skipUnknown, "skip-unknown-inputs", false, "skip and count inputs that are not live outputs (stores that start mid-chain)")
