@@ -3,12 +3,15 @@ package n2n
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	gcbor "github.com/blinklabs-io/gouroboros/cbor"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/blake2b"
 
@@ -248,4 +251,77 @@ func TestOriginGenesisNeedsBlockOne(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "start point") {
 		t.Fatalf("Validate with Start and Genesis: %v", err)
 	}
+}
+
+// TestOriginMainnetBoundary: mainnet's start as a node serves it: the
+// epoch-0 boundary block (the fixture genesis.block, whose parent is the
+// Byron genesis hash 5f20df93…0ebb), then main blocks from number 1 (the
+// chunk's blocks renumbered after the boundary block). With mainnet's
+// Byron genesis file, the follower seeds the genesis block under the hash
+// the boundary block names, and block 1 links to it through the linker.
+func TestOriginMainnetBoundary(t *testing.T) {
+	hexBlock, err := os.ReadFile(filepath.Join(fixtureDir, "genesis.block"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tagged, err := hex.DecodeString(strings.TrimSpace(string(hexBlock)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := cardano.NewAdapter(cardano.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv, err := a.Convert(tagged)
+	if err != nil || !conv.Boundary {
+		t.Fatalf("genesis.block: %v, boundary %v", err, conv != nil && conv.Boundary)
+	}
+	var parts []gcbor.RawMessage
+	if _, err := gcbor.Decode(tagged, &parts); err != nil || len(parts) != 2 {
+		t.Fatalf("genesis.block is not [tag, block]: %v", err)
+	}
+	ebb := n2ntest.Block{Era: uint(conv.Era), Inner: parts[1], Slot: conv.Slot, Hash: conv.Chain.Hash, Height: conv.Chain.Height, Conv: conv}
+	wantHash, _ := chain.ParseHash("5f20df933584822601f9e3f8c024eb5eb252fe8cefb24d1317dc3d432e940ebb")
+	if conv.Chain.PrevHash != wantHash {
+		t.Fatalf("the boundary block's parent is %s, want mainnet's genesis hash", conv.Chain.PrevHash)
+	}
+	byronFile, err := os.ReadFile(filepath.Join(fixtureDir, "mainnet-byron-genesis.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	txs, err := cardano.ByronGenesisTxs(bytes.NewReader(byronFile))
+	if err != nil || len(txs) != 14505 {
+		t.Fatalf("mainnet genesis: %d outputs, %v", len(txs), err)
+	}
+	c := originChain{hash: wantHash, txs: txs, genesis: &chain.Block{Height: 0, Hash: wantHash, Txs: append([]chain.Tx(nil), txs...)}}
+	c.blocks = n2ntest.Renumber(t, n2ntest.ChunkBlocks(t, fixtureDir, testChunk, 20), ebb.Hash, 1)
+	node := n2ntest.NewOriginNode(t, MagicPreview, append([]n2ntest.Block{ebb}, c.blocks...))
+	store, w := openStore(t)
+	r := followOrigin(t, node, store, w, txs)
+	r.waitTip(&c.blocks[len(c.blocks)-1])
+	// The reference applies block 1 as the linker must give it: with the
+	// boundary block's parent, the genesis hash, as its prev_hash.
+	want := slices.Clone(c.blocks)
+	first := *want[0].Conv
+	first.Chain.PrevHash = wantHash
+	want[0].Conv = &first
+	c.checkOrigin(t, store, want)
+	if p, _, _ := store.PointAt(1); p.Hash != c.blocks[0].Hash {
+		t.Fatalf("block 1 is %v", p)
+	}
+
+	// A store seeded with the genesis block alone (import-cardano
+	// --byron-genesis) resumes at the origin: the boundary block links to
+	// the genesis block (its parent, same number), then block 1.
+	seeded, sw := openStore(t)
+	g, err := cardano.GenesisBlock(wantHash, txs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sw.Apply(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+	r2 := followOrigin(t, node, seeded, sw, nil)
+	r2.waitTip(&c.blocks[len(c.blocks)-1])
+	c.checkOrigin(t, seeded, want)
 }

@@ -21,6 +21,7 @@ import (
 
 	ouroboros "github.com/blinklabs-io/gouroboros"
 	"github.com/blinklabs-io/gouroboros/cbor"
+	"github.com/blinklabs-io/gouroboros/ledger"
 	"github.com/blinklabs-io/gouroboros/protocol/blockfetch"
 	"github.com/blinklabs-io/gouroboros/protocol/chainsync"
 	pcommon "github.com/blinklabs-io/gouroboros/protocol/common"
@@ -286,6 +287,16 @@ func (n *Node) nextLocked(fc *fakeConn, srv *chainsync.Server) error {
 	case fc.cursor+1 < len(n.mu.blocks):
 		fc.cursor++
 		b := &n.mu.blocks[fc.cursor]
+		if b.Era <= ledger.BlockTypeByronMain {
+			// The library's server announces no Byron block in node-to-node
+			// mode: the header is wrapped with its Byron kind here (0: a
+			// boundary block, 1: a main block), as a node sends it.
+			msg, err := chainsync.NewMsgRollForwardNtN(ledger.BlockHeaderTypeByron, b.Era, b.Inner, n.tipLocked())
+			if err != nil {
+				return err
+			}
+			return srv.SendMessage(msg)
+		}
 		return srv.RollForward(b.Era, b.Inner, n.tipLocked()) // the server sends the block's header
 	default:
 		fc.awaiting = true
