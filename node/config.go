@@ -121,6 +121,10 @@ type Config struct {
 	FollowCardano string
 	CardanoMagic  uint32
 	CardanoStart  *n2n.Point
+	// CardanoGenesis are the chain's genesis outputs the follower seeds an
+	// empty store with before the chain's first block (n2n.Options.Genesis);
+	// nil: none. Not with CardanoStart.
+	CardanoGenesis []chain.Tx
 
 	// ReplicaOf is the writer's base URL: the node is a read replica of it
 	// ("": the node is the writer). A replica keeps its stores in DataDir

@@ -188,7 +188,7 @@ func (n *Node) start(ctx context.Context) error {
 		follower, followerName = f.Run, "bitcoin follower"
 	case cfg.FollowCardano != "":
 		f := n2n.New(n2n.Options{
-			Address: cfg.FollowCardano, Magic: cfg.CardanoMagic, Start: cfg.CardanoStart,
+			Address: cfg.FollowCardano, Magic: cfg.CardanoMagic, Start: cfg.CardanoStart, Genesis: cfg.CardanoGenesis,
 			Writer: n.w, Points: store, Metrics: reg, Logger: log,
 		})
 		follower, followerName = f.Run, "cardano follower"

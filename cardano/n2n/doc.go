@@ -16,7 +16,10 @@
 // Each connection is one session: TCP connect and handshake (network magic:
 // a node of another network refuses it), FindIntersect with the store's
 // recent points (an empty store: Options.Start, or the origin), then the
-// node's events:
+// node's events. When the store's first block (height 0) is among its
+// recent points, the origin is offered after them: that block may be the
+// genesis block (cardano.GenesisBlock), which stands for the origin and
+// which no node knows.
 //
 //   - roll forward: the header is collected. Headers are fetched in one
 //     BlockFetch range and applied in one writer.ApplyBlocks once
@@ -32,7 +35,16 @@
 //     first event of every session is a roll backward to the intersection.
 //     A Byron boundary block is never stored (cardano.Linker): a roll
 //     backward to one the session linked through goes to its parent, and
-//     the boundary block is linked again.
+//     the boundary block is linked again. A roll backward to the origin
+//     goes to the store's block at height 0 (the genesis block): a resume
+//     when it is the tip; the next block must link to it.
+//
+// # Genesis outputs
+//
+// With Options.Genesis, an empty store following the chain from its origin
+// is seeded before the chain's first main block (block number 1): the
+// follower applies cardano.GenesisBlock, named by that block's parent hash
+// (the Byron genesis hash), first in the same batch.
 //
 // # Failures
 //

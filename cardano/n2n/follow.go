@@ -437,9 +437,16 @@ func (f *Follower) intersectPoints() ([]pcommon.Point, error) {
 	if len(pts) > 0 {
 		f.m.tipHeight.Set(float64(pts[0].Height))
 		f.m.tipSlot.Set(float64(pts[0].Slot))
-		out := make([]pcommon.Point, len(pts))
+		out := make([]pcommon.Point, len(pts), len(pts)+1)
 		for i, p := range pts {
 			out[i] = pcommon.NewPoint(p.Slot, slices.Clone(p.Hash[:]))
+		}
+		if pts[len(pts)-1].Height == 0 {
+			// The store's first block is within reach: it may be the
+			// genesis block (cardano.GenesisBlock), which stands for the
+			// origin and which no node knows. Offered last, the origin is
+			// chosen only when the node shares none of the store's points.
+			out = append(out, pcommon.NewPointOrigin())
 		}
 		return out, nil
 	}
@@ -473,6 +480,8 @@ func (s *session) rollBack(ctx context.Context, p Point) error {
 	case p.Hash == tip.Hash:
 		f.resume()
 		return nil
+	case p.Hash == chain.Hash{} && p.Slot == 0:
+		return s.rollBackToOrigin(ctx, tip)
 	}
 	if ebb, ok := s.boundaries[p.Hash]; ok {
 		// Back to a boundary block: to its parent in the store, and the
@@ -486,6 +495,34 @@ func (s *session) rollBack(ctx context.Context, p Point) error {
 		return nil
 	}
 	return s.rollBackTo(ctx, tip, p, p)
+}
+
+// rollBackToOrigin follows a roll backward to the chain's origin, which
+// the node names after the follower offered it (intersectPoints: the
+// store's first block, at height 0, is within reach). The store's block at
+// height 0 stands for the origin: the genesis block (cardano.GenesisBlock),
+// whose hash the chain's first main block names as its parent. The store
+// goes back to it (nothing to do when it is the tip: a resume), and the
+// linker then requires the node's next block to link to it, so a store
+// whose first block is anything else applies nothing (ErrNotLinked). A
+// store whose first block is beyond the rollback window cannot go back to
+// it: ErrRollbackTooDeep.
+func (s *session) rollBackToOrigin(ctx context.Context, tip chain.Tip) error {
+	f := s.f
+	if tip.Height == 0 {
+		s.linker = cardano.NewLinker(tip)
+		f.resume()
+		return nil
+	}
+	pts, err := f.opts.Points.RecentPoints()
+	if err != nil {
+		return withReason(ReasonWriter, "n2n: read the store's recent points: %w", err)
+	}
+	if len(pts) == 0 || pts[len(pts)-1].Height != 0 {
+		return withReason(ReasonRollbackTooDeep, "%w: the node rolled back to the origin, below the store's reach (tip %s)", ErrRollbackTooDeep, tip)
+	}
+	first := pts[len(pts)-1]
+	return s.rollBackTo(ctx, tip, Point{Slot: first.Slot, Hash: first.Hash}, Point{Slot: first.Slot, Hash: first.Hash})
 }
 
 // rollBackTo rolls the store back to its block with hash at.Hash (the node
@@ -563,6 +600,13 @@ func (s *session) apply(ctx context.Context, headers []event) error {
 	if len(out) == 0 {
 		return nil
 	}
+	if tip.Empty && f.opts.Genesis != nil {
+		g, err := s.genesisBlock(out[0])
+		if err != nil {
+			return err
+		}
+		out = append([]*chain.Block{g}, out...)
+	}
 	target := max(s.nodeTip.BlockNumber, out[len(out)-1].Height)
 	var applied int
 	if len(out) == 1 {
@@ -599,6 +643,20 @@ func (s *session) apply(ctx context.Context, headers []event) error {
 	}
 	f.opts.Logger.Debug("applied blocks", "count", applied, "tip", f.opts.Writer.Tip(), "node_height", s.nodeTip.BlockNumber)
 	return nil
+}
+
+// genesisBlock is the block of the genesis outputs that goes before first,
+// the chain's first main block, into an empty store.
+func (s *session) genesisBlock(first *chain.Block) (*chain.Block, error) {
+	if first.Height != 1 {
+		return nil, withReason(ReasonNotLinked, "n2n: the genesis outputs go before the chain's first main block (block number 1), but the node's first block %d/%s has number %d",
+			first.Slot, first.Hash, first.Height)
+	}
+	g, err := cardano.GenesisBlock(first.PrevHash, s.f.opts.Genesis)
+	if err != nil {
+		return nil, withReason(ReasonRejected, "n2n: genesis block: %w", err)
+	}
+	return g, nil
 }
 
 // applyError classifies the writer's refusal of b.

@@ -116,6 +116,14 @@ type Options struct {
 	// itself is not applied). nil: the chain's origin. A store that starts
 	// mid-chain needs a writer that skips unknown inputs.
 	Start *Point
+	// Genesis are the chain's genesis outputs (cardano.ByronGenesisTxs and
+	// cardano.ShelleyGenesisTxs, together). nil: none. Given, an empty store
+	// that follows the chain from its origin is seeded with them: before the
+	// chain's first main block (block number 1) the follower applies
+	// cardano.GenesisBlock, named by that block's parent hash (the Byron
+	// genesis hash), in the same batch. Not with Start; a chain whose first
+	// block has block number 0 has no room for it and is refused.
+	Genesis []chain.Tx
 	// BatchBlocks bounds the headers the follower collects before it
 	// fetches their blocks in one range and hands them to the writer in one
 	// ApplyBlocks (which applies those far below the node's tip in catch-up
@@ -184,6 +192,9 @@ func (o Options) Validate() error {
 	}
 	if o.Writer == nil || o.Points == nil {
 		return errors.New("n2n: Options.Writer and Options.Points are required")
+	}
+	if o.Start != nil && o.Genesis != nil {
+		return errors.New("n2n: genesis outputs seed a store that starts at the origin, not at a start point")
 	}
 	if o.BackoffMax < o.BackoffMin {
 		return fmt.Errorf("n2n: backoff max %s below min %s", o.BackoffMax, o.BackoffMin)

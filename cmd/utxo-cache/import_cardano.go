@@ -107,7 +107,7 @@ func runImportCardano(e *env, args []string) error {
 	}
 	genesis, err := readGenesis(*byronGenesis, *shelleyGenesis)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w (nothing was imported)", err)
 	}
 	adapter, err := cardano.NewAdapter(cardano.Options{})
 	if err != nil {
@@ -243,7 +243,8 @@ func fileExists(p string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// readGenesis reads the genesis files given (none: nil).
+// readGenesis reads the genesis files given (none: nil); an error names
+// the file.
 func readGenesis(byronPath, shelleyPath string) ([][]chain.Tx, error) {
 	var out [][]chain.Tx
 	for _, g := range []struct {
@@ -263,7 +264,7 @@ func readGenesis(byronPath, shelleyPath string) ([][]chain.Tx, error) {
 		txs, err := g.parse(f)
 		f.Close()
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w (nothing was imported)", g.path, err)
+			return nil, fmt.Errorf("%s: %w", g.path, err)
 		}
 		out = append(out, txs)
 	}

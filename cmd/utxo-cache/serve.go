@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,6 +57,8 @@ type serveSettings struct {
 	applyPriorityWait, checkpointIdleTimeout           time.Duration
 	followURL, bitcoinNetwork                          string
 	followCardano, cardanoNetwork, cardanoStart        string
+	byronGenesis, shelleyGenesis                       string
+	genesis                                            []chain.Tx // read from the genesis files by runServe
 	replicaOf, replicationToken                        string
 	replicationRetention, maxLagBlocks                 uint64
 	disk                                               diskFlags
@@ -98,6 +101,8 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.bitcoinNetwork, "bitcoin-network", "mainnet", "`NETWORK` of the followed node: mainnet, testnet, signet or regtest")
 	fs.StringVar(&s.followCardano, "follow-cardano", "", "follow a Cardano node's node-to-node endpoint at `HOST:PORT` (ChainSync and BlockFetch); none: off")
 	fs.StringVar(&s.cardanoNetwork, "cardano-network", "mainnet", "`NETWORK` of the followed Cardano node: mainnet, preprod, preview, or its magic number")
+	fs.StringVar(&s.byronGenesis, "byron-genesis", "", "Byron genesis `FILE` (JSON): with --follow-cardano, an empty store that follows the chain from its origin is seeded with its balances, as a block at height 0 before the chain's first block; none: not seeded")
+	fs.StringVar(&s.shelleyGenesis, "shelley-genesis", "", "Shelley genesis `FILE` (JSON): its initialFunds join --byron-genesis's outputs")
 	fs.StringVar(&s.cardanoStart, "cardano-start-point", "", "`SLOT.HASH`: the chain point an empty store joins the Cardano chain at (the blocks after it are applied; needs --skip-unknown-inputs); none: the origin")
 	fs.StringVar(&s.replicaOf, "replica-of", "", "the writer's base `URL` (http://host:port): run as a read replica of it; none: run as the writer")
 	fs.StringVar(&s.replicationToken, "replication-token", "", "bearer `TOKEN` of the replication endpoints: on the writer it enables them, on a replica it is sent to the writer (none: replication off);\n"+
@@ -214,6 +219,21 @@ func runServe(e *env, args []string) error {
 			return usagef("--follow-cardano and --follow-bitcoin-rest: a writer follows one node")
 		}
 	}
+	if s.byronGenesis != "" || s.shelleyGenesis != "" {
+		switch {
+		case s.followCardano == "":
+			return usagef("--byron-genesis and --shelley-genesis seed a store that --follow-cardano follows from the origin")
+		case s.byronGenesis == "":
+			return usagef("--shelley-genesis goes with --byron-genesis (the genesis block is named by the Byron genesis hash)")
+		case s.cardanoStart != "":
+			return usagef("--byron-genesis: a store that starts at --cardano-start-point starts mid-chain, not at the origin")
+		}
+		txs, err := readGenesis(s.byronGenesis, s.shelleyGenesis)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		s.genesis = slices.Concat(txs...)
+	}
 	logger, err := newLogger(e, s.logLevel, s.logFormat)
 	if err != nil {
 		return err
@@ -292,6 +312,7 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		FollowCardano:     s.followCardano,
 		CardanoMagic:      magic,
 		CardanoStart:      start,
+		CardanoGenesis:    s.genesis,
 		Chain:             s.chain(),
 		ChainIfNone:       s.chainIfNone(),
 

@@ -21,6 +21,7 @@ import (
 
 	ouroboros "github.com/blinklabs-io/gouroboros"
 	"github.com/blinklabs-io/gouroboros/cbor"
+	"github.com/blinklabs-io/gouroboros/ledger"
 	"github.com/blinklabs-io/gouroboros/protocol/blockfetch"
 	"github.com/blinklabs-io/gouroboros/protocol/chainsync"
 	pcommon "github.com/blinklabs-io/gouroboros/protocol/common"
@@ -96,8 +97,9 @@ func ChunkBlocks(tb testing.TB, dir, name string, n int) []Block {
 // is announced (Extend) or the chain shrinks (Rollback: clients past the
 // new tip are rolled back to it). Its methods are safe for concurrent use.
 type Node struct {
-	ln    net.Listener
-	magic uint32
+	ln     net.Listener
+	magic  uint32
+	origin bool // the chain starts at the origin: blocks[0] is its first block
 
 	mu struct {
 		sync.Mutex
@@ -118,6 +120,7 @@ type fakeConn struct {
 	// Guarded by Node.mu.
 	cursor   int  // index of the last block the client has
 	rollTo   int  // pending roll backward to this index; -1: none
+	toOrigin bool // pending roll backward to the origin
 	awaiting bool // the client waits for a block (AwaitReply sent)
 }
 
@@ -135,6 +138,18 @@ func NewNode(t testing.TB, magic uint32, blocks []Block) *Node {
 	n.wg.Add(1)
 	go n.accept()
 	t.Cleanup(n.Close)
+	return n
+}
+
+// NewOriginNode starts a node of network magic serving a chain that starts
+// at the origin: blocks[0] is the chain's first block, and a client that
+// offers the origin is rolled back to it and then sent blocks[0]. It stops
+// with the test.
+func NewOriginNode(t testing.TB, magic uint32, blocks []Block) *Node {
+	n := NewNode(t, magic, blocks)
+	n.mu.Lock()
+	n.origin = true
+	n.mu.Unlock()
 	return n
 }
 
@@ -233,8 +248,12 @@ func (n *Node) findIntersect(fc *fakeConn, pts []pcommon.Point) (pcommon.Point, 
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, p := range pts {
+		if len(p.Hash) == 0 && n.origin {
+			fc.cursor, fc.rollTo, fc.toOrigin, fc.awaiting = -1, -1, true, false
+			return p, n.tipLocked(), nil
+		}
 		if i := n.indexLocked(p); i >= 0 {
-			fc.cursor, fc.rollTo, fc.awaiting = i, i, false
+			fc.cursor, fc.rollTo, fc.toOrigin, fc.awaiting = i, i, false, false
 			return p, n.tipLocked(), nil
 		}
 	}
@@ -258,6 +277,9 @@ func (n *Node) requestNext(fc *fakeConn, srv *chainsync.Server) error {
 
 func (n *Node) nextLocked(fc *fakeConn, srv *chainsync.Server) error {
 	switch {
+	case fc.toOrigin:
+		fc.toOrigin, fc.cursor = false, -1
+		return srv.RollBackward(pcommon.NewPointOrigin(), n.tipLocked())
 	case fc.rollTo >= 0:
 		i := fc.rollTo
 		fc.rollTo, fc.cursor = -1, i
@@ -265,6 +287,16 @@ func (n *Node) nextLocked(fc *fakeConn, srv *chainsync.Server) error {
 	case fc.cursor+1 < len(n.mu.blocks):
 		fc.cursor++
 		b := &n.mu.blocks[fc.cursor]
+		if b.Era <= ledger.BlockTypeByronMain {
+			// The library's server announces no Byron block in node-to-node
+			// mode: the header is wrapped with its Byron kind here (0: a
+			// boundary block, 1: a main block), as a node sends it.
+			msg, err := chainsync.NewMsgRollForwardNtN(ledger.BlockHeaderTypeByron, b.Era, b.Inner, n.tipLocked())
+			if err != nil {
+				return err
+			}
+			return srv.SendMessage(msg)
+		}
 		return srv.RollForward(b.Era, b.Inner, n.tipLocked()) // the server sends the block's header
 	default:
 		fc.awaiting = true
@@ -446,4 +478,75 @@ func replaceOnce(tb testing.TB, data, old, repl []byte) []byte {
 		tb.Fatalf("Fork: %d occurrences of the %d bytes to replace, want 1", n, len(old))
 	}
 	return bytes.Replace(data, old, repl, 1)
+}
+
+// Renumber returns copies of orig (consecutive blocks of a Shelley-era
+// chain) made into the chain that starts after parent: the first block's
+// header names parent as its parent hash, the blocks are numbered first,
+// first+1, …, and each is re-hashed as a node would see it (a later block's
+// header names the new hash of the one before). The bodies are unchanged,
+// so each passes the adapter's checks; the headers' signatures no longer
+// verify, and nothing here checks them.
+func Renumber(tb testing.TB, orig []Block, parent chain.Hash, first uint64) []Block {
+	tb.Helper()
+	a, err := cardano.NewAdapter(cardano.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := make([]Block, 0, len(orig))
+	prev := parent
+	for i, b := range orig {
+		parts := splitArray(tb, b.Inner)
+		if len(parts) < 5 || !bytes.Equal(joinArray(parts), b.Inner) {
+			tb.Fatalf("Renumber: block %d is not a Shelley-era block of definite-length arrays", b.Height)
+		}
+		header := splitArray(tb, parts[0])
+		if len(header) != 2 {
+			tb.Fatalf("Renumber: block %d: header of %d parts, want 2", b.Height, len(header))
+		}
+		body := splitArray(tb, header[0])
+		if len(body) < 3 || !bytes.Equal(joinArray(body), header[0]) || !bytes.Equal(joinArray(header), parts[0]) {
+			tb.Fatalf("Renumber: block %d: header not of definite-length arrays", b.Height)
+		}
+		num, err := cbor.Encode(first + uint64(i))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ph, err := cbor.Encode(prev[:])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		body[0], body[2] = num, ph
+		header[0] = joinArray(body)
+		parts[0] = joinArray(header)
+		inner := joinArray(parts)
+		conv, err := a.ConvertEra(cardano.Era(b.Era), inner)
+		if err != nil {
+			tb.Fatalf("Renumber: block %d: %v", b.Height, err)
+		}
+		if conv.Chain.PrevHash != prev || conv.Chain.Height != first+uint64(i) || conv.Slot != b.Slot {
+			tb.Fatalf("Renumber: block %d converts to height %d parent %s, want %d %s", b.Height, conv.Chain.Height, conv.Chain.PrevHash, first+uint64(i), prev)
+		}
+		prev = conv.Chain.Hash
+		out = append(out, Block{Era: b.Era, Inner: inner, Slot: conv.Slot, Hash: conv.Chain.Hash, Height: conv.Chain.Height, Conv: conv})
+	}
+	return out
+}
+
+// joinArray encodes items as a definite-length CBOR array.
+func joinArray(items []cbor.RawMessage) []byte {
+	n := uint64(len(items))
+	var out []byte
+	switch {
+	case n < 24:
+		out = []byte{0x80 | byte(n)}
+	case n < 256:
+		out = []byte{0x98, byte(n)}
+	default:
+		out = []byte{0x99, byte(n >> 8), byte(n)}
+	}
+	for _, it := range items {
+		out = append(out, it...)
+	}
+	return out
 }
