@@ -39,11 +39,7 @@ func (a *API) setFrozen(c *gin.Context, freeze bool) {
 		a.fail(c, errReadOnly)
 		return
 	}
-	if err := jsonBody(c.GetHeader("Content-Type")); err != nil {
-		a.fail(c, err)
-		return
-	}
-	body, err := a.readBody(c, a.opts.MaxRequestBytes)
+	body, err := a.readJSONBody(c)
 	if err != nil {
 		a.fail(c, err)
 		return

@@ -43,11 +43,7 @@ func (a *API) postLease(c *gin.Context) {
 		a.fail(c, errReadOnly)
 		return
 	}
-	if err := jsonBody(c.GetHeader("Content-Type")); err != nil {
-		a.fail(c, err)
-		return
-	}
-	body, err := a.readBody(c, a.opts.MaxRequestBytes)
+	body, err := a.readJSONBody(c)
 	if err != nil {
 		a.fail(c, err)
 		return

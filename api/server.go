@@ -600,11 +600,7 @@ func (a *API) postRollback(c *gin.Context) {
 		a.fail(c, err)
 		return
 	}
-	if err := jsonBody(c.GetHeader("Content-Type")); err != nil {
-		a.fail(c, err)
-		return
-	}
-	body, err := a.readBody(c, a.opts.MaxRequestBytes)
+	body, err := a.readJSONBody(c)
 	if err != nil {
 		a.fail(c, err)
 		return
@@ -637,6 +633,16 @@ func (a *API) postRollback(c *gin.Context) {
 // errRequestTimeout (408), and the connection closes after the answer (its
 // remaining bytes are never read). Once the body is read, net/http clears
 // the deadline itself, to watch the connection while the handler works.
+// readJSONBody reads the body of a write that takes JSON only (jsonBody: an
+// unsupported type is refused before the body is read), within
+// MaxRequestBytes.
+func (a *API) readJSONBody(c *gin.Context) ([]byte, error) {
+	if err := jsonBody(c.GetHeader("Content-Type")); err != nil {
+		return nil, err
+	}
+	return a.readBody(c, a.opts.MaxRequestBytes)
+}
+
 func (a *API) readBody(c *gin.Context, limit int64) ([]byte, error) {
 	if c.Request.ContentLength > limit {
 		return nil, fmt.Errorf("body of %d bytes over the limit of %d: %w", c.Request.ContentLength, limit, chain.ErrTooLarge)

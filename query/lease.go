@@ -3,7 +3,6 @@ package query
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/utxo-cache/utxo-cache/chain"
@@ -150,56 +149,20 @@ func (s *Server) LookupLeased(ctx context.Context, ops []chain.OutPoint, mode Le
 	if mode == LeasedAny {
 		return s.Lookup(ctx, ops)
 	}
-	if len(ops) < 1 || len(ops) > MaxLookup {
-		return Answer{}, fmt.Errorf("%d outpoints outside 1..%d: %w", len(ops), MaxLookup, chain.ErrInvalidArgument)
-	}
-	v, err := s.store.PublishedView()
-	if err != nil {
-		return Answer{}, err
-	}
-	defer v.Close()
-	s.m.diskRead()
 	now := s.now()
-	buf := getAnswerBuf()
-	body := append(*buf, `"results":[`...)
-	err = v.UtxosFunc(ops, func(i int, r *disk.UtxoRef) error {
-		if i > 0 {
-			body = append(body, ',')
-		}
-		body = append(body, `{"tx_hash":`...)
-		body = appendHexString(body, ops[i].TxHash[:])
-		body = append(body, `,"index":`...)
-		body = strconv.AppendUint(body, uint64(ops[i].Index), 10)
-		if r != nil && !r.Spent && mode == LeasedExclude {
-			until, err := leasedUntil(v, ops[i], now)
-			if err != nil {
-				return err
+	var absent func(v *disk.View, op chain.OutPoint, r *disk.UtxoRef) (bool, error)
+	if mode == LeasedExclude {
+		absent = func(v *disk.View, op chain.OutPoint, r *disk.UtxoRef) (bool, error) {
+			if r.Spent {
+				return false, nil
 			}
-			if until != 0 {
-				r = nil
-			}
+			until, err := leasedUntil(v, op, now)
+			return until != 0, err
 		}
-		if r == nil {
-			body = append(body, `,"utxo":null,"spent":null}`...)
-			return nil
-		}
-		body = append(body, `,"utxo":`...)
-		var err error
-		if body, err = appendLeasedUtxo(body, v, r, now); err != nil {
-			return err
-		}
-		body = append(body, `,"spent":`...)
-		body = appendSpent(body, r)
-		body = append(body, '}')
-		return nil
-	})
-	*buf = body
-	if err != nil {
-		putAnswerBuf(buf)
-		return Answer{}, err
 	}
-	body = append(body, "]}"...)
-	return Answer{Status: 200, Tip: v.Tip(), Seq: v.State().Seq, Body: body, Tier: "disk", buf: buf}, nil
+	return s.lookup(ops, absent, func(body []byte, v *disk.View, r *disk.UtxoRef) ([]byte, error) {
+		return appendLeasedUtxo(body, v, r, now)
+	})
 }
 
 // Lease answers GET /v1/leases/{id}: {"lease_id", "outpoints": [{"tx_hash",

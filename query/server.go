@@ -581,6 +581,17 @@ var errNotFoundAnswer = errors.New("query: the answer is a 404")
 // Lookup answers a batch of outpoints from one snapshot, in request order.
 // It bypasses the caches: the whole answer must reflect one tip.
 func (s *Server) Lookup(ctx context.Context, ops []chain.OutPoint) (Answer, error) {
+	return s.lookup(ops, nil, func(body []byte, _ *disk.View, r *disk.UtxoRef) ([]byte, error) {
+		return appendUtxo(body, r), nil
+	})
+}
+
+// lookup answers a batch of outpoints from one snapshot: each result names
+// its outpoint, then its Utxo object (appended by utxo) and its spent
+// record, or null and null for an output the store does not hold or that
+// absent (when set) says to answer as absent.
+func (s *Server) lookup(ops []chain.OutPoint, absent func(v *disk.View, op chain.OutPoint, r *disk.UtxoRef) (bool, error),
+	utxo func(body []byte, v *disk.View, r *disk.UtxoRef) ([]byte, error)) (Answer, error) {
 	if len(ops) < 1 || len(ops) > MaxLookup {
 		return Answer{}, fmt.Errorf("%d outpoints outside 1..%d: %w", len(ops), MaxLookup, chain.ErrInvalidArgument)
 	}
@@ -600,12 +611,24 @@ func (s *Server) Lookup(ctx context.Context, ops []chain.OutPoint) (Answer, erro
 		body = appendHexString(body, ops[i].TxHash[:])
 		body = append(body, `,"index":`...)
 		body = strconv.AppendUint(body, uint64(ops[i].Index), 10)
+		if r != nil && absent != nil {
+			skip, err := absent(v, ops[i], r)
+			if err != nil {
+				return err
+			}
+			if skip {
+				r = nil
+			}
+		}
 		if r == nil {
 			body = append(body, `,"utxo":null,"spent":null}`...)
 			return nil
 		}
 		body = append(body, `,"utxo":`...)
-		body = appendUtxo(body, r)
+		var err error
+		if body, err = utxo(body, v, r); err != nil {
+			return err
+		}
 		body = append(body, `,"spent":`...)
 		body = appendSpent(body, r)
 		body = append(body, '}')
