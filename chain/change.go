@@ -101,10 +101,16 @@ var ErrInvalidChange = errors.New("chain: invalid change record")
 //	                                                    the rollback empties the store
 //	  "freeze": {"outpoints": [[bytes(32), uint], …],  freeze and unfreeze only
 //	             "reason": text}                        (reason: freeze only)
-//	  "wallet": [{"op": "lease" | "release" | "expire", wallet only: its operations
-//	              "lease_id": text,                     in the writer's order
+//	  "wallet": [{"op": "lease" | "release" | "expire"  wallet only: its operations
+//	                  | "post" | "withdraw",            in the writer's order
+//	              "lease_id": text,                     lease operations only
 //	              "outpoints": [[bytes(32), uint], …],  lease only
-//	              "expires_at": uint}, …]              lease only (unix seconds)
+//	              "expires_at": uint,                   lease and post (unix seconds)
+//	              "tx": Tx (as in a block, CBOR),       post only
+//	              "replace": true,                      post only, when it replaces
+//	              "since": uint,                        post and withdraw (unix seconds)
+//	              "tx_hash": bytes(32)}, …]            withdraw, and expire of a
+//	                                                    pending transaction
 //	}
 //
 // A freeze or unfreeze leaves the figures of "after" as they were: they
@@ -131,10 +137,14 @@ type changeOut struct {
 }
 
 type walletOpOut struct {
-	Op        string        `cbor:"op"`
-	LeaseID   string        `cbor:"lease_id"`
-	OutPoints []outPointOut `cbor:"outpoints,omitempty"`
-	ExpiresAt uint64        `cbor:"expires_at,omitempty"`
+	Op        string          `cbor:"op"`
+	LeaseID   string          `cbor:"lease_id,omitempty"`
+	OutPoints []outPointOut   `cbor:"outpoints,omitempty"`
+	ExpiresAt uint64          `cbor:"expires_at,omitempty"`
+	Tx        cbor.RawMessage `cbor:"tx,omitempty"`
+	Replace   bool            `cbor:"replace,omitempty"`
+	Since     uint64          `cbor:"since,omitempty"`
+	TxHash    []byte          `cbor:"tx_hash,omitempty"`
 }
 
 // spentOut is one output an apply spent: [tx_hash, index, height, tx_pos,
@@ -223,7 +233,13 @@ func AppendChangeCBOR(dst []byte, c *Change) ([]byte, error) {
 			if err := op.Validate(); err != nil {
 				return dst, fmt.Errorf("wallet change %d: %v: %w", c.Seq, err, ErrInvalidChange)
 			}
-			o := walletOpOut{Op: op.Kind.String(), LeaseID: op.LeaseID, ExpiresAt: op.ExpiresAt}
+			o := walletOpOut{Op: op.Kind.String(), LeaseID: op.LeaseID, ExpiresAt: op.ExpiresAt, Replace: op.Replace, Since: op.Since}
+			if op.Tx != nil {
+				o.Tx = appendTxCBOR(nil, op.Tx)
+			}
+			if !op.TxHash.IsZero() {
+				o.TxHash = op.TxHash[:]
+			}
 			for _, p := range op.OutPoints {
 				o.OutPoints = append(o.OutPoints, outPointOut{TxHash: p.TxHash[:], Index: p.Index})
 			}
@@ -252,10 +268,14 @@ type changeIn struct {
 }
 
 type walletOpIn struct {
-	Op        *string      `cbor:"op"`
-	LeaseID   *string      `cbor:"lease_id"`
-	OutPoints []outPointIn `cbor:"outpoints"`
-	ExpiresAt uint64       `cbor:"expires_at"`
+	Op        *string         `cbor:"op"`
+	LeaseID   *string         `cbor:"lease_id"`
+	OutPoints []outPointIn    `cbor:"outpoints"`
+	ExpiresAt uint64          `cbor:"expires_at"`
+	Tx        cbor.RawMessage `cbor:"tx"`
+	Replace   bool            `cbor:"replace"`
+	Since     uint64          `cbor:"since"`
+	TxHash    []byte          `cbor:"tx_hash"`
 }
 
 type spentIn struct {
@@ -427,8 +447,8 @@ func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
 		}
 		c.Wallet = make([]WalletOp, len(in.Wallet))
 		for i, o := range in.Wallet {
-			if o.Op == nil || o.LeaseID == nil {
-				return bad("change %d: wallet operation %d needs op and lease_id", c.Seq, i)
+			if o.Op == nil {
+				return bad("change %d: wallet operation %d needs op", c.Seq, i)
 			}
 			op := &c.Wallet[i]
 			switch *o.Op {
@@ -438,10 +458,36 @@ func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
 				op.Kind = WalletRelease
 			case "expire":
 				op.Kind = WalletExpire
+			case "post":
+				op.Kind = WalletPost
+			case "withdraw":
+				op.Kind = WalletWithdraw
 			default:
 				return bad("change %d: wallet operation %d: unknown op %q", c.Seq, i, *o.Op)
 			}
-			op.LeaseID, op.ExpiresAt = *o.LeaseID, o.ExpiresAt
+			if o.LeaseID != nil {
+				if *o.LeaseID == "" {
+					return bad("change %d: wallet operation %d: empty lease_id", c.Seq, i)
+				}
+				op.LeaseID = *o.LeaseID
+			}
+			op.ExpiresAt, op.Replace, op.Since = o.ExpiresAt, o.Replace, o.Since
+			if o.Tx != nil {
+				tx, err := DecodeTxCBOR(o.Tx, lim)
+				if err != nil {
+					return bad("change %d: wallet operation %d: tx: %v", c.Seq, i, err)
+				}
+				op.Tx = tx
+			}
+			if o.TxHash != nil {
+				if len(o.TxHash) != HashSize {
+					return bad("change %d: wallet operation %d: tx_hash of %d bytes", c.Seq, i, len(o.TxHash))
+				}
+				copy(op.TxHash[:], o.TxHash)
+				if op.TxHash.IsZero() {
+					return bad("change %d: wallet operation %d: zero tx_hash", c.Seq, i)
+				}
+			}
 			if o.OutPoints != nil {
 				op.OutPoints = make([]OutPoint, len(o.OutPoints))
 			}

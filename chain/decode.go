@@ -123,6 +123,9 @@ type blockDecoder struct {
 	// memory is BlockMemory of what is decoded so far, checked against
 	// lim's block memory limit as each item arrives.
 	memory int64
+	// replace, when set, makes tx accept a "replace" member (a pending
+	// transaction's body, pending.go) and receives its value.
+	replace *bool
 }
 
 // charge adds n bytes to the block's memory estimate, and fails once it is
@@ -401,6 +404,14 @@ func (d *blockDecoder) tx(tx *Tx) error {
 			if ok, err = d.present(); ok {
 				tx.Coinbase, err = d.src.boolean()
 			}
+		case "replace":
+			if d.replace == nil {
+				return d.unknown(key)
+			}
+			if err = d.enter(&seen, 7, "replace"); err != nil {
+				return err
+			}
+			*d.replace, err = d.src.boolean()
 		default:
 			return d.unknown(key)
 		}

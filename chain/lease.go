@@ -203,8 +203,16 @@ const (
 	WalletLease WalletOpKind = 1
 	// WalletRelease ended a lease at its holder's request.
 	WalletRelease WalletOpKind = 2
-	// WalletExpire ended a lease whose expiry the writer's clock passed.
+	// WalletExpire ended a lease whose expiry the writer's clock passed
+	// (LeaseID), or a pending transaction's (TxHash).
 	WalletExpire WalletOpKind = 3
+	// WalletPost added a pending transaction (Tx, Replace, Since,
+	// ExpiresAt): with Replace, the pending transactions spending its
+	// inputs, and their descendants, became conflicting.
+	WalletPost WalletOpKind = 4
+	// WalletWithdraw withdrew a pending transaction (TxHash) and its
+	// descendants.
+	WalletWithdraw WalletOpKind = 5
 )
 
 func (k WalletOpKind) String() string {
@@ -215,6 +223,10 @@ func (k WalletOpKind) String() string {
 		return "release"
 	case WalletExpire:
 		return "expire"
+	case WalletPost:
+		return "post"
+	case WalletWithdraw:
+		return "withdraw"
 	}
 	return fmt.Sprintf("WalletOpKind(%d)", uint8(k))
 }
@@ -223,15 +235,38 @@ func (k WalletOpKind) String() string {
 // replica applies it to the same state and gets the same rows, without a
 // clock.
 type WalletOp struct {
-	Kind    WalletOpKind
+	Kind WalletOpKind
+	// LeaseID names the lease of a lease operation (lease, release, and an
+	// expire of a lease); empty for the pending operations.
 	LeaseID string
-	// OutPoints and ExpiresAt (unix seconds) are a lease's only.
+	// OutPoints are a lease's only. ExpiresAt (unix seconds) is a lease's
+	// or a posted transaction's.
 	OutPoints []OutPoint
 	ExpiresAt uint64
+	// Tx and Replace are a post's; Since (unix seconds, the writer's clock)
+	// a post's or a withdraw's.
+	Tx      *Tx
+	Replace bool
+	Since   uint64
+	// TxHash names the transaction of a withdraw, or of an expire of a
+	// pending transaction.
+	TxHash Hash
+}
+
+// IsPending reports whether op is a pending-transaction operation (post,
+// withdraw, or an expire that names a transaction).
+func (op *WalletOp) IsPending() bool {
+	return op.Kind == WalletPost || op.Kind == WalletWithdraw || op.Kind == WalletExpire && op.LeaseID == ""
 }
 
 // Validate checks op's shape. Errors match ErrInvalidArgument.
 func (op *WalletOp) Validate() error {
+	if op.IsPending() {
+		return op.validatePending()
+	}
+	if op.Tx != nil || op.Replace || op.Since != 0 || !op.TxHash.IsZero() {
+		return fmt.Errorf("%s of lease %s carries a transaction: %w", op.Kind, op.LeaseID, ErrInvalidArgument)
+	}
 	if err := CheckLeaseID(op.LeaseID); err != nil {
 		return err
 	}
@@ -248,6 +283,32 @@ func (op *WalletOp) Validate() error {
 		return nil
 	}
 	return fmt.Errorf("wallet operation of kind %d: %w", op.Kind, ErrInvalidArgument)
+}
+
+func (op *WalletOp) validatePending() error {
+	if op.LeaseID != "" || len(op.OutPoints) != 0 {
+		return fmt.Errorf("%s of a pending transaction carries a lease: %w", op.Kind, ErrInvalidArgument)
+	}
+	switch op.Kind {
+	case WalletPost:
+		if op.Tx == nil || !op.TxHash.IsZero() || op.Since == 0 || op.ExpiresAt <= op.Since {
+			return fmt.Errorf("post needs a transaction, since and a later expiry, and no tx_hash: %w", ErrInvalidArgument)
+		}
+		if err := ValidateTx(op.Tx, Limits{}); err != nil {
+			return err
+		}
+		return CheckPendingTx(op.Tx)
+	case WalletWithdraw:
+		if op.Tx != nil || op.Replace || op.Since == 0 || op.ExpiresAt != 0 || op.TxHash.IsZero() {
+			return fmt.Errorf("withdraw needs a tx_hash and since, and nothing else: %w", ErrInvalidArgument)
+		}
+		return nil
+	default: // expire
+		if op.Tx != nil || op.Replace || op.Since != 0 || op.ExpiresAt != 0 || op.TxHash.IsZero() {
+			return fmt.Errorf("expire needs a tx_hash and nothing else: %w", ErrInvalidArgument)
+		}
+		return nil
+	}
 }
 
 // MaxWalletOps bounds the operations of one wallet change (the writer's

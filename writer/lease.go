@@ -141,18 +141,13 @@ func (w *Writer) now() uint64 {
 // change, then answers each. Writer goroutine only.
 func (w *Writer) handleWallet(first walletRequest) {
 	batch := []walletRequest{first}
-	outPoints := 0
-	if first.req.Lease != nil {
-		outPoints = len(first.req.Lease.OutPoints)
-	}
+	outPoints := requestWeight(first.req)
 more:
 	for len(batch) < maxWalletBatch && outPoints < maxWalletBatchOutPoints {
 		select {
 		case r := <-w.wallet:
 			batch = append(batch, r)
-			if r.req.Lease != nil {
-				outPoints += len(r.req.Lease.OutPoints)
-			}
+			outPoints += requestWeight(r.req)
 		default:
 			break more
 		}
@@ -206,6 +201,19 @@ more:
 	}
 }
 
+// requestWeight is what a wallet request counts against
+// maxWalletBatchOutPoints: its outpoints (a lease's), or a pending
+// transaction's inputs and outputs.
+func requestWeight(r disk.WalletRequest) int {
+	switch {
+	case r.Lease != nil:
+		return len(r.Lease.OutPoints)
+	case r.Post != nil:
+		return len(r.Post.Tx.Inputs) + len(r.Post.Tx.Outputs)
+	}
+	return 1
+}
+
 // applyWallet commits ops, a replica's wallet change. Writer goroutine only.
 func (w *Writer) applyWallet(ops []chain.WalletOp) (Result, error) {
 	st := w.store.State()
@@ -219,10 +227,14 @@ func (w *Writer) applyWallet(ops []chain.WalletOp) (Result, error) {
 	return Result{Applied: true, Tip: cs.NewTip, Seq: cs.Seq, Changes: cs}, nil
 }
 
-// sweepLeases ends the leases the writer's clock has expired, if any.
+// sweepLeases ends the leases and pending transactions the writer's clock
+// has expired, if any.
 // Writer goroutine only.
 func (w *Writer) sweepLeases() {
 	next, ok := w.store.NextLeaseExpiry()
+	if p, pok := w.store.NextPendingExpiry(); pok && (!ok || p < next) {
+		next, ok = p, true
+	}
 	if !ok || next > w.now() || w.Failed() != nil {
 		return
 	}

@@ -269,9 +269,11 @@ func (s *Store) reportLapses() {
 	}
 	s.lapses = s.lapses[:0]
 	s.leases.commit()
+	s.pending.commit()
 }
 
 func (s *Store) dropLapses() {
 	s.lapses = s.lapses[:0]
 	s.leases.reset()
+	s.pending.reset()
 }

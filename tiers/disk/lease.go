@@ -267,6 +267,14 @@ func (s *Store) lapseLease(b *keyBatch, op chain.OutPoint) {
 	s.dropFromLease(b, id, op)
 }
 
+// applyOp adds op, the i-th operation of the change that leaves st, to b.
+func (s *Store) applyOp(b *keyBatch, op *chain.WalletOp, st *State, i int) error {
+	if op.IsPending() {
+		return s.applyPendingOp(b, op, st, i)
+	}
+	return s.applyWalletOp(b, op)
+}
+
 // applyWalletOp adds op, decided by the writer, to b. It reads no clock:
 // a replica applying the same op to the same state writes the same rows.
 func (s *Store) applyWalletOp(b *keyBatch, op *chain.WalletOp) error {
@@ -304,11 +312,17 @@ func (s *Store) applyWalletOp(b *keyBatch, op *chain.WalletOp) error {
 }
 
 // WalletRequest is one wallet request for Store.Wallet: exactly one of
-// Lease, Release and Expire.
+// Lease, Release, Expire, Post and Withdraw.
 type WalletRequest struct {
 	Lease   *chain.LeaseRequest
 	Release string // a lease id
-	Expire  bool   // end every lease whose expiry is at or before now
+	// Expire ends every lease and every pending transaction whose expiry is
+	// at or before now.
+	Expire bool
+	// Post adds a pending transaction (pending.go).
+	Post *chain.PendingPost
+	// Withdraw withdraws a pending transaction and its descendants.
+	Withdraw *chain.Hash
 }
 
 // WalletOutcome answers one WalletRequest.
@@ -320,6 +334,9 @@ type WalletOutcome struct {
 	// LeaseID and ExpiresAt answer a granted lease.
 	LeaseID   string
 	ExpiresAt uint64
+	// Changed is false for a post of a transaction already pending, or a
+	// withdrawal of one that is not: no operation.
+	Changed bool
 }
 
 // WalletResult says what a Wallet call did.
@@ -349,6 +366,8 @@ func (s *Store) Wallet(reqs []WalletRequest, now uint64) (WalletResult, error) {
 	b := s.writeBatch()
 	defer s.releaseScratch()
 	s.dropLapses()
+	next := s.State()
+	next.Seq++
 	for i, r := range reqs {
 		var ops []chain.WalletOp
 		var err error
@@ -365,7 +384,16 @@ func (s *Store) Wallet(reqs []WalletRequest, now uint64) (WalletResult, error) {
 				ops = []chain.WalletOp{{Kind: chain.WalletRelease, LeaseID: r.Release}}
 			}
 		case r.Expire:
-			ops = s.expired(now)
+			ops = append(s.expired(now), s.expiredPending(now)...)
+		case r.Post != nil:
+			var op *chain.WalletOp
+			if op, err = s.decidePost(r.Post, now); err == nil && op != nil {
+				ops = []chain.WalletOp{*op}
+			}
+		case r.Withdraw != nil:
+			if s.pending.get(*r.Withdraw) != nil {
+				ops = []chain.WalletOp{{Kind: chain.WalletWithdraw, TxHash: *r.Withdraw, Since: now}}
+			}
 		}
 		if err != nil {
 			res.Outcomes[i].Err = err
@@ -375,10 +403,16 @@ func (s *Store) Wallet(reqs []WalletRequest, now uint64) (WalletResult, error) {
 			if len(res.Ops) == chain.MaxWalletOps {
 				break // the next sweep takes the rest
 			}
-			if err := s.applyWalletOp(b, &ops[j]); err != nil {
+			if ops[j].Kind == chain.WalletExpire && ops[j].LeaseID == "" && s.pending.get(ops[j].TxHash) == nil {
+				continue // expired with an ancestor just before
+			}
+			// Decided against the batch just before: only a storage
+			// failure fails here.
+			if err := s.applyOp(b, &ops[j], &next, len(res.Ops)); err != nil {
 				return res, err
 			}
 			res.Ops = append(res.Ops, ops[j])
+			res.Outcomes[i].Changed = true
 		}
 	}
 	if len(res.Ops) == 0 {
@@ -405,12 +439,14 @@ func (s *Store) ApplyWallet(ops []chain.WalletOp) (*changeset.Set, error) {
 	b := s.writeBatch()
 	defer s.releaseScratch()
 	s.dropLapses()
+	next := s.State()
+	next.Seq++
 	for i := range ops {
 		if err := ops[i].Validate(); err != nil {
 			s.dropLapses()
 			return nil, err
 		}
-		if err := s.applyWalletOp(b, &ops[i]); err != nil {
+		if err := s.applyOp(b, &ops[i], &next, i); err != nil {
 			s.dropLapses()
 			return nil, err
 		}

@@ -223,6 +223,8 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 	ch.cs.Rollback = true
 	d := newDerived(s.dims, s.dimFuncs, b, &st, ch, len(undo.entries))
 	var key, val []byte
+	touched := make(map[chain.OutPoint]*chain.Utxo, len(undo.entries)) // live after the undo, or nil
+	var removed []chain.OutPoint
 	for _, e := range undo.entries {
 		key = appendOutPointKey(key[:0], e.op)
 		cur, err := s.get(key)
@@ -262,6 +264,12 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 		}
 		if before != nil && before.Spent == nil {
 			d.add(&before.Utxo)
+			touched[e.op] = &before.Utxo
+		} else {
+			touched[e.op] = nil
+			if after.Spent == nil {
+				removed = append(removed, e.op)
+			}
 		}
 		ch.outPoint(e.op)
 		if before == nil {
@@ -279,6 +287,10 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 	_ = b.Delete(heightKey(prefixBlockHash, h), nil)
 	_ = b.Delete(hashBlockKey(prev.Tip.Hash), nil)
 	if err := s.visibilityEdge(h, ch); err != nil {
+		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
+	}
+	live := func(op chain.OutPoint) (*chain.Utxo, bool) { u, ok := touched[op]; return u, ok }
+	if err := s.pendingRollback(b, h, &st, live, removed); err != nil {
 		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
 	}
 	logFloor := s.logFloor

@@ -99,6 +99,10 @@ type Options struct {
 	Derivers Derivers
 	// Logger receives Pebble's events and the store's own. Default: discard.
 	Logger *slog.Logger
+	// Pending bounds the pending set and sets the expiry of a post
+	// (pending.go). Only the writer's decide: a replica applies the posts
+	// its writer logged.
+	Pending PendingOptions
 
 	// fs replaces the file system. Tests only, through WithFS
 	// (export_test.go): the power-loss and I/O fault tests run the store on
@@ -154,6 +158,7 @@ func (o Options) EnsureDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	o.Pending = o.Pending.EnsureDefaults()
 	return o
 }
 
@@ -164,6 +169,9 @@ func (o Options) Validate() error {
 	}
 	if o.PruneBudget < 1 {
 		return fmt.Errorf("disk: prune budget %d must be positive", o.PruneBudget)
+	}
+	if err := o.Pending.Validate(); err != nil {
+		return err
 	}
 	if err := o.Chain.validate(); err != nil {
 		return err
@@ -241,6 +249,9 @@ type Store struct {
 	lapses []lapse
 	// leases are the committed leases and the batch's changes (lease.go).
 	leases *leaseSet
+	// pending is the committed pending set and the batch's changes
+	// (pending.go).
+	pending *pendingSet
 
 	// bg counts background goroutines (filter rebuilds); Close sets stopping
 	// and waits for them before closing Pebble.
@@ -317,6 +328,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("disk: read the change log: %w", err)
 	}
 	if err := s.loadLeases(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.loadPending(); err != nil {
 		db.Close()
 		return nil, err
 	}

@@ -355,6 +355,10 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 	if err := s.prune(b, &st, t.entries, &pruned, 1); err != nil {
 		return nil, fmt.Errorf("disk: prune at block %d: %w", h, err)
 	}
+	s.pendingBlock(b, h, t.block.Time, pendingBlockTxs(t.block), &st)
+	if err := s.prunePending(b, &st, s.opts.PruneBudget); err != nil {
+		return nil, fmt.Errorf("disk: prune pending at block %d: %w", h, err)
+	}
 	logFloor, err := s.logChange(b, &st, &chain.Change{Kind: chain.ChangeApply, Block: t.block, SpentKnown: true, Spent: t.spentBefore()})
 	if err != nil {
 		return nil, err

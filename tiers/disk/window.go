@@ -149,6 +149,8 @@ type windowBlock struct {
 	spentAt []byte // packed outpoints of its kept spends: the 0x05 row
 	undo    []byte // its undo delta; nil: none (too deep to roll back)
 	record  []byte // its change-log record; nil with the log off
+	time    int64
+	ptxs    []pendingBlockTx // what its pending effects need (pending.go)
 }
 
 // NewWindow starts a catch-up window towards height target (the height the
@@ -293,7 +295,10 @@ func (t *BlockTxn) End() error {
 	st.MaxHeight = max(st.MaxHeight, b.Height)
 	st.SkippedInputs += w.skipped
 	st.Seq++
-	wb := windowBlock{height: b.Height, hash: b.Hash, slot: b.Slot, seq: st.Seq, spentAt: w.spentHere}
+	wb := windowBlock{height: b.Height, hash: b.Hash, slot: b.Slot, seq: st.Seq, spentAt: w.spentHere, time: b.Time}
+	if !t.s.pending.empty() {
+		wb.ptxs = pendingBlockTxs(b)
+	}
 	if w.images != nil {
 		undo := undoDelta{prev: prev, skipped: w.skipped, entries: make([]undoEntry, 0, len(w.imageOrder))}
 		for _, op := range w.imageOrder {
@@ -438,6 +443,17 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 	var pruned pruneWork
 	if err := s.prune(b, &st, t.entries, &pruned, len(w.blocks)); err != nil {
 		return nil, fmt.Errorf("disk: prune at block %d: %w", last, err)
+	}
+	for i := range w.blocks {
+		wb := &w.blocks[i]
+		if wb.ptxs != nil {
+			bst := st
+			bst.MaxHeight = max(w.start.MaxHeight, wb.height)
+			s.pendingBlock(b, wb.height, wb.time, wb.ptxs, &bst)
+		}
+	}
+	if err := s.prunePending(b, &st, len(w.blocks)*s.opts.PruneBudget); err != nil {
+		return nil, fmt.Errorf("disk: prune pending at block %d: %w", last, err)
 	}
 	_ = b.Set(keyState, appendState(nil, &st), nil)
 	if err := s.commitKeys(b); err != nil {

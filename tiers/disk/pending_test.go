@@ -1,0 +1,186 @@
+package disk_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/writer"
+)
+
+func pendingOpen(t *testing.T, dir string, opts disk.Options, now *int64) *stStore {
+	t.Helper()
+	opts.RollbackWindow = 30
+	s, err := disk.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stStore{t: t, dir: dir, s: s, w: writer.New(s, writer.Options{LeaseSweep: -1, Now: func() time.Time { return time.Unix(*now, 0) }})}
+	t.Cleanup(st.close)
+	return st
+}
+
+func ptx(tag byte, inputs []chain.OutPoint, outs ...chain.Output) chain.Tx {
+	return chain.Tx{Hash: stHash(tag, 'p', 0), Inputs: inputs, Outputs: outs}
+}
+
+func op(tx chain.Tx, i uint32) chain.OutPoint { return chain.OutPoint{TxHash: tx.Hash, Index: i} }
+
+// pendingState renders the status of each tx, and what the pending rows say
+// of each address: its unconfirmed outputs and the outputs pending
+// transactions spend.
+func pendingState(t *testing.T, s *disk.Store, names map[chain.Hash]string, addrs []string, txs ...chain.Tx) string {
+	t.Helper()
+	v, err := s.NewView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	var b strings.Builder
+	for _, tx := range txs {
+		info, found, err := v.PendingStatus(tx.Hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case !found:
+			fmt.Fprintf(&b, "%s:- ", names[tx.Hash])
+		case info.Status == chain.PendingConfirmed:
+			fmt.Fprintf(&b, "%s:confirmed@%d ", names[tx.Hash], info.Height)
+		case info.Status == chain.PendingConflicting:
+			fmt.Fprintf(&b, "%s:conflicting(%s) ", names[tx.Hash], names[info.ConflictsWith])
+		default:
+			fmt.Fprintf(&b, "%s:%s ", names[tx.Hash], info.Status)
+		}
+	}
+	for _, a := range addrs {
+		fmt.Fprintf(&b, "| %s +", a)
+		if err := v.PendingOutputs(disk.DimAddress, []byte(a), false, func(o *disk.PendingOutput) error {
+			fmt.Fprintf(&b, " %s:%d=%d", names[o.Utxo.TxHash], o.Utxo.Index, o.Utxo.Value)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(" -")
+		if err := v.PendingSpentOf(disk.DimAddress, []byte(a), func(o *disk.PendingSpentOutput) error {
+			fmt.Fprintf(&b, " %s:%d=%d>%s", names[o.Utxo.TxHash], o.Utxo.Index, o.Utxo.Value, names[o.By.TxHash])
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(" ")
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// TestPendingStore follows pending transactions through the writer and the
+// store: posts checked against live and pending outputs, a conflict and a
+// replacement, a withdrawal with its descendant, blocks that confirm and
+// conflict, a rollback that returns them in order, a reopen, an expiry and
+// the bounds.
+func TestPendingStore(t *testing.T) {
+	dir := t.TempDir()
+	now := int64(1000)
+	st := pendingOpen(t, dir, disk.Options{}, &now)
+	ctx := context.Background()
+	cb := chain.Tx{Hash: stHash(1, 'c', 1), Coinbase: true, Outputs: []chain.Output{{Address: "alice", Value: 100}, {Address: "bob", Value: 50}}}
+	b1 := &chain.Block{Height: 1, Hash: stHash(1, 'b', 1), Time: 500, Txs: []chain.Tx{cb}}
+	b2 := &chain.Block{Height: 2, Hash: stHash(1, 'b', 2), PrevHash: b1.Hash, Time: 600, Txs: []chain.Tx{{Hash: stHash(1, 'c', 2), Coinbase: true, Outputs: []chain.Output{{Address: "zed", Value: 1}}}}}
+	st.apply(b1, b2)
+
+	p1 := ptx(1, []chain.OutPoint{op(cb, 0)}, chain.Output{Address: "carol", Value: 60}, chain.Output{Address: "alice", Value: 40})
+	p2 := ptx(2, []chain.OutPoint{op(p1, 0)}, chain.Output{Address: "dave", Value: 60})
+	x := ptx(3, []chain.OutPoint{op(cb, 0)}, chain.Output{Address: "erin", Value: 100})
+	r := ptx(4, []chain.OutPoint{op(cb, 1)}, chain.Output{Address: "carol", Value: 50})
+	p3 := ptx(5, []chain.OutPoint{op(x, 0)}, chain.Output{Address: "dave", Value: 99})
+	p4 := ptx(6, []chain.OutPoint{op(cb, 1)}, chain.Output{Address: "dave", Value: 49})
+	w := chain.Tx{Hash: stHash(7, 'w', 0), Inputs: []chain.OutPoint{op(cb, 1)}, Outputs: []chain.Output{{Address: "frank", Value: 50}}}
+	names := map[chain.Hash]string{p1.Hash: "P1", p2.Hash: "P2", x.Hash: "X", r.Hash: "R", p3.Hash: "P3", p4.Hash: "P4", w.Hash: "W", cb.Hash: "cb"}
+	all := []chain.Tx{p1, p2, x, r, p3, p4}
+	addrs := []string{"alice", "bob", "carol", "dave"}
+	post := func(tx chain.Tx, replace bool) (writer.PendingResult, error) {
+		return st.w.Post(ctx, chain.PendingPost{Tx: tx, Replace: replace})
+	}
+	mustPost := func(tx chain.Tx, replace bool) {
+		t.Helper()
+		if res, err := post(tx, replace); err != nil || !res.Changed {
+			t.Fatalf("post %s: %+v %v", names[tx.Hash], res, err)
+		}
+	}
+	check := func(when, want string) {
+		t.Helper()
+		if got := pendingState(t, st.s, names, addrs, all...); got != want {
+			t.Fatalf("%s:\n got %s\nwant %s", when, got, want)
+		}
+	}
+
+	mustPost(p1, false)
+	mustPost(p2, false)
+	before := st.s.State()
+	if res, err := post(p1, false); err != nil || res.Changed || res.Seq != before.Seq {
+		t.Fatalf("posting P1 again: %+v %v", res, err)
+	}
+	var ce *chain.ConflictError
+	if _, err := post(x, false); !errors.As(err, &ce) || ce.Spender != p1.Hash || ce.Input != 0 || ce.OutPoint != op(cb, 0) {
+		t.Fatalf("double spend without replace: %v", err)
+	}
+	if _, err := post(ptx(9, []chain.OutPoint{op(p2, 5)}, chain.Output{Address: "a", Value: 1}), false); !errors.Is(err, chain.ErrUnknownInput) {
+		t.Fatalf("a missing pending output: %v", err)
+	}
+	if _, err := post(ptx(9, []chain.OutPoint{op(b2.Txs[0], 0), op(b2.Txs[0], 0)}, chain.Output{Address: "a", Value: 1}), false); !errors.Is(err, chain.ErrInvalidArgument) {
+		t.Fatalf("an input twice: %v", err)
+	}
+	if after := st.s.State(); after.Seq != before.Seq {
+		t.Fatal("a refused post made a change")
+	}
+	mustPost(r, false)
+	check("posted", "P1:pending P2:pending X:- R:pending P3:- P4:- | alice + P1:1=40 - cb:0=100>P1 | bob + - cb:1=50>R | carol + P1:0=60 R:0=50 - P1:0=60>P2 | dave + P2:0=60 -")
+	if res, err := st.w.Withdraw(ctx, r.Hash); err != nil || !res.Changed {
+		t.Fatalf("withdraw R: %+v %v", res, err)
+	}
+	if res, err := st.w.Withdraw(ctx, r.Hash); err != nil || res.Changed {
+		t.Fatalf("withdraw R again: %+v %v", res, err)
+	}
+	mustPost(x, true) // evicts P1 and its child P2
+	check("replaced", "P1:conflicting(X) P2:conflicting(X) X:pending R:withdrawn P3:- P4:- | alice + - cb:0=100>X | bob + - | carol + - | dave + -")
+
+	b3 := &chain.Block{Height: 3, Hash: stHash(1, 'b', 3), PrevHash: b2.Hash, Time: 700, Txs: []chain.Tx{x}}
+	st.apply(b3)
+	mustPost(p3, false) // spends X's output, now confirmed
+	mustPost(p4, false)
+	b4 := &chain.Block{Height: 4, Hash: stHash(1, 'b', 4), PrevHash: b3.Hash, Time: 800, Txs: []chain.Tx{w}}
+	st.apply(b4)
+	check("blocks", "P1:conflicting(X) P2:conflicting(X) X:confirmed@3 R:withdrawn P3:pending P4:conflicting(W) | alice + - | bob + - | carol + - | dave + P3:0=99 -")
+
+	if _, err := st.w.Rollback(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	got := pendingState(t, st.s, names, addrs, all...)
+	// P4 was posted after P3: posting order, not the order they returned in.
+	if want := "P1:conflicting(X) P2:conflicting(X) X:pending R:withdrawn P3:pending P4:pending | alice + - cb:0=100>X | bob + - cb:1=50>P4 | carol + - | dave + P3:0=99 P4:0=49 -"; got != want {
+		t.Fatalf("after the rollback:\n got %s\nwant %s", got, want)
+	}
+	st.close()
+	st = pendingOpen(t, dir, disk.Options{Pending: disk.PendingOptions{MaxTxs: 3, TTL: 100}}, &now)
+	if got2 := pendingState(t, st.s, names, addrs, all...); got2 != got {
+		t.Fatalf("after a reopen:\n got %s\nwant %s", got2, got)
+	}
+	// Three pending: the bound refuses a fourth, and changes nothing.
+	if _, err := post(ptx(10, []chain.OutPoint{op(b2.Txs[0], 0)}, chain.Output{Address: "a", Value: 1}), false); !errors.Is(err, chain.ErrInsufficientStorage) {
+		t.Fatalf("over the bound: %v", err)
+	}
+	// Expiry: X was posted at 1000 with the default TTL; the others too.
+	if n, _ := st.s.PendingCount(); n != 3 {
+		t.Fatalf("%d pending", n)
+	}
+	now = 1000 + chain.DefaultPendingTTL
+	if _, err := st.w.ExpireLeases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("expired", "P1:conflicting(X) P2:conflicting(X) X:expired R:withdrawn P3:expired P4:expired | alice + - | bob + - | carol + - | dave + -")
+}
