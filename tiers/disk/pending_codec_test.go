@@ -2,7 +2,8 @@ package disk
 
 import (
 	"bytes"
-		"errors"
+	"encoding/binary"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -48,7 +49,7 @@ func TestPendingRowGoldens(t *testing.T) {
 		t.Fatalf("status row %x, want %x", got, stat)
 	}
 	items := []blockPendingItem{{status: chain.PendingConfirmed, hash: goldenHash2, row: want}}
-	blk := append(unhex(t, "01 01 02"+goldenHex2), byte(len(want)))
+	blk := binary.AppendUvarint(unhex(t, "01 01 02"+goldenHex2), uint64(len(want))) // 97 01
 	blk = append(blk, want...)
 	if got := appendBlockPendingRow(nil, items); !bytes.Equal(got, blk) {
 		t.Fatalf("block pending row %x, want %x", got, blk)
