@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -172,6 +173,8 @@ func FuzzDecodeChangeCBOR(f *testing.F) {
 		{Kind: chain.WalletLease, LeaseID: "w1", OutPoints: []chain.OutPoint{{Index: 1}, {Index: 2}}, ExpiresAt: 1_800_000_600},
 		{Kind: chain.WalletRelease, LeaseID: "w0"}, {Kind: chain.WalletExpire, LeaseID: "old"}}})
 	f.Add(wallet)
+	pending, _ := chain.AppendChangeCBOR(nil, &chain.Change{Seq: 6, Kind: chain.ChangeWallet, Wallet: pendingOps()})
+	f.Add(pending)
 	spent, _ := chain.AppendChangeCBOR(nil, &chain.Change{Seq: 5, Kind: chain.ChangeApply, SpentKnown: true,
 		Block: &chain.Block{Height: 1, Hash: changeHash(1), Txs: []chain.Tx{{Hash: changeHash(2), Outputs: []chain.Output{{Address: "a", Value: 1}}}}},
 		Spent: []chain.Utxo{{OutPoint: chain.OutPoint{Index: 1}, Output: chain.Output{Address: "b", Value: 2}}}})
@@ -188,7 +191,7 @@ func FuzzDecodeChangeCBOR(f *testing.F) {
 		}
 		again, _, err := chain.DecodeChangeCBOR(enc, chain.Limits{})
 		if err != nil || again.Seq != c.Seq || again.Kind != c.Kind || again.Target != c.Target || again.After != c.After ||
-			fmt.Sprint(again.Freeze) != fmt.Sprint(c.Freeze) || fmt.Sprint(again.Wallet) != fmt.Sprint(c.Wallet) ||
+			fmt.Sprint(again.Freeze) != fmt.Sprint(c.Freeze) || !reflect.DeepEqual(again.Wallet, c.Wallet) ||
 			again.SpentKnown != c.SpentKnown || fmt.Sprint(again.Spent) != fmt.Sprint(c.Spent) {
 			t.Fatalf("round trip: %+v, %v; want %+v", again, err, c)
 		}
@@ -203,24 +206,41 @@ func TestWalletChangeRecord(t *testing.T) {
 		{Kind: chain.WalletRelease, LeaseID: "b"},
 		{Kind: chain.WalletExpire, LeaseID: "c"},
 	}, After: chain.Summary{Tip: chain.Tip{Height: 1, Hash: changeHash(1)}, UtxoCount: 4}}
+	c.Wallet = append(c.Wallet, pendingOps()...)
 	enc, err := chain.AppendChangeCBOR(nil, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, rest, err := chain.DecodeChangeCBOR(enc, chain.Limits{})
-	if err != nil || len(rest) != 0 || got.Kind != chain.ChangeWallet || fmt.Sprint(got.Wallet) != fmt.Sprint(c.Wallet) || got.After != c.After {
+	if err != nil || len(rest) != 0 || got.Kind != chain.ChangeWallet || !reflect.DeepEqual(got.Wallet, c.Wallet) || got.After != c.After {
 		t.Fatalf("round trip: %+v %v", got, err)
 	}
 	for name, ops := range map[string][]chain.WalletOp{
-		"none":                 nil,
-		"lease without expiry": {{Kind: chain.WalletLease, LeaseID: "a", OutPoints: []chain.OutPoint{{Index: 1}}}},
-		"lease without ops":    {{Kind: chain.WalletLease, LeaseID: "a", ExpiresAt: 1}},
-		"release with ops":     {{Kind: chain.WalletRelease, LeaseID: "a", OutPoints: []chain.OutPoint{{Index: 1}}}},
-		"bad id":               {{Kind: chain.WalletRelease, LeaseID: "a b"}},
-		"unknown kind":         {{Kind: 9, LeaseID: "a"}},
+		"none":                  nil,
+		"lease without expiry":  {{Kind: chain.WalletLease, LeaseID: "a", OutPoints: []chain.OutPoint{{Index: 1}}}},
+		"lease without ops":     {{Kind: chain.WalletLease, LeaseID: "a", ExpiresAt: 1}},
+		"release with ops":      {{Kind: chain.WalletRelease, LeaseID: "a", OutPoints: []chain.OutPoint{{Index: 1}}}},
+		"bad id":                {{Kind: chain.WalletRelease, LeaseID: "a b"}},
+		"unknown kind":          {{Kind: 9, LeaseID: "a"}},
+		"post without tx":       {{Kind: chain.WalletPost, Since: 1, ExpiresAt: 2}},
+		"post with a lease id":  {{Kind: chain.WalletPost, LeaseID: "a", Tx: pendingOps()[0].Tx, Since: 1, ExpiresAt: 2}},
+		"post expiring early":   {{Kind: chain.WalletPost, Tx: pendingOps()[0].Tx, Since: 2, ExpiresAt: 2}},
+		"withdraw without hash": {{Kind: chain.WalletWithdraw, Since: 1}},
+		"expire with both":      {{Kind: chain.WalletExpire, LeaseID: "a", TxHash: changeHash(1)}},
 	} {
 		if _, err := chain.AppendChangeCBOR(nil, &chain.Change{Seq: 1, Kind: chain.ChangeWallet, Wallet: ops}); !errors.Is(err, chain.ErrInvalidChange) {
 			t.Errorf("%s: encoded (%v)", name, err)
 		}
+	}
+}
+
+// pendingOps are one of each pending operation.
+func pendingOps() []chain.WalletOp {
+	tx := &chain.Tx{Hash: changeHash(5), Inputs: []chain.OutPoint{{TxHash: changeHash(1), Index: 0}},
+		Outputs: []chain.Output{{Address: "a", Value: 1, Assets: []chain.Asset{{Policy: []byte{1}, Name: []byte{2}, Quantity: 3}}}}}
+	return []chain.WalletOp{
+		{Kind: chain.WalletPost, Tx: tx, Replace: true, Since: 1_800_000_000, ExpiresAt: 1_801_209_600},
+		{Kind: chain.WalletWithdraw, TxHash: changeHash(5), Since: 1_800_000_001},
+		{Kind: chain.WalletExpire, TxHash: changeHash(6)},
 	}
 }
