@@ -50,6 +50,8 @@ var errorTable = []errorClass{
 	{chain.ErrRollbackTooDeep, http.StatusConflict, "rollback_too_deep", ""},
 	{chain.ErrFrozen, http.StatusConflict, "frozen", ""},
 	{chain.ErrLeased, http.StatusConflict, "leased", ""},
+	{chain.ErrConflict, http.StatusConflict, "conflict", ""},
+	{chain.ErrInsufficientStorage, http.StatusInsufficientStorage, "insufficient_storage", ""},
 	{errRequestTimeout, http.StatusRequestTimeout, "request_timeout", ""},
 	{chain.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large", ""},
 	{errUnsupportedMediaType, http.StatusUnsupportedMediaType, "unsupported_media_type", ""},

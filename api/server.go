@@ -33,7 +33,8 @@ type Reader interface {
 	Balance(ctx context.Context, address string) (query.Answer, error)
 	Utxo(ctx context.Context, op chain.OutPoint) (query.Answer, error)
 	Lookup(ctx context.Context, ops []chain.OutPoint) (query.Answer, error)
-	LeaseReader // lease.go
+	LeaseReader   // lease.go
+	PendingReader // pending.go
 	Published() query.Published
 	WaitFor(ctx context.Context, minSeq, minHeight uint64, maxWait time.Duration) (query.Published, error)
 }
@@ -60,6 +61,10 @@ type Options struct {
 	// for bearers of it; it is not the admin token, which does not enable
 	// them. Empty: wallet writes answer 403 wallet_writes_disabled.
 	WalletToken string
+	// RawTx reads the chain's own serialized transaction for POST
+	// /v1/pending with Content-Type application/octet-stream. Nil: such a
+	// body answers 415.
+	RawTx RawTxFunc
 	// ReadOnly marks a replica: writes answer 403 read_only.
 	ReadOnly bool
 	// ReplicationToken enables the replication endpoints for bearers of it,
@@ -208,7 +213,8 @@ func New(r Reader, w Writer, opts Options) *API {
 	a.route(http.MethodPost, "/v1/rollback", a.postRollback)
 	a.route(http.MethodPost, "/v1/frozen", a.postFrozen)
 	a.route(http.MethodDelete, "/v1/frozen", a.deleteFrozen)
-	a.leaseRoutes() // lease.go
+	a.leaseRoutes()   // lease.go
+	a.pendingRoutes() // pending.go
 	a.route(http.MethodGet, "/v1/events", a.read(a.getEvents))
 	a.route(http.MethodPost, "/v1/events", a.read(a.postEvents))
 	a.route(http.MethodGet, "/v1/replication/changes", a.getChanges)

@@ -77,6 +77,9 @@ type Config struct {
 	// must differ from AdminToken: a wallet backend must not post blocks. On
 	// a replica, which takes no writes, it authorizes GET /v1/leases/{id}.
 	WalletToken string
+	// Pending bounds the writer's pending set and sets the expiry of a
+	// posted transaction (disk.Options.Pending); zero fields: defaults.
+	Pending disk.PendingOptions
 	// Now is the node's clock, which decides lease expiries (the writer's
 	// grants and sweeps, every node's reads). Default time.Now; tests set
 	// it to a clock they move.

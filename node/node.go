@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/bitcoin"
 	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/cardano/n2n"
 	"github.com/utxo-cache/utxo-cache/events"
@@ -128,6 +129,7 @@ func (n *Node) start(ctx context.Context) error {
 	opts, err := WithIndexes(disk.Options{
 		PruneDepth: cfg.PruneDepth, RollbackWindow: cfg.RollbackWindow, Logger: log,
 		LogRetention: cfg.ReplicationRetention, MemTableBytes: cfg.MemTableBytes, Chain: cfg.Chain, ChainIfNone: cfg.ChainIfNone,
+		Pending: cfg.Pending,
 	}, cfg.Indexes, cmp.Or(cfg.Chain, cfg.ChainIfNone))
 	if err != nil {
 		return err
@@ -204,6 +206,7 @@ func (n *Node) start(ctx context.Context) error {
 		StallTimeout:     cfg.StallTimeout,
 		AdminToken:       cfg.AdminToken,
 		WalletToken:      cfg.WalletToken,
+		RawTx:            rawTxFunc(store.Chain(), cfg.BitcoinNetwork),
 		MaxBlockBytes:    cfg.MaxBlockBytes,
 		BlockLimits:      cfg.BlockLimits(),
 		MaxWait:          cfg.MaxWait,
@@ -330,4 +333,19 @@ func (n *Node) closeParts() error {
 		n.mem.Close()
 	}
 	return err
+}
+
+// rawTxFunc returns the reader of the chain's raw transactions for POST
+// /v1/pending (application/octet-stream): Bitcoin's serialized transaction
+// on a Bitcoin store; nil (415) on any other, a Cardano store included
+// (its transactions are posted in the block format).
+func rawTxFunc(c disk.Chain, network bitcoin.Network) api.RawTxFunc {
+	if c != "bitcoin" {
+		return nil
+	}
+	a, err := bitcoin.NewAdapter(bitcoin.Options{Network: network})
+	if err != nil {
+		return nil
+	}
+	return a.ConvertTx
 }

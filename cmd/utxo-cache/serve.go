@@ -66,6 +66,9 @@ type serveSettings struct {
 	memtable                                           string
 	memtableBytes                                      uint64
 	redis                                              redisFlags
+	pendingTTL                                         time.Duration
+	pendingMaxTxs                                      int
+	pendingMaxBytes                                    string
 }
 
 func runServe(e *env, args []string) error {
@@ -81,6 +84,9 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.walletToken, "wallet-token", "", "bearer `TOKEN` that enables the wallet writes (pending transactions, leases; none: they answer 403);\n"+
 		"distinct from the admin token; prefer --wallet-token-file")
 	fs.StringVar(&s.walletTokenFile, "wallet-token-file", "", "`FILE` holding the wallet token (a trailing newline is ignored); not with --wallet-token")
+	fs.DurationVar(&s.pendingTTL, "pending-ttl", chain.DefaultPendingTTL*time.Second, "how long a posted pending transaction stays pending before it expires (`DURATION`)")
+	fs.IntVar(&s.pendingMaxTxs, "pending-max-txs", disk.DefaultPendingMaxTxs, "most pending transactions the writer keeps; a post beyond answers 507 insufficient_storage (`N`)")
+	fs.StringVar(&s.pendingMaxBytes, "pending-max-bytes", "256MiB", "most bytes of stored pending transactions; a post beyond answers 507 insufficient_storage (`SIZE`)")
 	fs.Uint64Var(&s.pruneDepth, "prune-depth", storeDefaults.PruneDepth, pruneDepthUsage)
 	fs.Uint64Var(&s.rollbackWindow, "rollback-window", storeDefaults.RollbackWindow, rollbackWindowUsage)
 	fs.StringVar(&s.indexes, "indexes", "", indexesUsage)
@@ -181,6 +187,12 @@ func runServe(e *env, args []string) error {
 	}
 	if s.blockMemory, err = blockMemoryBytes(s.maxBlockMemory); err != nil {
 		return err
+	}
+	if n, err := parseSize(s.pendingMaxBytes); err != nil || n < 1 {
+		return usagef("--pending-max-bytes %q: want a positive size", s.pendingMaxBytes)
+	}
+	if s.pendingMaxTxs < 1 || s.pendingTTL < time.Second {
+		return usagef("--pending-max-txs must be positive and --pending-ttl at least 1s")
 	}
 	memBytes, err := parseSize(s.memoryBytes)
 	if err != nil {
@@ -297,6 +309,9 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 
 		AdminToken:        s.adminToken,
 		WalletToken:       s.walletToken,
+		Pending: disk.PendingOptions{
+			MaxTxs: s.pendingMaxTxs, MaxBytes: s.pendingBytes(), TTL: uint64(s.pendingTTL / time.Second),
+		},
 		SkipUnknownInputs: s.skipUnknown,
 		MaxBlockBytes:     s.maxBlockBytes,
 		MaxBlockMemory:    s.blockMemory,
@@ -329,6 +344,12 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 // follower (--admin-token) are checked only by linking to the tip, so such
 // a node serves a store of any chain; a store it creates records generic
 // (chainIfNone).
+// pendingBytes is --pending-max-bytes, which runServe checked.
+func (s serveSettings) pendingBytes() int64 {
+	n, _ := parseSize(s.pendingMaxBytes)
+	return n
+}
+
 func (s serveSettings) chain() disk.Chain {
 	switch {
 	case s.replicaOf != "":
