@@ -20,6 +20,7 @@ import (
 type IndexReader interface {
 	IndexUtxosFiltered(ctx context.Context, k query.IndexKey, desc bool, limit int, cursor string, f query.Filter) (query.Answer, error)
 	IndexBalance(ctx context.Context, k query.IndexKey) (query.Answer, error)
+	IndexBalancePending(ctx context.Context, k query.IndexKey) (query.Answer, error)
 }
 
 // policyHexLen is the length of a policy in a unit: Cardano's 28-byte
@@ -133,7 +134,11 @@ func (a *API) getIndexUtxos(param string, parse func(string) (query.IndexKey, er
 
 func (a *API) getIndexBalance(param string, parse func(string) (query.IndexKey, error)) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		_, rc, ok := a.readQuery(c, readParamNames)
+		q, rc, ok := a.readQuery(c, balanceParamNames)
+		if !ok {
+			return
+		}
+		pending, ok := a.pendingMode(c, &q)
 		if !ok {
 			return
 		}
@@ -148,6 +153,9 @@ func (a *API) getIndexBalance(param string, parse func(string) (query.IndexKey, 
 			return
 		}
 		a.serveRead(c, rc, true, func(ctx context.Context) (query.Answer, error) {
+			if pending {
+				return ir.IndexBalancePending(ctx, k)
+			}
 			return ir.IndexBalance(ctx, k)
 		})
 	}

@@ -26,6 +26,9 @@ const (
 	paramFrozen = "frozen" // include (default) or exclude
 	paramMature = "mature" // all (default) or only
 	paramLeased = "leased" // exclude or include; absent: leases are not looked at
+	// paramPending is exclude (default) or include: unconfirmed outputs and
+	// pending spends (pending.go).
+	paramPending = "pending"
 )
 
 // listFilter reads a listing's filters from q; on a bad value it answers
@@ -56,20 +59,41 @@ func (a *API) listFilter(c *gin.Context, q *queryParams) (query.Filter, bool) {
 	if f.Leased, ok = a.leaseMode(c, q); !ok {
 		return f, false
 	}
+	if f.Pending, ok = a.pendingMode(c, q); !ok {
+		return f, false
+	}
 	return f, true
+}
+
+// pendingMode reads pending=exclude|include from q (include: true); on a
+// bad value it answers 400 itself and reports false.
+func (a *API) pendingMode(c *gin.Context, q *queryParams) (bool, bool) {
+	v, given := q.lookup(paramPending)
+	if !given {
+		return false, true
+	}
+	switch v {
+	case "exclude":
+		return false, true
+	case "include":
+		return true, true
+	}
+	a.fail(c, fmt.Errorf("pending %q: must be include or exclude: %w", v, chain.ErrInvalidArgument))
+	return false, false
 }
 
 // readParamNames are the parameters of every read endpoint; pageParamNames
 // those of an address's page.
 var (
-	readParamNames = []string{paramMinSeq, paramMinHeight, paramWait}
-	utxoParamNames = []string{paramLeased, paramMinSeq, paramMinHeight, paramWait}
-	pageParamNames = []string{"limit", "order", "cursor", paramFrozen, paramMature, paramLeased, paramMinSeq, paramMinHeight, paramWait}
+	readParamNames    = []string{paramMinSeq, paramMinHeight, paramWait}
+	balanceParamNames = []string{paramPending, paramMinSeq, paramMinHeight, paramWait}
+	utxoParamNames    = []string{paramLeased, paramPending, paramMinSeq, paramMinHeight, paramWait}
+	pageParamNames    = []string{"limit", "order", "cursor", paramFrozen, paramMature, paramLeased, paramPending, paramMinSeq, paramMinHeight, paramWait}
 )
 
 // maxQueryParams bounds the names an endpoint takes (pageParamNames has the
 // most): parseQuery refuses any other, and each only once.
-const maxQueryParams = 9
+const maxQueryParams = 10
 
 // queryParams is a strictly parsed query string: each parameter once, every
 // pair decodable, none unknown. A fixed array, not a map: a read parses one

@@ -26,6 +26,9 @@ type Pender interface {
 // part of Reader.
 type PendingReader interface {
 	PendingStatus(ctx context.Context, h chain.Hash) (query.Answer, error)
+	BalancePending(ctx context.Context, address string) (query.Answer, error)
+	UtxoPending(ctx context.Context, op chain.OutPoint, mode query.LeaseMode) (query.Answer, error)
+	LookupPending(ctx context.Context, ops []chain.OutPoint, mode query.LeaseMode) (query.Answer, error)
 }
 
 // RawTxFunc turns a chain's own serialized transaction (Options.RawTx) into

@@ -113,6 +113,8 @@ func TestPendingHTTP(t *testing.T) {
 		t.Fatalf("bad hash: %s", r)
 	}
 
+	testPendingReads(t, s)
+
 	replica := newStack(t, stackConfig{noSpec: true, api: api.Options{ReadOnly: true, WalletToken: walletToken}})
 	if r := replica.pending(http.MethodPost, "/v1/pending", "application/json", []byte(pendingJSON(a, false))); r.code != 403 || !strings.Contains(string(r.body), "read_only") {
 		t.Fatalf("a replica: %s", r)
@@ -120,5 +122,104 @@ func TestPendingHTTP(t *testing.T) {
 	off := newStack(t, stackConfig{noSpec: true})
 	if r := off.pending(http.MethodPost, "/v1/pending", "application/json", []byte(pendingJSON(a, false))); r.code != 403 || !strings.Contains(string(r.body), "wallet_writes_disabled") {
 		t.Fatalf("no wallet token: %s", r)
+	}
+}
+
+// testPendingReads: reads with pending=include over a confirmed output that
+// a pending transaction spends, its unconfirmed outputs (one of which a
+// second pending transaction spends), against figures computed by hand;
+// reads without the parameter are byte for byte what they were.
+func testPendingReads(t *testing.T, s *stack) {
+	get := func(target string) *response {
+		return s.pending(http.MethodGet, target, "", nil, "X-None", "x")
+	}
+	before := get("/v1/addresses/alice/utxos")
+	beforeBal := get("/v1/addresses/alice/balance")
+	c := tx("pc2", spends(op("fund", 0)), out("carol", 60), out("alice", 40))
+	d := tx("pd2", spends(op("pc2", 0)), out("carol", 59))
+	for _, x := range []chain.Tx{c, d} {
+		if r := s.pending(http.MethodPost, "/v1/pending", "application/json", []byte(pendingJSON(x, false))); r.code != 200 {
+			t.Fatalf("post: %s", r)
+		}
+	}
+	after := get("/v1/addresses/alice/utxos")
+	if string(after.body) != string(before.body) || after.hdr.Get("ETag") != before.hdr.Get("ETag") {
+		t.Fatalf("a listing without pending=include changed:\n%s\n%s", before, after)
+	}
+	if r := get("/v1/addresses/alice/balance"); string(r.body) != string(beforeBal.body) {
+		t.Fatalf("a balance without pending=include changed: %s", r)
+	}
+	items := func(r *response) string {
+		var b strings.Builder
+		for _, it := range r.obj(t)["utxos"].([]any) {
+			m := it.(map[string]any)
+			fmt.Fprintf(&b, "%s:%v=%v", strings.TrimPrefix(fmt.Sprint(m["tx_hash"]), ""), m["index"], m["value"])
+			if m["confirmed"] == false {
+				fmt.Fprintf(&b, " unconfirmed since %v", m["pending_since"])
+				if m["height"] != nil {
+					b.WriteString(" WITH HEIGHT")
+				}
+			}
+			if sp, ok := m["pending_spent_by"].(map[string]any); ok {
+				fmt.Fprintf(&b, " spent by %v:%v", sp["tx_hash"], sp["input"])
+			}
+			b.WriteString("; ")
+		}
+		return b.String()
+	}
+	since := func(h chain.Hash) string { return fmt.Sprint(get("/v1/pending/" + h.String()).obj(t)["since"]) }
+	now, dnow := since(c.Hash), since(d.Hash)
+	fund0, c0, c1, d0 := txh("fund").String()+":0=100", c.Hash.String()+":0=60", c.Hash.String()+":1=40", d.Hash.String()+":0=59"
+	if got, want := items(get("/v1/addresses/alice/utxos?pending=include")), fund0+" spent by "+c.Hash.String()+":0; "+c1+" unconfirmed since "+now+"; "; got != want {
+		t.Fatalf("alice:\n got %s\nwant %s", got, want)
+	}
+	if got, want := items(get("/v1/addresses/carol/utxos?pending=include")), d0+" unconfirmed since "+dnow+"; "; got != want {
+		t.Fatalf("carol (c:0 is spent by d):\n got %s\nwant %s", got, want)
+	}
+	_ = c0
+	// Pages of one, both ways.
+	p1 := get("/v1/addresses/alice/utxos?pending=include&limit=1")
+	cur, _ := p1.obj(t)["next_cursor"].(string)
+	p2 := get("/v1/addresses/alice/utxos?pending=include&limit=1&cursor=" + cur)
+	if items(p1) != fund0+" spent by "+c.Hash.String()+":0; " || items(p2) != c1+" unconfirmed since "+now+"; " || p2.obj(t)["next_cursor"] != nil {
+		t.Fatalf("pages asc: %s / %s", p1, p2)
+	}
+	p1 = get("/v1/addresses/alice/utxos?pending=include&limit=1&order=desc")
+	cur, _ = p1.obj(t)["next_cursor"].(string)
+	p2 = get("/v1/addresses/alice/utxos?pending=include&limit=1&order=desc&cursor=" + cur)
+	if items(p2) != fund0+" spent by "+c.Hash.String()+":0; " || items(p1) != c1+" unconfirmed since "+now+"; " || p2.obj(t)["next_cursor"] != nil {
+		t.Fatalf("pages desc: %s / %s", p1, p2)
+	}
+	bal := func(a string) string {
+		m := get("/v1/addresses/" + a + "/balance?pending=include").obj(t)
+		p := m["pending"].(map[string]any)
+		return fmt.Sprintf("%v %v funded %v spent %v", m["value"], m["utxo_count"], p["funded"], p["spent"])
+	}
+	if got := bal("alice"); got != "100 1 funded 40 spent 100" {
+		t.Fatalf("alice's balance: %s", got)
+	}
+	if got := bal("carol"); got != "0 0 funded 119 spent 60" {
+		t.Fatalf("carol's balance: %s", got)
+	}
+	r := get("/v1/utxos/" + c.Hash.String() + "/1?pending=include")
+	if m := r.obj(t); r.code != 200 || m["utxo"].(map[string]any)["confirmed"] != false || m["pending_spent"] != nil {
+		t.Fatalf("an unconfirmed output: %s", r)
+	}
+	r = get("/v1/utxos/" + c.Hash.String() + "/0?pending=include")
+	if sp, _ := r.obj(t)["pending_spent"].(map[string]any); r.code != 200 || sp["tx_hash"] != d.Hash.String() {
+		t.Fatalf("an unconfirmed output spent by pending: %s", r)
+	}
+	if r := get("/v1/utxos/" + c.Hash.String() + "/0"); r.code != 404 {
+		t.Fatalf("an unconfirmed output without pending=include: %s", r)
+	}
+	r = s.do(call{method: http.MethodPost, target: "/v1/utxos/lookup?pending=include", ctype: "application/json", noSpec: true,
+		body: []byte(`{"outpoints":[{"tx_hash":"` + txh("fund").String() + `","index":0},{"tx_hash":"` + c.Hash.String() + `","index":1},{"tx_hash":"` + txh("zz").String() + `","index":0}]}`)})
+	res, _ := r.obj(t)["results"].([]any)
+	if r.code != 200 || len(res) != 3 || res[0].(map[string]any)["pending_spent"].(map[string]any)["tx_hash"] != c.Hash.String() ||
+		res[1].(map[string]any)["utxo"].(map[string]any)["confirmed"] != false || res[2].(map[string]any)["utxo"] != nil {
+		t.Fatalf("lookup: %s", r)
+	}
+	if r := get("/v1/addresses/alice/utxos?pending=maybe"); r.code != 400 {
+		t.Fatalf("pending=maybe: %s", r)
 	}
 }

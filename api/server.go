@@ -437,12 +437,19 @@ func pageParams(q *queryParams) (desc bool, limit int, cursor string, err error)
 }
 
 func (a *API) getBalance(c *gin.Context) {
-	_, rc, ok := a.readQuery(c, readParamNames)
+	q, rc, ok := a.readQuery(c, balanceParamNames)
+	if !ok {
+		return
+	}
+	pending, ok := a.pendingMode(c, &q)
 	if !ok {
 		return
 	}
 	address := c.Param("address")
 	a.serveRead(c, rc, true, func(ctx context.Context) (query.Answer, error) {
+		if pending {
+			return a.r.BalancePending(ctx, address)
+		}
 		return a.r.Balance(ctx, address)
 	})
 }
@@ -467,6 +474,16 @@ func (a *API) getUtxo(c *gin.Context) {
 		return
 	}
 	op := chain.OutPoint{TxHash: h, Index: idx}
+	pending, ok := a.pendingMode(c, &q)
+	if !ok {
+		return
+	}
+	if pending {
+		a.serveRead(c, rc, true, func(ctx context.Context) (query.Answer, error) {
+			return a.r.UtxoPending(ctx, op, mode)
+		})
+		return
+	}
 	if mode != query.LeasedAny {
 		a.serveRead(c, rc, true, func(ctx context.Context) (query.Answer, error) {
 			return a.r.UtxoLeased(ctx, op, mode)
@@ -499,6 +516,10 @@ func (a *API) postLookup(c *gin.Context) {
 	if !ok {
 		return
 	}
+	pending, ok := a.pendingMode(c, &q)
+	if !ok {
+		return
+	}
 	body, err := a.readBody(c, a.opts.MaxRequestBytes)
 	if err != nil {
 		a.fail(c, err)
@@ -508,6 +529,12 @@ func (a *API) postLookup(c *gin.Context) {
 	ops, err := chain.DecodeLookupJSON(body, query.MaxLookup)
 	if err != nil {
 		a.fail(c, err)
+		return
+	}
+	if pending {
+		a.serveRead(c, rc, false, func(ctx context.Context) (query.Answer, error) {
+			return a.r.LookupPending(ctx, ops, mode)
+		})
 		return
 	}
 	if mode != query.LeasedAny {

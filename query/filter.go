@@ -21,6 +21,9 @@ type Filter struct {
 	MatureOnly bool
 	// Leased is leased=exclude or leased=include (lease.go).
 	Leased LeaseMode
+	// Pending adds the unconfirmed outputs and marks the confirmed outputs
+	// pending transactions spend (pending=include; pending.go).
+	Pending bool
 }
 
 // FilterScanFactor bounds the work of a filtered page: it reads at most
@@ -47,12 +50,15 @@ func (f Filter) tag() string {
 	case LeasedInclude:
 		tag += "l"
 	}
+	if f.Pending {
+		tag += "p"
+	}
 	return tag
 }
 
 // uncached reports whether f's answers depend on more than the store's
 // rows at their seq (the tip height, the clock), so they are never cached.
-func (f Filter) uncached() bool { return f.MatureOnly || f.Leased != LeasedAny }
+func (f Filter) uncached() bool { return f.MatureOnly || f.Leased != LeasedAny || f.Pending }
 
 // keep returns the ListQuery.Keep of f over v at the clock now (nil when f
 // keeps every output). A lease read that fails sets *errp and drops the
@@ -122,9 +128,19 @@ func (s *Server) AddressUtxosFiltered(ctx context.Context, address string, desc 
 	page := func(v *disk.View, body []byte) ([]byte, error) {
 		now := s.now()
 		var keepErr error
-		body, err := s.appendPage(v, body, address, disk.ListQuery{Dim: disk.DimAddress, Value: []byte(address),
-			After: after, Desc: desc, Limit: limit, Keep: f.keep(v, now, &keepErr), MaxScan: max(FilterScanFactor*limit, FilterScanMin)},
-			f.item(v, now))
+		q := disk.ListQuery{Dim: disk.DimAddress, Value: []byte(address),
+			After: after, Desc: desc, Limit: limit, Keep: f.keep(v, now, &keepErr), MaxScan: max(FilterScanFactor*limit, FilterScanMin)}
+		if q.Keep == nil {
+			q.MaxScan = 0
+		}
+		if f.Pending {
+			body = append(body, `"address":`...)
+			body = appendString(body, address)
+			body = append(body, ',')
+			body, err := s.appendPendingListing(v, body, q, after, address, f.item(v, now))
+			return body, errors.Join(err, keepErr)
+		}
+		body, err := s.appendPage(v, body, address, q, f.item(v, now))
 		return body, errors.Join(err, keepErr)
 	}
 	tag := f.tag()

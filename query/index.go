@@ -110,7 +110,6 @@ func (s *Server) IndexUtxosFiltered(ctx context.Context, k IndexKey, desc bool, 
 		body = append(body, k.Field...)
 		body = append(body, `":`...)
 		body = appendString(body, k.Label)
-		body = append(body, `,"utxos":[`...)
 		q := disk.ListQuery{Dim: k.Dim, Value: k.Value, After: after, Desc: desc, Limit: limit}
 		now := s.now()
 		var keepErr error
@@ -118,6 +117,12 @@ func (s *Server) IndexUtxosFiltered(ctx context.Context, k IndexKey, desc bool, 
 			q.Keep, q.MaxScan = f.keep(v, now, &keepErr), max(FilterScanFactor*limit, FilterScanMin)
 		}
 		item := f.item(v, now)
+		if f.Pending {
+			body = append(body, ',')
+			body, err := s.appendPendingListing(v, body, q, after, subject, item)
+			return body, errors.Join(err, keepErr)
+		}
+		body = append(body, `,"utxos":[`...)
 		n := 0
 		next, more, err := v.ListFunc(q, func(r *disk.UtxoRef) error {
 			if n > 0 {

@@ -1068,9 +1068,31 @@ type PendingOutput struct {
 // dimension dim, in posting order (then output index), from this view's
 // state; desc reverses the order. fn's Utxo is the caller's.
 func (v *View) PendingOutputs(dim Dimension, value []byte, desc bool, fn func(o *PendingOutput) error) error {
+	return v.PendingOutputsAfter(dim, value, nil, desc, fn)
+}
+
+// PendingPos is the position of an unconfirmed output in its listing:
+// posting order, then output index.
+type PendingPos struct {
+	Order uint64
+	Index uint32
+}
+
+// PendingOutputsAfter is PendingOutputs resuming after position after
+// (exclusive, in the listing's direction; nil: from the start). fn stops
+// the listing with ErrStop, which is not returned.
+func (v *View) PendingOutputsAfter(dim Dimension, value []byte, after *PendingPos, desc bool, fn func(o *PendingOutput) error) error {
 	dk := MakeDimKey(dim, value)
 	lo := append([]byte{prefixPendingOut}, dk[:]...)
 	hi := successorPrefix(lo)
+	if after != nil {
+		k := appendPendingOutKey(nil, dk, after.Order, after.Index)
+		if desc {
+			hi = k
+		} else {
+			lo = append(k, 0)
+		}
+	}
 	it, err := v.snap.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return fmt.Errorf("disk: list pending: %w", err)
@@ -1092,11 +1114,17 @@ func (v *View) PendingOutputs(dim Dimension, value []byte, desc bool, fn func(o 
 			return errors.Join(err, ErrCorrupt)
 		}
 		if err := fn(&PendingOutput{Utxo: u, Since: since, Order: order}); err != nil {
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
 			return err
 		}
 	}
 	return it.Error()
 }
+
+// ErrStop, from a callback, ends a listing early without an error.
+var ErrStop = errors.New("disk: stop")
 
 // PendingSpentOutput is an output a pending transaction spends, and by
 // which input.
