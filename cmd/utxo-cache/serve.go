@@ -307,8 +307,8 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		RedisTimeout:     s.redisTimeout,
 		RedisDeployment:  s.redis.deployment(),
 
-		AdminToken:        s.adminToken,
-		WalletToken:       s.walletToken,
+		AdminToken:  s.adminToken,
+		WalletToken: s.walletToken,
 		Pending: disk.PendingOptions{
 			MaxTxs: s.pendingMaxTxs, MaxBytes: s.pendingBytes(), TTL: uint64(s.pendingTTL / time.Second),
 		},
