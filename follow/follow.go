@@ -191,7 +191,7 @@ func New(opts Options) *Follower {
 		client: &http.Client{Transport: f.transport, Timeout: opts.HTTPTimeout},
 	}
 	if opts.Mempool != nil {
-		f.mirror = newMirror(f.node, opts.Mempool, opts.Logger, f.m)
+		f.mirror = newMirror(f.node, f.adapter, opts.Mempool, opts.Logger, f.m)
 	}
 	return f
 }

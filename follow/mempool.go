@@ -18,9 +18,8 @@ import (
 // Pending is what the mempool mirror needs of the store's pending set; the
 // node assembly adapts the writer to it.
 //
-// PostPendingRaw posts one serialized Bitcoin transaction (witness
-// included, as /rest/tx/<txid>.bin serves it) and returns its txid. With
-// replace set, a pending transaction that spends one of the same inputs is
+// PostPending posts one transaction (converted by the Bitcoin adapter from
+// what /rest/tx/<txid>.bin serves). With replace set, a pending transaction that spends one of the same inputs is
 // evicted with its descendants (the node replaced it). An input that is
 // neither live nor the output of a pending transaction fails with an error
 // matching chain.ErrUnknownInput: the mirror retries the transaction later
@@ -31,7 +30,7 @@ import (
 // transaction that is not pending (a block confirmed it, or it was never
 // posted) is not an error the mirror acts on: it logs nothing for it.
 type Pending interface {
-	PostPendingRaw(ctx context.Context, raw []byte, replace bool) (chain.Hash, error)
+	PostPending(ctx context.Context, tx *chain.Tx, replace bool) error
 	WithdrawPending(ctx context.Context, txid chain.Hash) error
 }
 
@@ -234,6 +233,7 @@ func (n *node) rawTx(ctx context.Context, txid chain.Hash) (raw []byte, found bo
 // them.
 type mirror struct {
 	node    *node
+	adapter *bitcoin.Adapter
 	pending Pending
 	log     *slog.Logger
 	m       *metrics
@@ -247,8 +247,8 @@ type mirror struct {
 	lastTip  chain.Hash // the tip the deferred ones were last tried at
 }
 
-func newMirror(n *node, p Pending, log *slog.Logger, m *metrics) *mirror {
-	return &mirror{node: n, pending: p, log: log, m: m,
+func newMirror(n *node, a *bitcoin.Adapter, p Pending, log *slog.Logger, m *metrics) *mirror {
+	return &mirror{node: n, adapter: a, pending: p, log: log, m: m,
 		posted: map[chain.Hash]uint64{}, deferred: map[chain.Hash][]byte{}}
 }
 
@@ -364,14 +364,22 @@ func (mr *mirror) post(ctx context.Context, h chain.Hash) (ok bool, err error) {
 			return false, nil // it left the mempool since the listing
 		}
 	}
-	got, perr := mr.pending.PostPendingRaw(ctx, raw, true)
-	mr.log.Debug("mempool mirror: post", "txid", h, "err", perr)
+	tx, err := mr.convert(raw)
 	switch {
-	case perr == nil && got != h:
+	case err != nil:
 		mr.dropDeferred(h)
 		mr.m.errors.WithLabelValues(KindDecode).Inc()
-		mr.log.Warn("mempool mirror: the node served another transaction than the one asked for", "asked", h, "got", got)
+		mr.log.Warn("mempool mirror: a transaction of the node's mempool does not decode", "txid", h, "err", err)
 		return false, nil
+	case tx.Hash != h:
+		mr.dropDeferred(h)
+		mr.m.errors.WithLabelValues(KindDecode).Inc()
+		mr.log.Warn("mempool mirror: the node served another transaction than the one asked for", "asked", h, "got", tx.Hash)
+		return false, nil
+	}
+	perr := mr.pending.PostPending(ctx, tx, true)
+	mr.log.Debug("mempool mirror: post", "txid", h, "err", perr)
+	switch {
 	case perr == nil:
 		mr.dropDeferred(h)
 		mr.posted[h] = mr.nextPost
@@ -390,6 +398,14 @@ func (mr *mirror) post(ctx context.Context, h chain.Hash) (ok bool, err error) {
 		mr.log.Warn("mempool mirror: the pending set refused a transaction of the node's mempool", "txid", h, "err", perr)
 		return false, nil
 	}
+}
+
+func (mr *mirror) convert(raw []byte) (*chain.Tx, error) {
+	mtx, err := bitcoin.DecodeTx(raw)
+	if err != nil {
+		return nil, err
+	}
+	return mr.adapter.ConvertTx(mtx)
 }
 
 func (mr *mirror) keepDeferred(h chain.Hash, raw []byte) {

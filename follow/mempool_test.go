@@ -147,7 +147,7 @@ func (n *fakeNode) serveMempool(w http.ResponseWriter, r *http.Request) bool {
 // replace evicting the conflicting transactions and their descendants.
 type modelPending struct {
 	st    *disk.Store
-	known map[string]*memTx // by raw bytes: what the test built
+	known map[chain.Hash]*memTx // by txid: what the test built
 
 	mu       sync.Mutex
 	pending  map[chain.Hash]*memTx
@@ -165,9 +165,9 @@ type withdrawal struct {
 var errConflict = errors.New("model: input spent by another pending transaction")
 
 func newModelPending(st *disk.Store, txs ...*memTx) *modelPending {
-	m := &modelPending{st: st, known: map[string]*memTx{}, pending: map[chain.Hash]*memTx{}, spender: map[chain.OutPoint]chain.Hash{}}
+	m := &modelPending{st: st, known: map[chain.Hash]*memTx{}, pending: map[chain.Hash]*memTx{}, spender: map[chain.OutPoint]chain.Hash{}}
 	for _, tx := range txs {
-		m.known[string(tx.raw)] = tx
+		m.known[tx.txid] = tx
 	}
 	return m
 }
@@ -182,24 +182,30 @@ func (m *modelPending) liveConfirmed(op chain.OutPoint) bool {
 	return err == nil && spent == nil
 }
 
-func (m *modelPending) PostPendingRaw(_ context.Context, raw []byte, replace bool) (chain.Hash, error) {
-	tx := m.known[string(raw)]
+// PostPending checks the adapter's conversion against what the test built
+// (the txid computed here, the inputs in order, the output count), then
+// applies the rules.
+func (m *modelPending) PostPending(_ context.Context, ctx *chain.Tx, replace bool) error {
+	tx := m.known[ctx.Hash]
 	if tx == nil {
-		return chain.Hash{}, errors.New("model: a transaction the test did not build")
+		return fmt.Errorf("model: a transaction the test did not build: %s", ctx.Hash)
+	}
+	if !slices.Equal(ctx.Inputs, tx.inputs) || len(ctx.Outputs) != tx.outputs {
+		return fmt.Errorf("model: %s converted to inputs %v and %d outputs, built with %v and %d", ctx.Hash, ctx.Inputs, len(ctx.Outputs), tx.inputs, tx.outputs)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.pending[tx.txid]; ok {
-		return tx.txid, nil
+		return nil
 	}
 	for _, in := range tx.inputs {
 		parent, ok := m.pending[in.TxHash]
 		if !(ok && int(in.Index) < parent.outputs) && !m.liveConfirmed(in) {
 			m.refused++
-			return chain.Hash{}, fmt.Errorf("%w: %s", chain.ErrUnknownInput, in)
+			return fmt.Errorf("%w: %s", chain.ErrUnknownInput, in)
 		}
 		if s, ok := m.spender[in]; ok && !replace {
-			return chain.Hash{}, fmt.Errorf("%w: %s spent by %s", errConflict, in, s)
+			return fmt.Errorf("%w: %s spent by %s", errConflict, in, s)
 		}
 	}
 	for _, in := range tx.inputs {
@@ -212,7 +218,7 @@ func (m *modelPending) PostPendingRaw(_ context.Context, raw []byte, replace boo
 	for _, in := range tx.inputs {
 		m.spender[in] = tx.txid
 	}
-	return tx.txid, nil
+	return nil
 }
 
 func (m *modelPending) WithdrawPending(_ context.Context, txid chain.Hash) error {
