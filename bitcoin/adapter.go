@@ -126,33 +126,9 @@ func (a *Adapter) Convert(blk *wire.MsgBlock, height uint64) (*chain.Block, erro
 			return nil, fmt.Errorf("%w: height %d: transaction %s has no inputs", ErrInvalidBlock, height, tx.Hash)
 		}
 
-		if !tx.Coinbase {
-			start := len(ins)
-			for _, in := range mtx.TxIn {
-				prev := &in.PreviousOutPoint
-				if prev.Index == wire.MaxPrevOutIndex && prev.Hash == (chainhash.Hash{}) {
-					return nil, fmt.Errorf("%w: height %d: transaction %s spends the null outpoint", ErrInvalidBlock, height, tx.Hash)
-				}
-				ins = append(ins, chain.OutPoint{TxHash: displayHash(&prev.Hash), Index: prev.Index})
-			}
-			tx.Inputs = ins[start:len(ins):len(ins)]
-		}
-
-		// Every output keeps its Bitcoin index; the unspendable ones (and
-		// the genesis coinbase's) are marked, with no address.
-		start := len(outs)
-		for j, out := range mtx.TxOut {
-			if out.Value < 0 || out.Value > btcutil.MaxSatoshi {
-				return nil, fmt.Errorf("%w: height %d: output %s:%d has value %d", ErrInvalidBlock, height, tx.Hash, j, out.Value)
-			}
-			if (genesis && i == 0) || isUnspendable(out.PkScript) {
-				outs = append(outs, chain.Output{Value: uint64(out.Value), Unspendable: true})
-				continue
-			}
-			outs = append(outs, chain.Output{Address: a.Address(out.PkScript), Value: uint64(out.Value)})
-		}
-		if len(outs) > start {
-			tx.Outputs = outs[start:len(outs):len(outs)]
+		var err error
+		if ins, outs, err = a.appendTxIO(&tx, mtx, genesis && i == 0, ins, outs); err != nil {
+			return nil, fmt.Errorf("%w: height %d: %v", ErrInvalidBlock, height, err)
 		}
 		b.Txs = append(b.Txs, tx)
 	}
@@ -169,6 +145,42 @@ func (a *Adapter) Convert(blk *wire.MsgBlock, height uint64) (*chain.Block, erro
 		b.Txs = slices.Insert(b.Txs, 0, chain.Tx{Hash: BIP30TxHash(b.Hash), Inputs: liveOutputs(&b.Txs[0])})
 	}
 	return b, nil
+}
+
+// appendTxIO fills tx's Inputs (unless it is a coinbase) and Outputs from
+// mtx, appending to the backing arrays ins and outs and returning them: the
+// one place that maps a Bitcoin transaction's inputs and outputs, for blocks
+// and for loose transactions. Every output keeps its Bitcoin index; the
+// unspendable ones (and, with unspendable set, all of them: the genesis
+// coinbase's) are marked, with no address. Errors describe the transaction
+// and wrap no sentinel: the caller says what it was converting.
+func (a *Adapter) appendTxIO(tx *chain.Tx, mtx *wire.MsgTx, unspendable bool, ins []chain.OutPoint, outs []chain.Output) ([]chain.OutPoint, []chain.Output, error) {
+	if !tx.Coinbase {
+		start := len(ins)
+		for _, in := range mtx.TxIn {
+			prev := &in.PreviousOutPoint
+			if prev.Index == wire.MaxPrevOutIndex && prev.Hash == (chainhash.Hash{}) {
+				return ins, outs, fmt.Errorf("transaction %s spends the null outpoint", tx.Hash)
+			}
+			ins = append(ins, chain.OutPoint{TxHash: displayHash(&prev.Hash), Index: prev.Index})
+		}
+		tx.Inputs = ins[start:len(ins):len(ins)]
+	}
+	start := len(outs)
+	for j, out := range mtx.TxOut {
+		if out.Value < 0 || out.Value > btcutil.MaxSatoshi {
+			return ins, outs, fmt.Errorf("output %s:%d has value %d", tx.Hash, j, out.Value)
+		}
+		if unspendable || isUnspendable(out.PkScript) {
+			outs = append(outs, chain.Output{Value: uint64(out.Value), Unspendable: true})
+			continue
+		}
+		outs = append(outs, chain.Output{Address: a.Address(out.PkScript), Value: uint64(out.Value)})
+	}
+	if len(outs) > start {
+		tx.Outputs = outs[start:len(outs):len(outs)]
+	}
+	return ins, outs, nil
 }
 
 // liveOutputs returns the outpoints tx leaves in the UTXO set: those it

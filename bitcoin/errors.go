@@ -18,6 +18,10 @@ var (
 	// height that contradicts the genesis block or the height the block's
 	// coinbase carries, BIP34).
 	ErrInvalidBlock = errors.New("bitcoin: invalid block")
+	// ErrInvalidTx: a serialized loose transaction that does not decode
+	// (or has trailing bytes), or one that cannot be outside a block (a
+	// coinbase, no inputs, the null outpoint, an output value out of range).
+	ErrInvalidTx = errors.New("bitcoin: invalid transaction")
 	// ErrNotConnected: blocks that do not form one tree of parent links.
 	ErrNotConnected = errors.New("bitcoin: blocks do not connect")
 )

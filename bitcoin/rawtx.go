@@ -10,43 +10,51 @@ import (
 	"github.com/utxo-cache/utxo-cache/chain"
 )
 
-// ConvertTx turns one serialized Bitcoin transaction (with or without
-// witness data, as Bitcoin Core's sendrawtransaction takes it) into the
-// block format's Tx, as Convert does for a block's: the txid in display
-// order, inputs as outpoints, outputs with their addresses. It refuses a
-// coinbase, trailing bytes, and an output that is provably unspendable (an
-// OP_RETURN): the block format cannot carry it outside a block, where its
-// index is kept without an output (post such a transaction in the block
-// format without it, or wait for its block). Errors wrap ErrInvalidBlock.
-func (a *Adapter) ConvertTx(raw []byte) (chain.Tx, error) {
-	var mtx wire.MsgTx
+// MaxTxBytes bounds one serialized loose transaction, witness included: a
+// transaction larger than a block can never be mined.
+const MaxTxBytes = MaxBlockBytes
+
+// DecodeTx decodes one serialized transaction, witness included: what
+// Bitcoin Core's REST interface serves at /rest/tx/<txid>.bin and what a
+// wallet broadcasts. The transaction must use every byte of raw and be at
+// most MaxTxBytes long; anything else fails with ErrInvalidTx. The result
+// does not retain raw.
+func DecodeTx(raw []byte) (*wire.MsgTx, error) {
+	if len(raw) > MaxTxBytes {
+		return nil, fmt.Errorf("%w: %d bytes, over %d", ErrInvalidTx, len(raw), MaxTxBytes)
+	}
 	r := bytes.NewReader(raw)
+	mtx := new(wire.MsgTx)
 	if err := mtx.Deserialize(r); err != nil {
-		return chain.Tx{}, fmt.Errorf("%w: transaction does not deserialize: %v", ErrInvalidBlock, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidTx, err)
 	}
 	if r.Len() != 0 {
-		return chain.Tx{}, fmt.Errorf("%w: %d bytes after the transaction", ErrInvalidBlock, r.Len())
+		return nil, fmt.Errorf("%w: %d trailing bytes after the transaction", ErrInvalidTx, r.Len())
 	}
-	if isCoinbase(&mtx) {
-		return chain.Tx{}, fmt.Errorf("%w: a coinbase transaction", ErrInvalidBlock)
-	}
+	return mtx, nil
+}
+
+// ConvertTx maps a loose transaction (one of a mempool, not yet in a block)
+// to a chain.Tx as Convert maps a block's: the txid in display order, its
+// inputs, and its outputs keeping their Bitcoin indexes, the unspendable
+// ones marked with no address. A coinbase, a transaction without inputs
+// and one spending the null outpoint fail with ErrInvalidTx: none can be
+// outside a block. The result shares no memory with mtx.
+func (a *Adapter) ConvertTx(mtx *wire.MsgTx) (*chain.Tx, error) {
 	var ser bytes.Buffer
 	if err := mtx.SerializeNoWitness(&ser); err != nil {
-		return chain.Tx{}, fmt.Errorf("%w: %v", ErrInvalidBlock, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidTx, err)
 	}
-	txid := chainhash.DoubleHashH(ser.Bytes())
-	tx := chain.Tx{Hash: displayHash(&txid), Inputs: make([]chain.OutPoint, len(mtx.TxIn)), Outputs: make([]chain.Output, len(mtx.TxOut))}
-	for i, in := range mtx.TxIn {
-		tx.Inputs[i] = chain.OutPoint{TxHash: displayHash(&in.PreviousOutPoint.Hash), Index: in.PreviousOutPoint.Index}
+	id := chainhash.DoubleHashH(ser.Bytes())
+	tx := &chain.Tx{Hash: displayHash(&id)}
+	switch {
+	case isCoinbase(mtx):
+		return nil, fmt.Errorf("%w: %s is a coinbase transaction", ErrInvalidTx, tx.Hash)
+	case len(mtx.TxIn) == 0:
+		return nil, fmt.Errorf("%w: %s has no inputs", ErrInvalidTx, tx.Hash)
 	}
-	for j, out := range mtx.TxOut {
-		if out.Value < 0 || uint64(out.Value) > 21_000_000*100_000_000 {
-			return chain.Tx{}, fmt.Errorf("%w: output %d has value %d", ErrInvalidBlock, j, out.Value)
-		}
-		if isUnspendable(out.PkScript) {
-			return chain.Tx{}, fmt.Errorf("%w: output %d is unspendable (OP_RETURN): the block format carries no such output outside a block", ErrInvalidBlock, j)
-		}
-		tx.Outputs[j] = chain.Output{Address: a.Address(out.PkScript), Value: uint64(out.Value)}
+	if _, _, err := a.appendTxIO(tx, mtx, false, nil, nil); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidTx, err)
 	}
 	return tx, nil
 }

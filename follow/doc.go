@@ -47,6 +47,20 @@
 // height 4 (4 vs 4A) and 3 (3 vs 3A) differ, 2 agrees; roll back to 2, apply
 // 3A, 4A, 5A.
 //
+// # Mempool
+//
+// With Options.Mempool set, each poll that leaves the store at the node's
+// best block also mirrors the node's mempool into the store's pending set:
+//
+//	/rest/mempool/contents.json?verbose=false&mempool_sequence=true   {"txids": [...], "mempool_sequence": N}
+//	/rest/tx/<txid>.bin                                              a mempool transaction, serialized
+//
+// (a node before Core 25 answers the first with its verbose listing, which
+// serves as well). Mempool transactions need no -txindex. The mirror posts
+// what the node added, withdraws what left without a block settling it,
+// follows replacements, and lets blocks confirm and conflict; the rules and
+// their corner cases are on the mirror type in mempool.go.
+//
 // # Failures
 //
 // Transport errors, timeouts, HTTP statuses other than 200, undecodable

@@ -90,6 +90,10 @@ type Options struct {
 	Writer Writer
 	// Hashes gives the store's block hashes by height. Required.
 	Hashes Hashes
+	// Mempool, when set, mirrors the node's mempool into the store's
+	// pending set after each poll that leaves the store at the node's best
+	// block (see mirror in mempool.go). Nil: confirmed state only.
+	Mempool Pending
 	// Metrics receives the follower's figures. Default: none.
 	Metrics prometheus.Registerer
 	// Logger. Default: discard.
@@ -159,6 +163,7 @@ type Follower struct {
 	transport *http.Transport
 	adapter   *bitcoin.Adapter
 	m         *metrics
+	mirror    *mirror // with Options.Mempool
 	running   atomic.Bool
 	setupErr  error // from New, reported by Run
 }
@@ -184,6 +189,9 @@ func New(opts Options) *Follower {
 	f.node = &node{
 		base:   strings.TrimRight(opts.URL, "/"),
 		client: &http.Client{Transport: f.transport, Timeout: opts.HTTPTimeout},
+	}
+	if opts.Mempool != nil {
+		f.mirror = newMirror(f.node, f.adapter, opts.Mempool, opts.Logger, f.m)
 	}
 	return f
 }
@@ -291,6 +299,11 @@ func (f *Follower) poll(ctx context.Context) error {
 				}
 			}
 			if ours == theirs {
+				if f.mirror != nil && at == tip.Height {
+					if err := f.mirror.sync(ctx, tip.Hash); err != nil {
+						return err
+					}
+				}
 				return f.caughtUp(tip, applied)
 			}
 			if err := f.reorg(ctx, tip, at); err != nil {

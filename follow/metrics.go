@@ -14,6 +14,13 @@ type metrics struct {
 	rolledBack  prometheus.Counter
 	errors      *prometheus.CounterVec
 	lastSuccess prometheus.Gauge
+
+	// The mempool mirror's (Options.Mempool).
+	mempoolMirrored  prometheus.Gauge
+	mempoolDeferred  prometheus.Gauge
+	mempoolPosted    prometheus.Counter
+	mempoolWithdrawn prometheus.Counter
+	mempoolFull      prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -51,16 +58,37 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "utxo_cache_follow_errors_total",
-			Help: "Failed polls by kind: network, http, decode, config, rejected, fork_too_deep, writer.",
+			Help: "Failed polls by kind: network, http, decode, config, rejected, fork_too_deep, writer; and mempool: transactions of the node's mempool the pending set refused.",
 		}, []string{"kind"}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "utxo_cache_follow_last_success_timestamp_seconds",
 			Help: "Unix time of the last poll that left the store at the node's tip, or of the last applied block.",
 		}),
+		mempoolMirrored: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "utxo_cache_follow_mempool_txs",
+			Help: "Transactions of the node's mempool the mirror has posted to the pending set and not withdrawn.",
+		}),
+		mempoolDeferred: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "utxo_cache_follow_mempool_deferred_txs",
+			Help: "Transactions of the node's mempool waiting to be posted: an input is not live yet (its parent or its block has not arrived).",
+		}),
+		mempoolPosted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "utxo_cache_follow_mempool_posted_total",
+			Help: "Transactions of the node's mempool the mirror posted to the pending set.",
+		}),
+		mempoolFull: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "utxo_cache_follow_mempool_full",
+			Help: "1 while the pending set refuses the mirror's posts for its bounds (--pending-max-txs, --pending-max-bytes), else 0.",
+		}),
+		mempoolWithdrawn: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "utxo_cache_follow_mempool_withdrawn_total",
+			Help: "Pending transactions the mirror withdrew because they left the node's mempool without a block settling them.",
+		}),
 	}
-	for _, k := range []string{KindNetwork, KindHTTP, KindDecode, KindConfig, KindRejected, KindForkTooDeep, KindWriter} {
+	for _, k := range []string{KindNetwork, KindHTTP, KindDecode, KindConfig, KindRejected, KindForkTooDeep, KindWriter, KindMempool} {
 		m.errors.WithLabelValues(k) // export every kind from the start, at 0
 	}
-	reg.MustRegister(m.nodeHeight, m.tipHeight, m.lag, m.applied, m.windows, m.reorgs, m.rolledBack, m.errors, m.lastSuccess)
+	reg.MustRegister(m.nodeHeight, m.tipHeight, m.lag, m.applied, m.windows, m.reorgs, m.rolledBack, m.errors, m.lastSuccess,
+		m.mempoolMirrored, m.mempoolDeferred, m.mempoolPosted, m.mempoolWithdrawn, m.mempoolFull)
 	return m
 }

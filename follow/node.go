@@ -91,7 +91,7 @@ func (n *node) get(ctx context.Context, path string, limit int) ([]byte, error) 
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
-		return nil, &kindError{kind: KindHTTP, err: fmt.Errorf("GET %s: %s: %q", path, resp.Status, strings.TrimSpace(string(msg)))}
+		return nil, &kindError{kind: KindHTTP, status: resp.StatusCode, err: fmt.Errorf("GET %s: %s: %q", path, resp.Status, strings.TrimSpace(string(msg)))}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 	if err != nil {
@@ -112,12 +112,14 @@ const (
 	KindRejected    = "rejected"      // the writer refused a block (unknown input, double spend…)
 	KindForkTooDeep = "fork_too_deep" // a reorganisation the store cannot roll back
 	KindWriter      = "writer"        // the writer or store failed otherwise
+	KindMempool     = "mempool"       // the pending set refused a transaction of the node's mempool (counted, not a failed poll)
 )
 
 // kindError tags an error of one poll with its kind.
 type kindError struct {
-	kind string
-	err  error
+	kind   string
+	status int // KindHTTP: the node's status code
+	err    error
 }
 
 func (e *kindError) Error() string { return e.err.Error() }

@@ -77,6 +77,7 @@ type fakeNode struct {
 	known    map[chain.Hash]*nodeBlock // every block ever served (stale ones stay fetchable, as in Core)
 	fault    fault
 	requests int
+	mempool  mempoolState // mempool_test.go
 }
 
 func newFakeNode(t *testing.T, blocks []*nodeBlock) (*fakeNode, *httptest.Server) {
@@ -120,6 +121,9 @@ func (n *fakeNode) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method != http.MethodGet {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if n.serveMempool(w, r) {
 		return
 	}
 	path := r.URL.Path

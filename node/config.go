@@ -115,6 +115,9 @@ type Config struct {
 	// follows, on BitcoinNetwork (default bitcoin.Mainnet); "": none.
 	FollowBitcoinREST string
 	BitcoinNetwork    bitcoin.Network
+	// FollowMempool makes the follower of FollowBitcoinREST mirror the
+	// node's mempool into the pending set (follow.Options.Mempool).
+	FollowMempool bool
 
 	// FollowCardano is a Cardano node's node-to-node endpoint, HOST:PORT,
 	// the writer follows (package cardano/n2n), on the network of magic

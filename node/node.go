@@ -31,6 +31,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/bitcoin"
 	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/cardano/n2n"
+	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/events"
 	"github.com/utxo-cache/utxo-cache/follow"
 	"github.com/utxo-cache/utxo-cache/query"
@@ -183,10 +184,14 @@ func (n *Node) start(ctx context.Context) error {
 	var followerName string
 	switch {
 	case cfg.FollowBitcoinREST != "":
-		f := follow.New(follow.Options{
+		opts := follow.Options{
 			URL: cfg.FollowBitcoinREST, Network: cfg.BitcoinNetwork, MaxReorgDepth: store.Options().RollbackWindow,
 			Writer: n.w, Hashes: store, Metrics: reg, Logger: log,
-		})
+		}
+		if cfg.FollowMempool {
+			opts.Mempool = n.w
+		}
+		f := follow.New(opts)
 		follower, followerName = f.Run, "bitcoin follower"
 	case cfg.FollowCardano != "":
 		f := n2n.New(n2n.Options{
@@ -347,5 +352,20 @@ func rawTxFunc(c disk.Chain, network bitcoin.Network) api.RawTxFunc {
 	if err != nil {
 		return nil
 	}
-	return a.ConvertTx
+	return func(raw []byte) (chain.Tx, error) {
+		mtx, err := bitcoin.DecodeTx(raw)
+		if err != nil {
+			return chain.Tx{}, err
+		}
+		tx, err := a.ConvertTx(mtx)
+		if err != nil {
+			return chain.Tx{}, err
+		}
+		for i := range tx.Outputs {
+			if tx.Outputs[i].Unspendable {
+				return chain.Tx{}, fmt.Errorf("output %d is provably unspendable (OP_RETURN): the pending set keeps no such output", i)
+			}
+		}
+		return *tx, nil
+	}
 }

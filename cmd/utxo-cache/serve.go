@@ -56,6 +56,7 @@ type serveSettings struct {
 	maxEventStreams                                    int
 	applyPriorityWait, checkpointIdleTimeout           time.Duration
 	followURL, bitcoinNetwork                          string
+	followMempool                                      bool
 	followCardano, cardanoNetwork, cardanoStart        string
 	byronGenesis, shelleyGenesis                       string
 	genesis                                            []chain.Tx // read from the genesis files by runServe
@@ -104,6 +105,7 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.logFormat, "log-format", "text", "`FORMAT`: text or json")
 	fs.DurationVar(&s.shutdownTimeout, "shutdown-timeout", 15*time.Second, "how long to drain requests on shutdown")
 	fs.StringVar(&s.followURL, "follow-bitcoin-rest", "", "follow a Bitcoin Core node's REST interface at `URL` (e.g. http://127.0.0.1:8332; the node runs with -rest); none: off")
+	fs.BoolVar(&s.followMempool, "follow-mempool", true, "with --follow-bitcoin-rest: mirror the node's mempool into the pending set (false: confirmed state only)")
 	fs.StringVar(&s.bitcoinNetwork, "bitcoin-network", "mainnet", "`NETWORK` of the followed node: mainnet, testnet, signet or regtest")
 	fs.StringVar(&s.followCardano, "follow-cardano", "", "follow a Cardano node's node-to-node endpoint at `HOST:PORT` (ChainSync and BlockFetch); none: off")
 	fs.StringVar(&s.cardanoNetwork, "cardano-network", "mainnet", "`NETWORK` of the followed Cardano node: mainnet, preprod, preview, or its magic number")
@@ -323,6 +325,7 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		MaxEventStreams:  s.maxEventStreams,
 
 		FollowBitcoinREST: s.followURL,
+		FollowMempool:     s.followMempool,
 		BitcoinNetwork:    network,
 		FollowCardano:     s.followCardano,
 		CardanoMagic:      magic,
