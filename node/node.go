@@ -30,6 +30,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/bitcoin"
 	"github.com/utxo-cache/utxo-cache/cache"
+	"github.com/utxo-cache/utxo-cache/cardano"
 	"github.com/utxo-cache/utxo-cache/cardano/n2n"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/events"
@@ -342,30 +343,43 @@ func (n *Node) closeParts() error {
 
 // rawTxFunc returns the reader of the chain's raw transactions for POST
 // /v1/pending (application/octet-stream): Bitcoin's serialized transaction
-// on a Bitcoin store; nil (415) on any other, a Cardano store included
-// (its transactions are posted in the block format).
+// on a Bitcoin store, the transaction CBOR on a Cardano store; nil (415) on
+// a generic store, whose transactions are posted in the block format.
 func rawTxFunc(c disk.Chain, network bitcoin.Network) api.RawTxFunc {
-	if c != "bitcoin" {
-		return nil
-	}
-	a, err := bitcoin.NewAdapter(bitcoin.Options{Network: network})
-	if err != nil {
-		return nil
-	}
-	return func(raw []byte) (chain.Tx, error) {
-		mtx, err := bitcoin.DecodeTx(raw)
+	switch c {
+	case "bitcoin":
+		a, err := bitcoin.NewAdapter(bitcoin.Options{Network: network})
 		if err != nil {
-			return chain.Tx{}, err
+			return nil
 		}
-		tx, err := a.ConvertTx(mtx)
-		if err != nil {
-			return chain.Tx{}, err
-		}
-		for i := range tx.Outputs {
-			if tx.Outputs[i].Unspendable {
-				return chain.Tx{}, fmt.Errorf("output %d is provably unspendable (OP_RETURN): the pending set keeps no such output", i)
+		return func(raw []byte) (chain.Tx, error) {
+			mtx, err := bitcoin.DecodeTx(raw)
+			if err != nil {
+				return chain.Tx{}, err
 			}
+			tx, err := a.ConvertTx(mtx)
+			if err != nil {
+				return chain.Tx{}, err
+			}
+			for i := range tx.Outputs {
+				if tx.Outputs[i].Unspendable {
+					return chain.Tx{}, fmt.Errorf("output %d is provably unspendable (OP_RETURN): the pending set keeps no such output", i)
+				}
+			}
+			return *tx, nil
 		}
-		return *tx, nil
+	case "cardano":
+		a, err := cardano.NewAdapter(cardano.Options{})
+		if err != nil {
+			return nil
+		}
+		return func(raw []byte) (chain.Tx, error) {
+			tx, err := a.ConvertTx(raw)
+			if err != nil {
+				return chain.Tx{}, err
+			}
+			return *tx, nil
+		}
 	}
+	return nil
 }
