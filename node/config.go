@@ -36,7 +36,7 @@ type Config struct {
 	MemTableBytes uint64
 	// Indexes is the store's index set beyond addresses (indexes.go): ""
 	// keeps what the store recorded (a new store takes its chain's
-	// default), "none" or a list of payment, stake, policy, asset must
+	// default), "none" or a list of payment, stake, policy, asset, script, datum must
 	// match what an existing store recorded. Not for a replica: it keeps
 	// its writer's, from the checkpoint.
 	Indexes string

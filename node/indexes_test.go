@@ -20,7 +20,7 @@ func TestParseIndexes(t *testing.T) {
 		{"none", []disk.Dimension{}, true},
 		{"payment", []disk.Dimension{disk.DimPaymentCredential}, true},
 		{"asset, stake,asset", []disk.Dimension{disk.DimAsset, disk.DimStakeCredential}, true},
-		{"payment,stake,policy,asset", node.DefaultIndexes("cardano"), true},
+		{"payment,stake,policy,asset,script,datum", node.DefaultIndexes("cardano"), true},
 	} {
 		dims, given, err := node.ParseIndexes(tc.spec)
 		if err != nil || given != tc.given || !slices.Equal(dims, tc.dims) {
@@ -55,7 +55,7 @@ func TestNodeIndexes(t *testing.T) {
 		defer n.Close(context.Background())
 		return slices.Clone(n.Store().Dimensions())
 	}
-	all := append([]disk.Dimension{disk.DimAddress}, disk.DimAssetPolicy, disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAsset)
+	all := append([]disk.Dimension{disk.DimAddress}, disk.DimAssetPolicy, disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAsset, disk.DimReferenceScriptHash, disk.DimDatumHash)
 	if got := dims(node.Config{DataDir: t.TempDir(), Chain: "cardano"}); !slices.Equal(got, all) {
 		t.Errorf("new cardano store: %v", got)
 	}
