@@ -77,6 +77,11 @@ type Config struct {
 	// must differ from AdminToken: a wallet backend must not post blocks. On
 	// a replica, which takes no writes, it authorizes GET /v1/leases/{id}.
 	WalletToken string
+	// BlockfrostProjectID, when set, is the project_id header every request
+	// to the Blockfrost front end must carry (blockfrost.Options.ProjectID;
+	// the front end is mounted under /api/v0 for a Cardano store only).
+	// "": the header is accepted and not checked.
+	BlockfrostProjectID string
 	// Now is the node's clock, which decides lease expiries (the writer's
 	// grants and sweeps, every node's reads). Default time.Now; tests set
 	// it to a clock they move.

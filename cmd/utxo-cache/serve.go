@@ -43,6 +43,7 @@ type serveSettings struct {
 	replicationTokenFile                               string
 	adminTokenFile                                     string
 	walletToken, walletTokenFile                       string
+	blockfrostProjectID                                string
 	adminListen, logLevel, logFormat, config           string
 	pruneDepth, rollbackWindow                         uint64 // 0: the store's recorded values
 	indexes                                            string // --indexes: node.Config.Indexes
@@ -81,6 +82,8 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.walletToken, "wallet-token", "", "bearer `TOKEN` that enables the wallet writes (pending transactions, leases; none: they answer 403);\n"+
 		"distinct from the admin token; prefer --wallet-token-file")
 	fs.StringVar(&s.walletTokenFile, "wallet-token-file", "", "`FILE` holding the wallet token (a trailing newline is ignored); not with --wallet-token")
+	fs.StringVar(&s.blockfrostProjectID, "blockfrost-project-id", "", "`TOKEN` every request to the Blockfrost front end (/api/v0, Cardano stores) must send in its\n"+
+		"project_id header (none: the header is accepted and not checked)")
 	fs.Uint64Var(&s.pruneDepth, "prune-depth", storeDefaults.PruneDepth, pruneDepthUsage)
 	fs.Uint64Var(&s.rollbackWindow, "rollback-window", storeDefaults.RollbackWindow, rollbackWindowUsage)
 	fs.StringVar(&s.indexes, "indexes", "", indexesUsage)
@@ -295,12 +298,13 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		RedisTimeout:     s.redisTimeout,
 		RedisDeployment:  s.redis.deployment(),
 
-		AdminToken:        s.adminToken,
-		WalletToken:       s.walletToken,
-		SkipUnknownInputs: s.skipUnknown,
-		MaxBlockBytes:     s.maxBlockBytes,
-		MaxBlockMemory:    s.blockMemory,
-		MaxWait:           s.maxWait,
+		AdminToken:          s.adminToken,
+		WalletToken:         s.walletToken,
+		BlockfrostProjectID: s.blockfrostProjectID,
+		SkipUnknownInputs:   s.skipUnknown,
+		MaxBlockBytes:       s.maxBlockBytes,
+		MaxBlockMemory:      s.blockMemory,
+		MaxWait:             s.maxWait,
 
 		ReplicationToken: s.replicationToken,
 		StallTimeout:     s.stallTimeout,
