@@ -133,8 +133,10 @@ func ParseSubject(s string) (Subject, error) {
 		}
 		return Subject{Address: s, Raw: raw}, nil
 	}
+	// A Byron address is the base58 of its CBOR: [#6.24(bytes), crc32],
+	// which starts 82 d8 18.
 	raw, err := textenc.DecodeBase58(s)
-	if err != nil || len(raw) == 0 {
+	if err != nil || len(raw) < 3 || raw[0] != 0x82 || raw[1] != 0xd8 || raw[2] != 0x18 {
 		return Subject{}, fmt.Errorf("address %q: neither a Shelley address (addr1…, addr_test1…), a Byron address (base58), nor a payment credential (addr_vkh1…, script1…): %w",
 			clip(s), chain.ErrInvalidArgument)
 	}
