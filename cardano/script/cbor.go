@@ -119,15 +119,18 @@ func (d *decoder) skipNative(depth int) error {
 }
 
 // native reads one native script and, when dst is not nil, appends its JSON
-// (NativeJSON's format) to *dst.
+// (NativeJSON's format) to *dst. Arrays may be of definite or indefinite
+// length, as the ledger's decoder takes them; the hash is of the bytes as
+// sent either way.
 func (d *decoder) native(depth int, dst *[]byte) error {
 	if depth > maxNesting {
 		return fmt.Errorf("%w: native script nested deeper than %d", ErrInvalid, maxNesting)
 	}
-	n, ok := d.arrayHead()
-	if !ok || n < 2 {
+	m, n, ok := d.head()
+	if !ok || m != majorArray || (n != indefinite && n < 2) {
 		return fmt.Errorf("%w: a native script is an array [form, …]", ErrInvalid)
 	}
+	indef := n == indefinite
 	form, ok := d.uint()
 	if !ok {
 		return fmt.Errorf("%w: native script form", ErrInvalid)
@@ -137,38 +140,36 @@ func (d *decoder) native(depth int, dst *[]byte) error {
 			*dst = append(*dst, s...)
 		}
 	}
+	want := uint64(2)
 	switch form {
 	case nativeSig:
 		kh, ok := d.bytes()
-		if n != 2 || !ok || len(kh) != HashLen {
+		if !ok || len(kh) != HashLen {
 			return fmt.Errorf("%w: a signature script is [0, 28-byte key hash]", ErrInvalid)
 		}
 		out(`{"type":"sig","keyHash":"` + hex.EncodeToString(kh) + `"}`)
 	case nativeAll, nativeAny, nativeAtLeas:
-		want := uint64(2)
-		if form == nativeAtLeas {
-			want = 3
-		}
-		if n != want {
-			return fmt.Errorf("%w: native script form %d of %d elements", ErrInvalid, form, n)
-		}
 		switch form {
 		case nativeAll:
 			out(`{"type":"all","scripts":[`)
 		case nativeAny:
 			out(`{"type":"any","scripts":[`)
 		default:
+			want = 3
 			req, ok := d.uint()
 			if !ok {
 				return fmt.Errorf("%w: atLeast's count", ErrInvalid)
 			}
 			out(`{"type":"atLeast","required":` + strconv.FormatUint(req, 10) + `,"scripts":[`)
 		}
-		k, ok := d.arrayHead()
-		if !ok {
+		lm, k, ok := d.head()
+		if !ok || lm != majorArray {
 			return fmt.Errorf("%w: a native script's list of scripts", ErrInvalid)
 		}
-		for i := uint64(0); i < k; i++ {
+		for i := uint64(0); k == indefinite || i < k; i++ {
+			if k == indefinite && d.brk() {
+				break
+			}
 			if i > 0 {
 				out(",")
 			}
@@ -179,7 +180,7 @@ func (d *decoder) native(depth int, dst *[]byte) error {
 		out("]}")
 	case nativeAfter, nativeBefore:
 		slot, ok := d.uint()
-		if n != 2 || !ok {
+		if !ok {
 			return fmt.Errorf("%w: a time-lock script is [%d, slot]", ErrInvalid, form)
 		}
 		kind := "after"
@@ -190,7 +191,20 @@ func (d *decoder) native(depth int, dst *[]byte) error {
 	default:
 		return fmt.Errorf("%w: native script form %d", ErrInvalid, form)
 	}
+	if (indef && !d.brk()) || (!indef && n != want) {
+		return fmt.Errorf("%w: native script form %d: wrong number of elements", ErrInvalid, form)
+	}
 	return nil
+}
+
+// brk consumes a break byte (the end of an indefinite-length item) and
+// reports whether there was one.
+func (d *decoder) brk() bool {
+	if d.off < len(d.b) && d.b[d.off] == 0xff {
+		d.off++
+		return true
+	}
+	return false
 }
 
 // NativeJSON renders a native script's CBOR (a Ref's Body of language
