@@ -112,12 +112,15 @@ func appendDatumFields(dst []byte, r *disk.UtxoRef) []byte {
 		dst = append(dst, "null"...)
 	}
 	dst = append(dst, `,"reference_script_hash":`...)
-	if ref, err := script.ParseRef(r.ScriptRef); r.ScriptRef != nil && err == nil {
-		dst = appendHexString(dst, ref.Hash[:])
-	} else {
-		dst = append(dst, "null"...)
+	if r.ScriptRef == nil {
+		return append(dst, "null"...)
 	}
-	return dst
+	if ref, err := script.ParseRef(r.ScriptRef); err == nil {
+		return appendHexString(dst, ref.Hash[:])
+	}
+	// A reference script that does not read (the ledger accepts none) has
+	// no hash: the store indexes it under none either.
+	return append(dst, "null"...)
 }
 
 // blockHashes reads the hash of the block at a height, from one view,
