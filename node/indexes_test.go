@@ -38,7 +38,7 @@ func TestParseIndexes(t *testing.T) {
 }
 
 // TestNodeIndexes: a node's new store takes its chain's default indexes
-// (all four for cardano, none for bitcoin, none without a chain), an
+// (all six for cardano, none for bitcoin, none without a chain), an
 // explicit set is recorded, and once the store holds a block a node asking
 // for another set is refused.
 func TestNodeIndexes(t *testing.T) {
