@@ -23,8 +23,9 @@ func AppendError(dst []byte, status int, reason, message string) []byte {
 	return append(dst, '}')
 }
 
-// appendString appends s as a JSON string.
-func appendString(dst []byte, s string) []byte {
+// appendString appends s as a JSON string (from a string or, with no
+// conversion, from stored bytes).
+func appendString[S string | []byte](dst []byte, s S) []byte {
 	const hexDigits = "0123456789abcdef"
 	dst = append(dst, '"')
 	for i := 0; i < len(s); {
@@ -50,7 +51,7 @@ func appendString(dst []byte, s string) []byte {
 			i++
 			continue
 		}
-		r, n := utf8.DecodeRuneInString(s[i:])
+		r, n := utf8.DecodeRuneInString(string(s[i:min(len(s), i+utf8.UTFMax)]))
 		if r == utf8.RuneError && n == 1 {
 			dst = append(dst, `\ufffd`...)
 		} else {
@@ -153,7 +154,7 @@ func (b *blockHashes) at(h uint64) (chain.Hash, bool, error) {
 // data_hash, inline_datum, reference_script_hash.
 func appendAddressUtxo(dst []byte, r *disk.UtxoRef, blocks *blockHashes) ([]byte, error) {
 	dst = append(dst, `{"address":`...)
-	dst = appendString(dst, string(r.Address))
+	dst = appendString(dst, r.Address)
 	dst = append(dst, `,"tx_hash":`...)
 	dst = appendHexString(dst, r.OutPoint.TxHash[:])
 	dst = append(dst, `,"tx_index":`...)
@@ -182,7 +183,7 @@ func appendAddressUtxo(dst []byte, r *disk.UtxoRef, blocks *blockHashes) ([]byte
 // live).
 func appendTxOutput(dst []byte, r *disk.UtxoRef) []byte {
 	dst = append(dst, `{"address":`...)
-	dst = appendString(dst, string(r.Address))
+	dst = appendString(dst, r.Address)
 	dst = append(dst, `,"amount":`...)
 	dst = appendAmount(dst, r)
 	dst = append(dst, `,"output_index":`...)
