@@ -70,6 +70,12 @@ func (a *API) failBlockfrost(c *gin.Context, err error) {
 	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		c.Writer.Header().Set("Retry-After", "1")
 	}
+	a.writeBlockfrostError(c, status, msg)
+}
+
+// writeBlockfrostError writes Blockfrost's error object with the status's
+// reason phrase and the published state's headers.
+func (a *API) writeBlockfrostError(c *gin.Context, status int, msg string) {
 	reason := http.StatusText(status)
 	if reason == "" {
 		reason = "Error"

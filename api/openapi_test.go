@@ -682,6 +682,7 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 	for _, r := range bfRows {
 		rows = append(rows, row{name: r.name, s: r.s, mk: get(r.t), want: r.want})
 	}
+	rows = append(rows, row{name: "blockfrost POST", s: bf, mk: post("/api/v0/blocks/latest", "application/json", []byte("{}")), want: 405})
 	rows = append(rows, row{name: "blockfrost with project_id", s: bfLocked, mk: get("/api/v0/addresses/"+bfBase, "project_id", "p1"), want: 200})
 	covered := map[string]bool{}
 	for _, r := range rows {

@@ -204,6 +204,10 @@ func New(r Reader, w Writer, opts Options) *API {
 		a.writeError(c, http.StatusNotFound, "not_found", msg)
 	})
 	e.NoMethod(func(c *gin.Context) {
+		if a.blockfrostPath(c) {
+			a.writeBlockfrostError(c, http.StatusMethodNotAllowed, "method not allowed on this endpoint of the Blockfrost front end (it serves reads: GET and HEAD)")
+			return
+		}
 		a.writeError(c, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this endpoint")
 	})
 
