@@ -25,7 +25,9 @@ func TestBlockfrostCacheInvalidation(t *testing.T) {
 			disk.DimPaymentCredential: credential.PaymentValues, disk.DimStakeCredential: credential.StakeValues,
 			disk.DimReferenceScriptHash: script.RefScriptValues, disk.DimDatumHash: script.DatumValues}}})
 	pay, stake := bytes.Repeat([]byte{0x41}, 28), bytes.Repeat([]byte{0x42}, 28)
-	b32 := func(hrp string, raw []byte) string { return textenc.Bech32(hrp, textenc.ConvertBits(raw), textenc.Bech32Const) }
+	b32 := func(hrp string, raw []byte) string {
+		return textenc.Bech32(hrp, textenc.ConvertBits(raw), textenc.Bech32Const)
+	}
 	addr := b32("addr_test", append(append([]byte{0x00}, pay...), stake...))
 	datum := []byte{0xd8, 0x79, 0x80}
 	dh := script.DatumHash(datum)
