@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/blockfrost"
 	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/events"
@@ -83,6 +84,8 @@ type stackConfig struct {
 	writer writer.Options
 	// events serves event streams (an events.Hub over the store).
 	events bool
+	// blockfrost mounts the Blockfrost front end with these options.
+	blockfrost *blockfrost.Options
 }
 
 // eventSource is what a test's event hub reads.
@@ -160,6 +163,9 @@ func newStack(t testing.TB, cfg stackConfig) *stack {
 		}
 		t.Cleanup(hub.Close)
 		opts.Events = hub
+	}
+	if cfg.blockfrost != nil {
+		opts.Blockfrost = blockfrost.New(s.reads, *cfg.blockfrost)
 	}
 	var w api.Writer = s.w
 	if cfg.noWriter {
@@ -306,6 +312,24 @@ func checkInvariants(t testing.TB, c call, r *response) {
 	}
 	if ct := r.hdr.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Fatalf("%s %s: Content-Type %q: %s", c.method, c.target, ct, r)
+	}
+	if strings.HasPrefix(path, "/api/v0/") {
+		// The Blockfrost front end: its own shapes, errors as
+		// {"status_code","error","message"}, the state in the headers.
+		if !json.Valid(r.body) || r.hdr.Get("X-Commit-Seq") == "" {
+			t.Fatalf("%s %s: not JSON, or no X-Commit-Seq: %s", c.method, c.target, r)
+		}
+		if r.code >= 400 {
+			var e struct {
+				StatusCode int    `json:"status_code"`
+				Error      string `json:"error"`
+				Message    string `json:"message"`
+			}
+			if err := json.Unmarshal(r.body, &e); err != nil || e.StatusCode != r.code || e.Error != http.StatusText(r.code) || e.Message == "" {
+				t.Fatalf("%s %s: not a Blockfrost error: %s", c.method, c.target, r)
+			}
+		}
+		return
 	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(r.body, &m); err != nil {

@@ -22,7 +22,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/blockfrost"
 	"github.com/utxo-cache/utxo-cache/cardano/credential"
+	"github.com/utxo-cache/utxo-cache/cardano/script"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/textenc"
 	"github.com/utxo-cache/utxo-cache/replication"
@@ -138,8 +140,8 @@ func TestOpenAPIDocument(t *testing.T) {
 	for _, item := range doc.Paths.Map() {
 		ops += len(item.Operations())
 	}
-	if ops != 28 {
-		t.Fatalf("the document describes %d operations, the API has 28", ops)
+	if ops != 38 {
+		t.Fatalf("the document describes %d operations, the API has 38", ops)
 	}
 }
 
@@ -210,6 +212,71 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 	payCred, stakeAddr := cred("addr_vkh", payHash), cred("stake", append([]byte{0xe1}, stakeHash...))
 	policyHex := hex.EncodeToString(policy)
 	unit := policyHex + hex.EncodeToString([]byte("tok"))
+
+	// The Blockfrost front end over a store of the Cardano indexes, with
+	// and without a project token; and over a store without them.
+	bfDims := []disk.Dimension{disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimReferenceScriptHash, disk.DimDatumHash}
+	bfDerivers := disk.Derivers{disk.DimPaymentCredential: credential.PaymentValues, disk.DimStakeCredential: credential.StakeValues,
+		disk.DimReferenceScriptHash: script.RefScriptValues, disk.DimDatumHash: script.DatumValues}
+	bf := newStack(t, stackConfig{noSpec: true, disk: disk.Options{Dimensions: bfDims, Derivers: bfDerivers}, blockfrost: &blockfrost.Options{}})
+	bfLocked := newStack(t, stackConfig{noSpec: true, disk: disk.Options{Dimensions: bfDims, Derivers: bfDerivers}, blockfrost: &blockfrost.Options{ProjectID: "p1"}})
+	bfBare := newStack(t, stackConfig{noSpec: true, blockfrost: &blockfrost.Options{}})
+	bfEmpty := newStack(t, stackConfig{noSpec: true, disk: disk.Options{Dimensions: bfDims, Derivers: bfDerivers}, blockfrost: &blockfrost.Options{}})
+	plutusRef := []byte{0x82, 0x02, 0x43, 0x42, 0x01, 0x02}
+	bfDatum := []byte{0xd8, 0x79, 0x80}
+	bfBase := cred("addr", append(append([]byte{0x01}, payHash...), stakeHash...))
+	bf.apply(tx("bf", nil, chain.Output{Address: bfBase, Value: 5, Assets: []chain.Asset{{Policy: policy, Name: []byte("tok"), Quantity: 7}},
+		Datum: bfDatum, ScriptRef: plutusRef}))
+	bfScript := func() string {
+		r, _ := script.ParseRef(plutusRef)
+		return hex.EncodeToString(r.Hash[:])
+	}()
+	bfDatumHash := func() string { h := script.DatumHash(bfDatum); return hex.EncodeToString(h[:]) }()
+	bfTx := txh("bf").String()
+	type bfOp struct {
+		path     string // the 200 target
+		bad      string // a 400 target
+		notFound string // a 404 target, "" when the operation declares none
+	}
+	type bfRow struct {
+		name string
+		s    *stack
+		t    string
+		want int
+	}
+	var bfRows []bfRow
+	for _, o := range []bfOp{
+		{"/api/v0/addresses/" + bfBase, "/api/v0/addresses/" + payCred, ""},
+		{"/api/v0/addresses/" + bfBase + "/utxos?count=5&page=1&order=desc", "/api/v0/addresses/" + bfBase + "/utxos?count=101", ""},
+		{"/api/v0/addresses/" + payCred + "/utxos/" + unit, "/api/v0/addresses/" + bfBase + "/utxos/zz", ""},
+		{"/api/v0/accounts/" + stakeAddr + "/utxos?page=2", "/api/v0/accounts/" + bfBase + "/utxos", ""},
+		{"/api/v0/txs/" + bfTx + "/utxos", "/api/v0/txs/00/utxos", "/api/v0/txs/" + strings.Repeat("ab", 32) + "/utxos"},
+		{"/api/v0/blocks/latest", "/api/v0/blocks/latest?count=1", "empty"},
+		{"/api/v0/scripts/" + bfScript, "/api/v0/scripts/00", "/api/v0/scripts/" + strings.Repeat("ab", 28)},
+		{"/api/v0/scripts/" + bfScript + "/cbor", "/api/v0/scripts/00/cbor", "/api/v0/scripts/" + strings.Repeat("ab", 28) + "/cbor"},
+		{"/api/v0/scripts/" + bfScript + "/json", "/api/v0/scripts/00/json", "/api/v0/scripts/" + strings.Repeat("ab", 28) + "/json"},
+		{"/api/v0/scripts/datum/" + bfDatumHash + "/cbor", "/api/v0/scripts/datum/00/cbor", "/api/v0/scripts/datum/" + strings.Repeat("ab", 32) + "/cbor"},
+	} {
+		bfRows = append(bfRows, bfRow{"blockfrost " + o.path, bf, o.path, 200}, bfRow{"blockfrost bad " + o.bad, bf, o.bad, 400}, bfRow{"blockfrost without project_id " + o.path, bfLocked, o.path, 403})
+		switch o.notFound {
+		case "":
+		case "empty":
+			bfRows = append(bfRows, bfRow{"blockfrost empty store " + o.path, bfEmpty, o.path, 404})
+		default:
+			bfRows = append(bfRows, bfRow{"blockfrost not held " + o.notFound, bf, o.notFound, 404})
+		}
+	}
+	// What a store without the indexes cannot answer is 400, not an
+	// empty 404; an unknown path under /api/v0 is 404 in Blockfrost's shape.
+	for _, r := range []bfRow{
+		{"blockfrost credential not kept", bfBare, "/api/v0/addresses/" + payCred + "/utxos", 400},
+		{"blockfrost script not kept", bfBare, "/api/v0/scripts/" + bfScript, 400},
+		{"blockfrost unknown path", bf, "/api/v0/epochs/latest/parameters", 404},
+		{"blockfrost behind", bf, "/api/v0/addresses/" + bfBase + "/utxos?min_seq=1000&wait=0", 503},
+		{"blockfrost unknown parameter", bf, "/api/v0/addresses/" + bfBase + "/utxos?limit=1", 400},
+	} {
+		bfRows = append(bfRows, r)
+	}
 
 	h := txh("a").String()
 	etagOf := func(s *stack, target string) string {
@@ -612,6 +679,11 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 			return []byte(`{"hash":"` + strings.ToUpper(b5.Hash.String()) + `"}`)
 		}), want: 200},
 	}
+	for _, r := range bfRows {
+		rows = append(rows, row{name: r.name, s: r.s, mk: get(r.t), want: r.want})
+	}
+	rows = append(rows, row{name: "blockfrost POST", s: bf, mk: post("/api/v0/blocks/latest", "application/json", []byte("{}")), want: 405})
+	rows = append(rows, row{name: "blockfrost with project_id", s: bfLocked, mk: get("/api/v0/addresses/"+bfBase, "project_id", "p1"), want: 200})
 	covered := map[string]bool{}
 	for _, r := range rows {
 		if r.arm != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/utxo-cache/utxo-cache/blockfrost"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/writer"
@@ -98,6 +99,10 @@ type Options struct {
 	// before anything else, and a long-poll again before each new read; other endpoints (writes, replication, health,
 	// readiness, metrics, the OpenAPI document) never do. Nil: no gate.
 	ReadGate ReadGate
+	// Blockfrost, when set, is mounted under /api/v0 (a Cardano store's
+	// Blockfrost-compatible front end; docs/blockfrost.md). Nil: those
+	// paths are not endpoints.
+	Blockfrost *blockfrost.FrontEnd
 	// Events serves the event streams (GET and POST /v1/events). Nil: they
 	// answer 503 events_unavailable.
 	Events Events
@@ -197,9 +202,17 @@ func New(r Reader, w Writer, opts Options) *API {
 		if p := c.Request.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
 			msg = "no such endpoint (no path of this API ends in a slash)"
 		}
+		if a.blockfrostPath(c) {
+			a.failBlockfrost(c, fmt.Errorf("%s: %w", msg+" of this service's Blockfrost front end", chain.ErrNotFound))
+			return
+		}
 		a.writeError(c, http.StatusNotFound, "not_found", msg)
 	})
 	e.NoMethod(func(c *gin.Context) {
+		if a.blockfrostPath(c) {
+			a.writeBlockfrostError(c, http.StatusMethodNotAllowed, "method not allowed on this endpoint of the Blockfrost front end (it serves reads: GET and HEAD)")
+			return
+		}
 		a.writeError(c, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed on this endpoint")
 	})
 
@@ -222,6 +235,7 @@ func New(r Reader, w Writer, opts Options) *API {
 	a.route(http.MethodGet, "/healthz", func(c *gin.Context) { writeData(c, 200, jsonContentType, []byte(`{"status":"ok"}`)) })
 	a.route(http.MethodGet, "/readyz", a.getReady)
 	yamlContentType := []string{"application/yaml"}
+	a.blockfrostRoutes() // blockfrost.go
 	a.route(http.MethodGet, "/openapi.yaml", func(c *gin.Context) { writeData(c, 200, yamlContentType, openAPIDocument) })
 	if opts.Gatherer != nil {
 		h := promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})
@@ -295,6 +309,13 @@ func (a *API) recovered(c *gin.Context, rec any) {
 // waiting is bounded as every other request's: each holds one connection
 // (the server's connection limits) for at most Options.MaxWait.
 func (a *API) serveRead(c *gin.Context, rc readConditions, conditional bool, read func(ctx context.Context) (query.Answer, error)) {
+	a.serveReadFailing(c, rc, conditional, read, a.fail)
+}
+
+// serveReadFailing is serveRead answering its errors with fail: a front end
+// writes them in its own shape.
+func (a *API) serveReadFailing(c *gin.Context, rc readConditions, conditional bool, read func(ctx context.Context) (query.Answer, error),
+	fail func(c *gin.Context, err error)) {
 	ctx := c.Request.Context()
 	deadline := time.Now().Add(rc.wait)
 	var inm string
@@ -311,13 +332,13 @@ func (a *API) serveRead(c *gin.Context, rc readConditions, conditional bool, rea
 					err = fmt.Errorf("min_seq %d, min_height %d: not reached within %s (at seq %d, tip %s): %w",
 						rc.minSeq, rc.minHeight, rc.wait, p.Seq, p.Tip, err)
 				}
-				a.fail(c, err)
+				fail(c, err)
 				return
 			}
 		}
 		ans, err := read(ctx)
 		if err != nil {
-			a.fail(c, err)
+			fail(c, err)
 			return
 		}
 		if query.Satisfies(query.Published{Seq: ans.Seq, Tip: ans.Tip}, rc.minSeq, rc.minHeight) {
@@ -330,7 +351,7 @@ func (a *API) serveRead(c *gin.Context, rc readConditions, conditional bool, rea
 			next := ans.Seq + 1
 			ans.Release()
 			if err := a.awaitPublish(ctx, next, deadline); err != nil {
-				a.fail(c, err)
+				fail(c, err)
 				return
 			}
 			if g := a.opts.ReadGate; g != nil {
@@ -340,7 +361,7 @@ func (a *API) serveRead(c *gin.Context, rc readConditions, conditional bool, rea
 		}
 		ans.Release()
 		if !time.Now().Before(deadline) {
-			a.fail(c, fmt.Errorf("answered at seq %d, tip %s: %w", ans.Seq, ans.Tip, query.ErrBehind))
+			fail(c, fmt.Errorf("answered at seq %d, tip %s: %w", ans.Seq, ans.Tip, query.ErrBehind))
 			return
 		}
 	}

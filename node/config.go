@@ -36,7 +36,7 @@ type Config struct {
 	MemTableBytes uint64
 	// Indexes is the store's index set beyond addresses (indexes.go): ""
 	// keeps what the store recorded (a new store takes its chain's
-	// default), "none" or a list of payment, stake, policy, asset must
+	// default), "none" or a list of payment, stake, policy, asset, script, datum must
 	// match what an existing store recorded. Not for a replica: it keeps
 	// its writer's, from the checkpoint.
 	Indexes string
@@ -80,6 +80,11 @@ type Config struct {
 	// Pending bounds the writer's pending set and sets the expiry of a
 	// posted transaction (disk.Options.Pending); zero fields: defaults.
 	Pending disk.PendingOptions
+	// BlockfrostProjectID, when set, is the project_id header every request
+	// to the Blockfrost front end must carry (blockfrost.Options.ProjectID;
+	// the front end is mounted under /api/v0 for a Cardano store only).
+	// "": the header is accepted and not checked.
+	BlockfrostProjectID string
 	// Now is the node's clock, which decides lease expiries (the writer's
 	// grants and sweeps, every node's reads). Default time.Now; tests set
 	// it to a clock they move.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/utxo-cache/utxo-cache/cardano/credential"
+	"github.com/utxo-cache/utxo-cache/cardano/script"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -17,7 +18,8 @@ import (
 //	""         the store's recorded set; a new store takes its chain's
 //	           default (DefaultIndexes: all four for Cardano, none otherwise)
 //	"none"     addresses only: no other index row is ever written
-//	"a,b,…"    those of payment, stake, policy, asset
+//	"a,b,…"    those of payment, stake, policy, asset, script (reference
+//	           scripts by hash), datum (inline datums by hash)
 //
 // An explicit set that differs from what an existing store recorded is
 // refused at open (disk.ErrIndexMismatch): adding an index needs a
@@ -30,6 +32,8 @@ var indexNames = []struct {
 	{"stake", disk.DimStakeCredential},
 	{"policy", disk.DimAssetPolicy},
 	{"asset", disk.DimAsset},
+	{"script", disk.DimReferenceScriptHash},
+	{"datum", disk.DimDatumHash},
 }
 
 // IndexNames lists the names Config.Indexes accepts, for help texts.
@@ -71,24 +75,28 @@ func ParseIndexes(spec string) (dims []disk.Dimension, given bool, err error) {
 }
 
 // DefaultIndexes is the index set a new store of chain takes when none is
-// given: all four for "cardano", where wallets list by credential, policy
-// and asset; none otherwise, so a Bitcoin store writes no row it never
-// reads.
+// given: all six for "cardano", where wallets list by credential, policy
+// and asset and resolve reference scripts and inline datums by hash; none
+// otherwise, so a Bitcoin store writes no row it never reads.
 func DefaultIndexes(chain disk.Chain) []disk.Dimension {
 	if chain == "cardano" {
-		return []disk.Dimension{disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAssetPolicy, disk.DimAsset}
+		return []disk.Dimension{disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAssetPolicy, disk.DimAsset,
+			disk.DimReferenceScriptHash, disk.DimDatumHash}
 	}
 	return nil
 }
 
 // IndexDerivers are the chain adapter's functions of the credential
-// dimensions (cardano/credential), which the store cannot compute itself.
+// dimensions (cardano/credential) and of the reference-script and datum
+// dimensions (cardano/script), which the store cannot compute itself.
 // Every open of a store that may write passes them (a store that keeps a
 // credential index refuses writes without them: disk.ErrNoDeriver).
 func IndexDerivers() disk.Derivers {
 	return disk.Derivers{
-		disk.DimPaymentCredential: credential.PaymentValues,
-		disk.DimStakeCredential:   credential.StakeValues,
+		disk.DimPaymentCredential:   credential.PaymentValues,
+		disk.DimStakeCredential:     credential.StakeValues,
+		disk.DimReferenceScriptHash: script.RefScriptValues,
+		disk.DimDatumHash:           script.DatumValues,
 	}
 }
 

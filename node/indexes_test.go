@@ -20,7 +20,7 @@ func TestParseIndexes(t *testing.T) {
 		{"none", []disk.Dimension{}, true},
 		{"payment", []disk.Dimension{disk.DimPaymentCredential}, true},
 		{"asset, stake,asset", []disk.Dimension{disk.DimAsset, disk.DimStakeCredential}, true},
-		{"payment,stake,policy,asset", node.DefaultIndexes("cardano"), true},
+		{"payment,stake,policy,asset,script,datum", node.DefaultIndexes("cardano"), true},
 	} {
 		dims, given, err := node.ParseIndexes(tc.spec)
 		if err != nil || given != tc.given || !slices.Equal(dims, tc.dims) {
@@ -38,7 +38,7 @@ func TestParseIndexes(t *testing.T) {
 }
 
 // TestNodeIndexes: a node's new store takes its chain's default indexes
-// (all four for cardano, none for bitcoin, none without a chain), an
+// (all six for cardano, none for bitcoin, none without a chain), an
 // explicit set is recorded, and once the store holds a block a node asking
 // for another set is refused.
 func TestNodeIndexes(t *testing.T) {
@@ -55,7 +55,7 @@ func TestNodeIndexes(t *testing.T) {
 		defer n.Close(context.Background())
 		return slices.Clone(n.Store().Dimensions())
 	}
-	all := append([]disk.Dimension{disk.DimAddress}, disk.DimAssetPolicy, disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAsset)
+	all := append([]disk.Dimension{disk.DimAddress}, disk.DimAssetPolicy, disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAsset, disk.DimReferenceScriptHash, disk.DimDatumHash)
 	if got := dims(node.Config{DataDir: t.TempDir(), Chain: "cardano"}); !slices.Equal(got, all) {
 		t.Errorf("new cardano store: %v", got)
 	}

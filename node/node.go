@@ -206,6 +206,7 @@ func (n *Node) start(ctx context.Context) error {
 		return err
 	}
 	n.api = api.New(n.reads, n.w, api.Options{
+		Blockfrost:       blockfrostOption(store, n.reads, cfg.BlockfrostProjectID),
 		Events:           eventsOption(n.hub),
 		ReplicationToken: cfg.ReplicationToken,
 		Replication:      source,

@@ -393,6 +393,7 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 	}
 	gather := prometheus.Gatherers{r.base, n.reg}
 	h := api.New(n.reads, nil, api.Options{
+		Blockfrost:    blockfrostOption(store, n.reads, r.cfg.BlockfrostProjectID),
 		Events:        eventsOption(n.hub),
 		ReadOnly:      true,
 		WalletToken:   r.cfg.WalletToken, // lease reads only: a replica takes no writes

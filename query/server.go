@@ -107,6 +107,9 @@ type Answer struct {
 	Body []byte
 	// Tier is where the answer came from: "memory", "redis" or "disk".
 	Tier string
+	// Whole says Body is the whole body, with no tip member to prepend: a
+	// front end's answer (ReadWhole), whose shape is another API's.
+	Whole bool
 
 	// buf, when set, is the pooled buffer Body was encoded into
 	// (answerbuf.go; *buf is that array as the encoding left it), owned by
@@ -129,6 +132,9 @@ func (a *Answer) Release() {
 
 // AppendBody appends the complete JSON body of a.
 func (a *Answer) AppendBody(dst []byte) []byte {
+	if a.Whole {
+		return append(dst, a.Body...)
+	}
 	dst = append(dst, renderedTip(a.Tip)...)
 	return append(dst, a.Body...)
 }

@@ -26,7 +26,7 @@ func TestImportCardanoIndexes(t *testing.T) {
 	chunk := cardanoFixture("02019.chunk")
 	dir := t.TempDir()
 	mustImportCardano(t, "--data-dir", dir, "--skip-unknown-inputs", chunk)
-	if got, want := dims(dir), append([]disk.Dimension{disk.DimAddress}, node.DefaultIndexes("cardano")...); len(got) != 5 || !slices.Equal(got[1:], []disk.Dimension{disk.DimAssetPolicy, disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAsset}) {
+	if got, want := dims(dir), append([]disk.Dimension{disk.DimAddress}, node.DefaultIndexes("cardano")...); len(got) != 7 || !slices.Equal(got[1:], []disk.Dimension{disk.DimAssetPolicy, disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAsset, disk.DimReferenceScriptHash, disk.DimDatumHash}) {
 		t.Fatalf("default indexes %v, want %v", got, want)
 	}
 	err, _, stderr := runIn(runImportCardano, "--data-dir", dir, "--skip-unknown-inputs", "--indexes", "payment", chunk)

@@ -43,6 +43,7 @@ type serveSettings struct {
 	replicationTokenFile                               string
 	adminTokenFile                                     string
 	walletToken, walletTokenFile                       string
+	blockfrostProjectID                                string
 	adminListen, logLevel, logFormat, config           string
 	pruneDepth, rollbackWindow                         uint64 // 0: the store's recorded values
 	indexes                                            string // --indexes: node.Config.Indexes
@@ -88,6 +89,8 @@ func runServe(e *env, args []string) error {
 	fs.DurationVar(&s.pendingTTL, "pending-ttl", chain.DefaultPendingTTL*time.Second, "how long a posted pending transaction stays pending before it expires (`DURATION`)")
 	fs.IntVar(&s.pendingMaxTxs, "pending-max-txs", disk.DefaultPendingMaxTxs, "most pending transactions the writer keeps; a post beyond answers 507 insufficient_storage (`N`)")
 	fs.StringVar(&s.pendingMaxBytes, "pending-max-bytes", "256MiB", "most bytes of stored pending transactions; a post beyond answers 507 insufficient_storage (`SIZE`)")
+	fs.StringVar(&s.blockfrostProjectID, "blockfrost-project-id", "", "`TOKEN` every request to the Blockfrost front end (/api/v0, Cardano stores) must send in its\n"+
+		"project_id header (none: the header is accepted and not checked)")
 	fs.Uint64Var(&s.pruneDepth, "prune-depth", storeDefaults.PruneDepth, pruneDepthUsage)
 	fs.Uint64Var(&s.rollbackWindow, "rollback-window", storeDefaults.RollbackWindow, rollbackWindowUsage)
 	fs.StringVar(&s.indexes, "indexes", "", indexesUsage)
@@ -309,8 +312,9 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		RedisTimeout:     s.redisTimeout,
 		RedisDeployment:  s.redis.deployment(),
 
-		AdminToken:  s.adminToken,
-		WalletToken: s.walletToken,
+		AdminToken:          s.adminToken,
+		WalletToken:         s.walletToken,
+		BlockfrostProjectID: s.blockfrostProjectID,
 		Pending: disk.PendingOptions{
 			MaxTxs: s.pendingMaxTxs, MaxBytes: s.pendingBytes(), TTL: uint64(s.pendingTTL / time.Second),
 		},

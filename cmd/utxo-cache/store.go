@@ -77,7 +77,7 @@ func indexesFlag(fs *flag.FlagSet) *string {
 var indexesUsage = "indexes the store keeps beyond addresses: `none`, or a comma-separated list of " +
 	strings.Join(node.IndexNames(), ", ") + ".\n" +
 	"The store records them when created; not given, an existing store keeps its own and a new one\n" +
-	"takes its chain's default (all four for Cardano, none otherwise); a set that differs from the\n" +
+	"takes its chain's default (all six for Cardano, none otherwise); a set that differs from the\n" +
 	"recorded one is refused (adding an index needs a re-import into a new store)"
 
 func rollbackWindowFlag(fs *flag.FlagSet) *uint64 {

@@ -35,6 +35,7 @@ var layers = []struct {
 	{"bitcoin", []string{"chain", "internal/textenc"}},
 	{"cardano", []string{"chain", "internal/textenc"}},
 	{"cardano/credential", []string{"chain", "internal/textenc"}},
+	{"cardano/script", []string{"chain"}},
 	{"internal/model", []string{"chain"}},
 	{"internal/workload", []string{"chain", "internal/textenc"}},
 	// The store and the cache tiers.
@@ -50,8 +51,9 @@ var layers = []struct {
 	{"cardano/n2n/n2ntest", []string{"cardano", "chain"}},
 	// Serving, and the tools and binary built on it.
 	{"events", []string{"chain", "query", "tiers/disk"}},
-	{"api", []string{"cardano/credential", "chain", "events", "query", "replication", "writer"}},
-	{"node", []string{"api", "bitcoin", "cache", "cardano", "cardano/credential", "cardano/n2n", "chain", "events", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
+	{"blockfrost", []string{"cardano/credential", "cardano/script", "chain", "internal/textenc", "query", "tiers/disk"}},
+	{"api", []string{"blockfrost", "cardano/credential", "chain", "events", "query", "replication", "writer"}},
+	{"node", []string{"api", "bitcoin", "blockfrost", "cache", "cardano", "cardano/credential", "cardano/script", "cardano/n2n", "chain", "events", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
 	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "cardano/n2n", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.

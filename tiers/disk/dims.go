@@ -28,6 +28,16 @@ const (
 	// DimAsset lists outputs by each asset they carry: the value is
 	// AssetValue(policy, name). Optional.
 	DimAsset Dimension = 5
+	// DimReferenceScriptHash lists outputs by the hash of the reference
+	// script they carry. Optional; its values come from the chain adapter
+	// (Derivers): for Cardano, blake2b-224 of the script's language tag
+	// then its bytes.
+	DimReferenceScriptHash Dimension = 7
+	// DimDatumHash lists outputs by the hash of the inline datum they carry.
+	// Optional; its values come from the chain adapter (Derivers): for
+	// Cardano, blake2b-256 of the datum's CBOR as sent. An output that names
+	// a datum by its hash only, without carrying it, is not listed.
+	DimDatumHash Dimension = 8
 )
 
 // ValuesFunc calls yield once per distinct value u is listed under in one
@@ -54,11 +64,13 @@ var dimensions = map[Dimension]struct {
 	// the address, each distinct policy, each distinct asset.
 	derived bool
 }{
-	DimAddress:           {name: "address"},
-	DimAssetPolicy:       {name: "asset_policy"},
-	DimPaymentCredential: {name: "payment_credential", derived: true},
-	DimStakeCredential:   {name: "stake_credential", derived: true},
-	DimAsset:             {name: "asset"},
+	DimAddress:             {name: "address"},
+	DimAssetPolicy:         {name: "asset_policy"},
+	DimPaymentCredential:   {name: "payment_credential", derived: true},
+	DimStakeCredential:     {name: "stake_credential", derived: true},
+	DimAsset:               {name: "asset"},
+	DimReferenceScriptHash: {name: "reference_script_hash", derived: true},
+	DimDatumHash:           {name: "datum_hash", derived: true},
 }
 
 // AppendAssetValue appends the DimAsset value of the asset (policy, name):

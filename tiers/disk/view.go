@@ -148,6 +148,12 @@ type ListQuery struct {
 	// outputs, even none, and still have more to read.
 	Keep    func(r *UtxoRef) bool
 	MaxScan int
+	// Skip, when positive, passes over that many index entries first (after
+	// After, in the listing's direction) before the page starts: an offset
+	// page. The entries skipped are stepped over by key alone, their values
+	// never read nor decoded, and Keep does not see them: page N of an
+	// offset listing costs the (N-1)·Limit key steps and one page's reads.
+	Skip int
 }
 
 // List returns up to q.Limit live outputs of q.Value in chain order (reverse
@@ -175,7 +181,7 @@ func (v *View) List(q ListQuery) ([]chain.Utxo, *chain.Position, error) {
 // position to resume from, with more false when the listing is complete.
 // One iterator serves the page, bounded by the value's index keys (and the
 // resume position); it reads q.Limit+1 keys at most, decoding only the key of
-// the last. fn's error stops the listing and is returned.
+// the last, after the q.Skip keys it steps over. fn's error stops the listing and is returned.
 func (v *View) ListFunc(q ListQuery, fn func(r *UtxoRef) error) (next chain.Position, more bool, err error) {
 	if err := v.s.checkDim(q.Dim); err != nil {
 		return chain.Position{}, false, err
@@ -195,7 +201,11 @@ func (v *View) ListFunc(q ListQuery, fn func(r *UtxoRef) error) (next chain.Posi
 	}
 	var r UtxoRef
 	n, scanned := 0, 0
-	for valid := first(); valid; valid = step() {
+	valid := first()
+	for i := 0; valid && i < q.Skip; i++ {
+		valid = step()
+	}
+	for ; valid; valid = step() {
 		if n == q.Limit || (q.Keep != nil && q.MaxScan > 0 && scanned == q.MaxScan) {
 			more = true
 			break

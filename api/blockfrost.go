@@ -1,0 +1,85 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/utxo-cache/utxo-cache/blockfrost"
+	"github.com/utxo-cache/utxo-cache/query"
+)
+
+// blockfrostRoutes mounts the Blockfrost front end (Options.Blockfrost)
+// under blockfrost.Prefix: each route a read, through the read gate, with
+// the read-your-writes parameters of every read (min_seq, min_height,
+// wait), its answers' ETag and tip headers, and its errors in Blockfrost's
+// shape.
+func (a *API) blockfrostRoutes() {
+	fe := a.opts.Blockfrost
+	if fe == nil {
+		return
+	}
+	for _, r := range fe.Routes() {
+		a.route(http.MethodGet, blockfrost.Prefix+r.Path, a.read(a.getBlockfrost(fe, r)))
+	}
+}
+
+// blockfrostPath reports whether c's path is under the mounted front end's
+// prefix (its unknown paths answer in its shape).
+func (a *API) blockfrostPath(c *gin.Context) bool {
+	return a.opts.Blockfrost != nil && strings.HasPrefix(c.Request.URL.Path, blockfrost.Prefix+"/")
+}
+
+func (a *API) getBlockfrost(fe *blockfrost.FrontEnd, r blockfrost.Route) gin.HandlerFunc {
+	allowed := append(append([]string{}, r.Params...), readParamNames...)
+	return func(c *gin.Context) {
+		if err := fe.CheckProjectID(c.GetHeader("project_id")); err != nil {
+			a.failBlockfrost(c, err)
+			return
+		}
+		q, err := parseQuery(c.Request.URL.RawQuery, allowed...)
+		if err != nil {
+			a.failBlockfrost(c, err)
+			return
+		}
+		rc, err := a.conditions(&q)
+		if err != nil {
+			a.failBlockfrost(c, err)
+			return
+		}
+		req := blockfrost.Request{Param: c.Param, Query: q.lookup}
+		a.serveReadFailing(c, rc, true, func(ctx context.Context) (query.Answer, error) {
+			return r.Serve(ctx, req)
+		}, a.failBlockfrost)
+	}
+}
+
+// failBlockfrost answers an error in Blockfrost's shape ({"status_code",
+// "error", "message"}), with the status the error table gives it
+// (blockfrost.ErrForbidden: 403) and the tip headers of every answer.
+func (a *API) failBlockfrost(c *gin.Context, err error) {
+	err = clientClosed(c, err)
+	status, _, msg := classify(err)
+	if errors.Is(err, blockfrost.ErrForbidden) {
+		status, msg = http.StatusForbidden, err.Error()
+	}
+	a.logFailure(c, status, err)
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+		c.Writer.Header().Set("Retry-After", "1")
+	}
+	a.writeBlockfrostError(c, status, msg)
+}
+
+// writeBlockfrostError writes Blockfrost's error object with the status's
+// reason phrase and the published state's headers.
+func (a *API) writeBlockfrostError(c *gin.Context, status int, msg string) {
+	reason := http.StatusText(status)
+	if reason == "" {
+		reason = "Error"
+	}
+	p := a.r.Published()
+	a.writeJSON(c, status, p.Tip, p.Seq, blockfrost.AppendError(nil, status, reason, msg))
+}
