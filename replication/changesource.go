@@ -66,6 +66,13 @@ type ChangeBatch struct {
 	WriterSeq, WriterHeight uint64
 	// Bytes is the size of the changes received.
 	Bytes int
+	// Relayed is set by a source that relays the writer's figures rather
+	// than hearing them from the writer itself; Heard is then when the
+	// writer last announced them (zero: never), which is the replica's
+	// last contact with its writer. Unset, the batch is the writer's own
+	// answer: the contact is now.
+	Relayed bool
+	Heard   time.Time
 }
 
 // CheckpointDownload is a checkpoint archive being received.

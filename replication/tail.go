@@ -370,7 +370,14 @@ func (f *Tail) fetchChanges(ctx context.Context, after uint64) (ans *ChangeBatch
 		// time the replica had all the writer had.
 		f.mu.caughtUp = time.Now()
 	}
-	f.mu.writerSeq, f.mu.writerHeight, f.mu.contact = ans.WriterSeq, ans.WriterHeight, time.Now()
+	contact := time.Now()
+	if ans.Relayed {
+		contact = ans.Heard
+	}
+	f.mu.writerSeq, f.mu.writerHeight = ans.WriterSeq, ans.WriterHeight
+	if contact.After(f.mu.contact) {
+		f.mu.contact = contact
+	}
 	f.mu.Unlock()
 	f.m.writerSeq.Set(float64(ans.WriterSeq))
 	return ans, nil
@@ -706,7 +713,7 @@ const (
 
 // WriterLimitsHeaders sets, on a changes answer, the headers that announce
 // the writer's block limits lim to its replicas.
-func WriterLimitsHeaders(h http.Header, lim chain.Limits) {
+func WriterLimitsHeaders(h interface{ Set(name, value string) }, lim chain.Limits) {
 	lim = lim.EnsureDefaults()
 	h.Set(HeaderMaxBlockBytes, strconv.Itoa(lim.MaxBlockBytes))
 	h.Set(HeaderMaxBlockMemory, strconv.Itoa(lim.BlockMemoryLimit()))

@@ -25,6 +25,7 @@ var layers = []struct {
 	{"internal/durable", nil},
 	{"internal/textenc", nil},
 	{"internal/testredis", nil},
+	{"internal/testnats", nil},
 	{"internal/lint", nil},
 	{"api/bare", nil},
 	// Values that cross packages, and the block sources and generators.
@@ -45,13 +46,14 @@ var layers = []struct {
 	{"query", []string{"cache", "chain", "changeset", "tiers/disk"}},
 	{"writer", []string{"chain", "changeset", "tiers/disk"}},
 	{"replication", []string{"chain", "changeset", "internal/diskspace", "internal/durable", "replication/storedir", "tiers/disk", "writer"}},
+	{"replication/jetstream", []string{"chain", "changeset", "replication", "tiers/disk"}},
 	{"follow", []string{"bitcoin", "chain", "writer"}},
 	{"cardano/n2n", []string{"cardano", "chain", "writer"}},
 	{"cardano/n2n/n2ntest", []string{"cardano", "chain"}},
 	// Serving, and the tools and binary built on it.
 	{"events", []string{"chain", "query", "tiers/disk"}},
 	{"api", []string{"cardano/credential", "chain", "events", "query", "replication", "writer"}},
-	{"node", []string{"api", "bitcoin", "cache", "cardano/credential", "cardano/n2n", "chain", "events", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
+	{"node", []string{"api", "bitcoin", "cache", "cardano/credential", "cardano/n2n", "chain", "events", "follow", "internal/diskspace", "query", "replication", "replication/jetstream", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
 	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "cardano/n2n", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.
