@@ -54,7 +54,7 @@ var layers = []struct {
 	{"events", []string{"chain", "query", "tiers/disk"}},
 	{"api", []string{"cardano/credential", "chain", "events", "query", "replication", "writer"}},
 	{"node", []string{"api", "bitcoin", "cache", "cardano/credential", "cardano/n2n", "chain", "events", "follow", "internal/diskspace", "query", "replication", "replication/jetstream", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
-	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "cardano/n2n", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
+	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "cardano/n2n", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/jetstream", "replication/storedir", "tiers/disk", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.
 	{"loadtest", []string{"api/bare", "chain", "internal/model", "internal/workload", "node"}},

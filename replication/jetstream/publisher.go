@@ -95,6 +95,7 @@ type Publisher struct {
 	request chan uint64   // a replica asks for a checkpoint above a seq
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
+	closed  sync.Once
 
 	streamSeq atomic.Uint64 // last change the stream acknowledged
 	mu        struct {
@@ -165,12 +166,15 @@ func (p *Publisher) AfterPublish(*changeset.Set) {
 	}
 }
 
-// Close stops publishing and closes the connection. What the stream does
-// not have yet is sent by the next Publisher, from the change log.
+// Close stops publishing and closes the connection; it may be called more
+// than once. What the stream does not have yet is sent by the next
+// Publisher, from the change log.
 func (p *Publisher) Close() {
-	p.stop()
-	p.wg.Wait()
-	p.nc.Close()
+	p.closed.Do(func() {
+		p.stop()
+		p.wg.Wait()
+		p.nc.Close()
+	})
 }
 
 // PublisherStatus is how far the stream is behind the writer.
