@@ -23,9 +23,10 @@
 //
 // The message of change S is stream message S: the Publisher sends it with
 // the message id S (the duplicate window drops a second copy, so a change
-// sent again after a crash or a lost ack is stored once), and checks that
-// the stream's ack names S; a stream that stored a change anywhere else is
-// replaced. A new or emptied stream is first moved to start at the seq the
+// sent again after a crash or a lost ack is stored once) and, but for the
+// first of a session, the expectation that the stream's last message id is
+// S-1 (a change never lands after a gap); it checks that the stream's ack
+// names S, and replaces a stream that stored a change anywhere else. A new or emptied stream is first moved to start at the seq the
 // Publisher resumes from (a purge up to it), and after any failure the
 // Publisher resumes from the stream's last message. So a replica at seq
 // S consumes from stream message S+1, and a message whose stream sequence is

@@ -268,11 +268,13 @@ func (p *Publisher) session(ctx context.Context, ok func()) error {
 		return err
 	}
 	p.acked(last)
+	confirmed := false
 	for {
 		for last < p.store.Published().Seq {
-			if last, err = p.window(ctx, last); err != nil {
+			if last, err = p.window(ctx, last, confirmed); err != nil {
 				return err
 			}
+			confirmed = true
 			p.acked(last)
 			ok()
 		}
@@ -339,10 +341,17 @@ func (p *Publisher) prepare(ctx context.Context) (uint64, error) {
 		return st.LastSeq, nil
 	}
 	// Empty, or behind the log: the stream starts at the log's first kept
-	// change (replicas that need older ones bootstrap).
+	// change (replicas that need older ones bootstrap). A stream that holds
+	// messages is replaced first: it is moved only while empty.
 	if st.Msgs > 0 {
 		p.opts.Logger.Warn("the JetStream stream is further behind than the writer's change log keeps: it restarts at the log's first change",
 			"stream_seq", st.LastSeq, "log_first", first)
+		if err := p.js.DeleteStream(ctx, cfg.Name); err != nil {
+			return 0, fmt.Errorf("delete stream %s: %w", cfg.Name, err)
+		}
+		if s, err = p.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return 0, fmt.Errorf("stream %s: %w", cfg.Name, err)
+		}
 	}
 	if err := s.Purge(ctx, jetstream.WithPurgeSequence(first)); err != nil {
 		return 0, fmt.Errorf("start stream %s at %d: %w", cfg.Name, first, err)
@@ -362,11 +371,13 @@ func (p *Publisher) prepare(ctx context.Context) (uint64, error) {
 //
 // The ack of each change must name its seq as its stream sequence (or, for a
 // copy the duplicate window dropped, the sequence of the first copy), or the
-// stream is replaced (errMisplaced). A JetStream cluster stores one
-// connection's messages in the order they were sent, so a change that fails
-// leaves none after it stored; the session then resumes from the stream's
-// last message.
-func (p *Publisher) window(ctx context.Context, last uint64) (uint64, error) {
+// stream is replaced (errMisplaced). The first change of a session
+// (confirmed false) goes alone, with its message id only; every later one
+// with the expectation that the stream's last message id is the seq before
+// it, so that when one change fails (a leader lost while it was in flight),
+// none sent after it is stored in its place: they fail too, and the next
+// session resumes from the stream's last message.
+func (p *Publisher) window(ctx context.Context, last uint64, confirmed bool) (uint64, error) {
 	v, err := p.store.PublishedView()
 	if err != nil {
 		return last, err
@@ -378,7 +389,11 @@ func (p *Publisher) window(ctx context.Context, last uint64) (uint64, error) {
 	}
 	var futures []jetstream.PubAckFuture
 	size := 0
-	for len(futures) < maxWindow && (size == 0 || size < MaxWindowBytes) {
+	limit := maxWindow
+	if !confirmed {
+		limit = 1
+	}
+	for len(futures) < limit && (size == 0 || size < MaxWindowBytes) {
 		rec, err := cur.Next()
 		if err != nil || rec == nil {
 			if err != nil && len(futures) == 0 {
@@ -392,7 +407,11 @@ func (p *Publisher) window(ctx context.Context, last uint64) (uint64, error) {
 		msg := nats.NewMsg(p.opts.changesSubject())
 		msg.Data = bytes.Clone(rec) // Pebble's bytes are the cursor's until Next
 		replication.WriterLimitsHeaders(msg.Header, p.limits)
-		f, err := p.js.PublishMsgAsync(msg, jetstream.WithMsgID(strconv.FormatUint(seq, 10)))
+		opts := []jetstream.PublishOpt{jetstream.WithMsgID(strconv.FormatUint(seq, 10))}
+		if confirmed {
+			opts = append(opts, jetstream.WithExpectLastMsgID(strconv.FormatUint(seq-1, 10)))
+		}
+		f, err := p.js.PublishMsgAsync(msg, opts...)
 		if err != nil {
 			break // what was sent is awaited below
 		}
