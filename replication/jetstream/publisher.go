@@ -458,7 +458,9 @@ func (p *Publisher) runStatus(ctx context.Context) {
 		if !st.Tip.Empty {
 			msg.Header.Set(headerHeight, strconv.FormatUint(st.Tip.Height, 10))
 		}
-		msg.Header.Set(headerStreamSeq, strconv.FormatUint(p.streamSeq.Load(), 10))
+		streamSeq := p.streamSeq.Load()
+		msg.Header.Set(headerStreamSeq, strconv.FormatUint(streamSeq, 10))
+		p.m.behind.Set(float64(st.Seq - min(st.Seq, streamSeq)))
 		_ = p.nc.PublishMsg(msg) // buffered while disconnected; lost beyond
 		select {
 		case <-ctx.Done():
