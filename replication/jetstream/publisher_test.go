@@ -133,3 +133,128 @@ func TestPublishAndRead(t *testing.T) {
 		return dl.Want.Seq >= 8
 	})
 }
+
+// readAll reads the changes after after from src until it has the one at
+// upto, checking they come in order.
+func readAll(t *testing.T, src *Source, after, upto uint64) []*chain.Change {
+	t.Helper()
+	var out []*chain.Change
+	deadline := time.Now().Add(30 * time.Second)
+	for next := after + 1; next <= upto; {
+		if time.Now().After(deadline) {
+			t.Fatalf("change %d not read within 30s", next)
+		}
+		b, err := src.Changes(context.Background(), replication.ChangesRequest{After: next - 1, Wait: time.Second})
+		if err != nil {
+			t.Logf("read after %d: %v (retrying)", next-1, err)
+			continue
+		}
+		if b.DecodeErr != nil {
+			t.Fatal(b.DecodeErr)
+		}
+		for _, c := range b.Changes {
+			if c.Seq != next {
+				t.Fatalf("change %d, want %d", c.Seq, next)
+			}
+			out = append(out, c)
+			next++
+		}
+	}
+	return out
+}
+
+// TestOutageDoesNotHoldTheWriter: with the NATS server down, the writer
+// applies as usual (the publisher only falls behind, and says so); once the
+// server is back, on the same store, the stream gets every change it
+// missed, in order, each with the writer's figures.
+func TestOutageDoesNotHoldTheWriter(t *testing.T) {
+	srv := testnats.Start(t)
+	f := newFixture(t, 1000)
+	opts := Options{URLs: srv.URL(), Retention: 1000, CheckpointInterval: time.Hour, Logger: testLogger(t)}
+	p, err := NewPublisher(f.store, f.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	f.w.Subscribe(p)
+	f.blocks(t, 5)
+	waitFor(t, 10*time.Second, "the stream has change 5", func() bool { return p.Status().StreamSeq == 5 })
+
+	srv.Kill()
+	f.blocks(t, 40) // would block or fail if the writer waited for NATS
+	if st := p.Status(); st.StreamSeq != 5 {
+		t.Fatalf("stream at %d with NATS down, want 5", st.StreamSeq)
+	}
+	waitFor(t, 10*time.Second, "the publisher reports the outage", func() bool { return p.Status().Behind > 0 && p.Status().Err != nil })
+	srv.Start()
+	waitFor(t, 30*time.Second, "the stream has change 45", func() bool { return p.Status().StreamSeq == 45 })
+	if st := p.Status(); st.Behind != 0 || st.Err != nil {
+		t.Fatalf("caught up, still reported behind: %+v", st)
+	}
+	src, err := NewSource(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	got := readAll(t, src, 0, 45)
+	v, err := f.store.PublishedView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	data, n, err := v.Changes(0, 1<<30)
+	if err != nil || n != 45 {
+		t.Fatalf("the store's log: %d changes, %v", n, err)
+	}
+	var want replication.ChangeBatch
+	replication.DecodeChanges(data, chain.Limits{}.EnsureDefaults(), &want)
+	for i, c := range got {
+		w := want.Changes[i]
+		if c.Seq != w.Seq || c.Kind != w.Kind || c.After != w.After {
+			t.Fatalf("stream change %d: %+v, the store's log: %+v", i+1, c.After, w.After)
+		}
+	}
+}
+
+// TestRestoredWriterReplacesStream: a writer whose store is behind the
+// stream (restored from an older backup, here another history) replaces
+// the stream, which then holds the writer's own changes at their seqs; a
+// reader beyond the new stream's end waits rather than reading another
+// history's changes.
+func TestRestoredWriterReplacesStream(t *testing.T) {
+	srv := testnats.Start(t)
+	opts := Options{URLs: srv.URL(), Retention: 1000, CheckpointInterval: time.Hour, Logger: testLogger(t)}
+	a := newFixture(t, 1000)
+	pa, err := NewPublisher(a.store, a.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.w.Subscribe(pa)
+	a.blocks(t, 10)
+	waitFor(t, 10*time.Second, "the stream has change 10", func() bool { return pa.Status().StreamSeq == 10 })
+	pa.Close()
+
+	b := newFixture(t, 1000)
+	b.g = model.NewGen(99, model.GenOptions{Addresses: 4})
+	b.blocks(t, 4)
+	pb, err := NewPublisher(b.store, b.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pb.Close()
+	b.w.Subscribe(pb)
+	waitFor(t, 10*time.Second, "the new stream has change 4", func() bool { return pb.Status().StreamSeq == 4 })
+	src, err := NewSource(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	got := readAll(t, src, 0, 4)
+	if st := b.store.Published(); got[3].After.Digest != st.Digest {
+		t.Fatalf("change 4 of the new stream: digest %s, the restored writer's %s", got[3].After.Digest, st.Digest)
+	}
+	batch, err := src.Changes(context.Background(), replication.ChangesRequest{After: 8, Wait: 200 * time.Millisecond})
+	if err != nil || len(batch.Changes) != 0 {
+		t.Fatalf("after 8 on a stream at 4: %v, %v; want nothing yet", batch, err)
+	}
+}
