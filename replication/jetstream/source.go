@@ -130,12 +130,13 @@ func (s *Source) Changes(ctx context.Context, req replication.ChangesRequest) (*
 			s.stopConsumer()
 			return nil, fmt.Errorf("stream message: %w", err)
 		}
-		if got := meta.Sequence.Stream; got != s.next {
+		if got := meta.Sequence.Stream; got < s.next {
+			// A consumer asked to start beyond a stream's end may start at
+			// its end: changes the replica has.
+			continue
+		} else if got > s.next {
 			s.stopConsumer()
-			if got > s.next {
-				return nil, fmt.Errorf("the stream's next message after %d is %d: %w: %w", s.next-1, got, replication.ErrNeedBootstrap, replication.ErrLogTruncated)
-			}
-			return nil, fmt.Errorf("the stream sent message %d, %d was next", got, s.next)
+			return nil, fmt.Errorf("the stream's next message after %d is %d: %w: %w", s.next-1, got, replication.ErrNeedBootstrap, replication.ErrLogTruncated)
 		}
 		s.next++
 		if len(batch.Changes) == 0 && req.Coming != nil && meta.Sequence.Stream > req.Published {
