@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/model"
 	"github.com/utxo-cache/utxo-cache/internal/testnats"
@@ -28,6 +30,13 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// noLeaks checks, once everything the test started is closed (its
+// cleanups run before this one), that no goroutine of it is left.
+func noLeaks(t *testing.T) {
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
 }
 
 type testLog struct{ t *testing.T }
@@ -83,6 +92,7 @@ func (f *fixture) blocks(t *testing.T, n int) {
 // and a replica whose next change the stream no longer holds is told
 // ErrLogTruncated.
 func TestPublishAndRead(t *testing.T) {
+	noLeaks(t)
 	srv := testnats.Start(t)
 	f := newFixture(t, 5)
 	f.blocks(t, 8) // the log keeps 4..8
@@ -168,6 +178,7 @@ func readAll(t *testing.T, src *Source, after, upto uint64) []*chain.Change {
 // server is back, on the same store, the stream gets every change it
 // missed, in order, each with the writer's figures.
 func TestOutageDoesNotHoldTheWriter(t *testing.T) {
+	noLeaks(t)
 	srv := testnats.Start(t)
 	f := newFixture(t, 1000)
 	opts := Options{URLs: srv.URL(), Retention: 1000, CheckpointInterval: time.Hour, Logger: testLogger(t)}
@@ -222,6 +233,7 @@ func TestOutageDoesNotHoldTheWriter(t *testing.T) {
 // reader beyond the new stream's end waits rather than reading another
 // history's changes.
 func TestRestoredWriterReplacesStream(t *testing.T) {
+	noLeaks(t)
 	srv := testnats.Start(t)
 	opts := Options{URLs: srv.URL(), Retention: 1000, CheckpointInterval: time.Hour, Logger: testLogger(t)}
 	a := newFixture(t, 1000)
