@@ -91,8 +91,9 @@ type Publisher struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 
-	notify  chan struct{} // capacity 1: the writer published a change
-	request chan uint64   // a replica asks for a checkpoint above a seq
+	sub     *nats.Subscription // the checkpoint requests
+	notify  chan struct{}      // capacity 1: the writer published a change
+	request chan uint64        // a replica asks for a checkpoint above a seq
 	stop    context.CancelFunc
 	wg      sync.WaitGroup
 	closed  sync.Once
@@ -146,11 +147,11 @@ func NewPublisher(store Store, cp Checkpointer, staging string, lim chain.Limits
 		nc.Close()
 		return nil, fmt.Errorf("jetstream: subscribe: %w", err)
 	}
+	p.sub = sub
 	p.wg.Add(3)
 	go func() { defer p.wg.Done(); p.runStream(ctx) }()
 	go func() { defer p.wg.Done(); p.runStatus(ctx) }()
 	go func() { defer p.wg.Done(); p.runCheckpoints(ctx) }()
-	go func() { <-ctx.Done(); _ = sub.Unsubscribe() }()
 	return p, nil
 }
 
@@ -171,6 +172,7 @@ func (p *Publisher) AfterPublish(*changeset.Set) {
 // Publisher, from the change log.
 func (p *Publisher) Close() {
 	p.closed.Do(func() {
+		_ = p.sub.Unsubscribe()
 		p.stop()
 		p.wg.Wait()
 		p.nc.Close()
