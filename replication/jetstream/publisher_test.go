@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/utxo-cache/utxo-cache/chain"
@@ -268,5 +270,101 @@ func TestRestoredWriterReplacesStream(t *testing.T) {
 	batch, err := src.Changes(context.Background(), replication.ChangesRequest{After: 8, Wait: 200 * time.Millisecond})
 	if err != nil || len(batch.Changes) != 0 {
 		t.Fatalf("after 8 on a stream at 4: %v, %v; want nothing yet", batch, err)
+	}
+}
+
+// TestForgedChangeDiverges: a replica that bootstraps from the bucket and
+// follows the stream through replication.Tail verifies every change: a
+// change in the stream whose figures are not what applying it gives (here
+// the writer's own change 6 with one UTXO more in its figures, published by
+// someone else) is never published on the replica, and Run stops with
+// ErrDiverged.
+func TestForgedChangeDiverges(t *testing.T) {
+	noLeaks(t)
+	srv := testnats.Start(t)
+	f := newFixture(t, 1000)
+	opts := Options{URLs: srv.URL(), Retention: 1000, CheckpointInterval: time.Hour, Logger: testLogger(t)}
+	p, err := NewPublisher(f.store, f.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	f.w.Subscribe(p)
+	f.blocks(t, 5)
+	waitFor(t, 10*time.Second, "the stream has change 5", func() bool { return p.Status().StreamSeq == 5 })
+
+	src, err := NewSource(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "replica")
+	var m replication.Manifest
+	waitFor(t, 10*time.Second, "a bootstrap from the bucket", func() bool {
+		m, err = replication.Bootstrap(ctx, replication.TailOptions{Source: src}, dir, 1<<30, disk.Options{})
+		return err == nil // until the publisher has put its first checkpoint
+	})
+	rs, err := disk.Open(dir, disk.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tail *replication.Tail
+	rw := writer.New(rs, writer.Options{SkipUnknownInputs: true, Verify: func(st disk.State) error { return tail.Verify(st) }})
+	defer func() { _ = rw.Close(); _ = rs.Close() }()
+	if tail, err = replication.NewTail(rs, rw, replication.TailOptions{Source: src}); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- tail.Run(runCtx) }()
+	waitFor(t, 10*time.Second, "the replica at seq 5", func() bool { return rs.Published().Seq == 5 })
+	if st, want := rs.Published(), f.store.Published(); st.Digest != want.Digest || st.Tip != want.Tip || st.UtxoCount != want.UtxoCount {
+		t.Fatalf("replica at seq 5 (bootstrapped at %d): %+v, the writer %+v", m.Seq, st, want)
+	}
+
+	p.Close() // the stream gets change 6 from the forger only
+	f.blocks(t, 1)
+	v, err := f.store.PublishedView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := v.Changes(5, 1<<30)
+	_ = v.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := chain.DecodeChangeCBOR(data, chain.Limits{}.EnsureDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.After.UtxoCount++
+	forged, err := chain.AppendChangeCBOR(nil, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack, err := js.Publish(ctx, opts.EnsureDefaults().changesSubject(), forged); err != nil || ack.Sequence != 6 {
+		t.Fatalf("publish the forged change: %+v, %v", ack, err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, replication.ErrDiverged) {
+			t.Fatalf("Run: %v, want ErrDiverged", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the replica did not stop on the forged change")
+	}
+	if st := rs.Published(); st.Seq != 5 {
+		t.Fatalf("the replica published seq %d, the forged change's", st.Seq)
 	}
 }
