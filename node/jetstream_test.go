@@ -111,7 +111,7 @@ func TestJetStreamReplicas(t *testing.T) {
 	wcfg := writerConfig(t.TempDir())
 	wcfg.Logger = logger
 	wcfg.JetStream, wcfg.JetStreamReplicas, wcfg.JetStreamCheckpointInterval = cluster.URLs(), 3, 2*time.Second
-	wcfg.ReplicationRetention = 40
+	wcfg.ReplicationRetention = 60
 	wn, err := node.Start(ctx, wcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -246,7 +246,7 @@ func TestJetStreamReplicas(t *testing.T) {
 		startReplica()
 	}
 	want, _ := hist.get(seq)
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(120 * time.Second)
 	for i, rn := range replicas {
 		for {
 			select {
@@ -265,7 +265,7 @@ func TestJetStreamReplicas(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("replica %d at seq %d, not the writer's %d within 60s", i+1, s, seq)
+				t.Fatalf("replica %d at seq %d, not the writer's %d within 120s", i+1, s, seq)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}

@@ -99,6 +99,10 @@ type Publisher struct {
 	closed  sync.Once
 
 	streamSeq atomic.Uint64 // last change the stream acknowledged
+	// streamFirst is the first change of the stream as the publisher last
+	// started it (0: it did not): a checkpoint older than the change before
+	// it is of no use to a replica, which finds a gap after it.
+	streamFirst atomic.Uint64
 	mu        struct {
 		sync.Mutex
 		behindSince time.Time // first failure since the stream last had all; zero: not behind
@@ -365,6 +369,7 @@ func (p *Publisher) prepare(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("stream %s: asked to start at %d, it is at first %d last %d: this NATS server cannot start a stream at a sequence",
 			cfg.Name, first, info.State.FirstSeq, info.State.LastSeq)
 	}
+	p.streamFirst.Store(first)
 	return first - 1, nil
 }
 
@@ -501,7 +506,7 @@ func (p *Publisher) runCheckpoints(ctx context.Context) {
 				}
 			}
 			seq := p.store.Published().Seq
-			due := !have ||
+			due := !have || newest+1 < p.streamFirst.Load() ||
 				(seq > newest && (time.Since(taken) >= p.opts.CheckpointInterval || seq-newest >= max(p.opts.Retention/2, 1))) ||
 				(wanted > newest && seq > newest && time.Since(taken) >= p.opts.CheckpointInterval/10)
 			if !due {
@@ -521,7 +526,7 @@ func (p *Publisher) runCheckpoints(ctx context.Context) {
 			if !sleep(ctx, backoff) {
 				return
 			}
-			backoff = min(2*backoff, time.Minute)
+			backoff = min(2*backoff, 10*time.Second)
 			continue
 		}
 		backoff = time.Second
