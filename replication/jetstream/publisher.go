@@ -103,7 +103,7 @@ type Publisher struct {
 	// started it (0: it did not): a checkpoint older than the change before
 	// it is of no use to a replica, which finds a gap after it.
 	streamFirst atomic.Uint64
-	mu        struct {
+	mu          struct {
 		sync.Mutex
 		behindSince time.Time // first failure since the stream last had all; zero: not behind
 		lastErr     error
