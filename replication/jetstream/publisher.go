@@ -411,6 +411,15 @@ func (p *Publisher) window(ctx context.Context, last uint64, confirmed bool) (ui
 			break
 		}
 		seq := last + 1 + uint64(len(futures))
+		if limit := p.nc.MaxPayload(); limit > 0 && int64(len(rec))+4096 > limit {
+			if len(futures) > 0 {
+				break // what was sent is awaited below
+			}
+			_ = cur.Close()
+			_ = v.Close()
+			return last, fmt.Errorf("change %d is %d bytes, above the NATS servers' max_payload of %d: raise max_payload on every server (to the largest block plus its spent outputs)",
+				seq, len(rec), limit)
+		}
 		msg := nats.NewMsg(p.opts.changesSubject())
 		msg.Data = bytes.Clone(rec) // Pebble's bytes are the cursor's until Next
 		replication.WriterLimitsHeaders(msg.Header, p.limits)
