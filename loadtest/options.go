@@ -40,6 +40,9 @@ const (
 	// apply throughput with none and with Replicas replicas tailing its
 	// change log (replicas.go), on the standard store.
 	ScenarioReplicas = "replicas"
+	// ScenarioFanout runs no configuration: it measures what followers
+	// cost the writer over HTTP and over NATS JetStream (fanout.go).
+	ScenarioFanout = "fanout"
 )
 
 // Options configure a run. The zero value of a field means the default of
@@ -119,6 +122,16 @@ type Options struct {
 	// ApplyTimeout bounds one leg of the replicas scenario: its posts and
 	// its replicas' catching up. Default 2m.
 	ApplyTimeout time.Duration
+
+	// FanoutFollowers are the follower counts of the fanout scenario's
+	// legs (each transport also runs a leg with none). Default 10, 50, 100.
+	FanoutFollowers []int
+	// FanoutRate is the fanout scenario's steps (blocks and rollbacks) a
+	// second. Default 10.
+	FanoutRate float64
+	// NATSServer is the nats-server binary of the fanout scenario.
+	// Default: nats-server on PATH, or /usr/sbin/nats-server.
+	NATSServer string
 
 	// CheckFraction of the answers is checked against the model. Default
 	// 0.01; negative: none.
@@ -234,6 +247,13 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 			},
 			soakRate: 150, blockRate: 2, inFlight: 32,
 		}, nil
+	case ScenarioFanout:
+		return scenarioDefaults{
+			utxos: 20_000, txs: 100, rollbackEvery: 50,
+			plan: func(n int) preloadPlan {
+				return preloadPlan{utxos: n, seedUTXOs: n * 9 / 10, seedBlockOutputs: 5_000, minBlocks: 20}
+			},
+		}, nil
 	case ScenarioReplicas:
 		return scenarioDefaults{
 			utxos: 200_000, txs: 300, rollbackEvery: 50,
@@ -242,7 +262,7 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 			},
 		}, nil
 	}
-	return scenarioDefaults{}, fmt.Errorf("loadtest: unknown scenario %q (want standard, big, smoke, soak or replicas)", scenario)
+	return scenarioDefaults{}, fmt.Errorf("loadtest: unknown scenario %q (want standard, big, smoke, soak, replicas or fanout)", scenario)
 }
 
 // EnsureDefaults returns o with every zero field set to its default. An
@@ -316,6 +336,12 @@ func (o Options) EnsureDefaults() Options {
 	setInt(&o.Replicas, 3)
 	setInt(&o.ApplyBlocks, 300)
 	setInt(&o.ApplyRounds, 2)
+	if len(o.FanoutFollowers) == 0 {
+		o.FanoutFollowers = []int{10, 50, 100}
+	}
+	if o.FanoutRate == 0 {
+		o.FanoutRate = 10
+	}
 	setDur(&o.ApplyTimeout, 2*time.Minute)
 	setFloat(&o.CheckFraction, 0.01)
 	setFloat(&o.CheckBudget, 0.25)
@@ -355,7 +381,19 @@ func (o Options) Validate() error {
 	if o.RollbackDepth < 1 || o.RollbackDepth > 32 {
 		errs = append(errs, fmt.Errorf("rollback depth %d outside 1..32", o.RollbackDepth))
 	}
-	if o.Scenario == ScenarioReplicas {
+	if o.Scenario == ScenarioFanout {
+		if len(o.Configs) > 0 || len(o.Targets) > 0 {
+			errs = append(errs, errors.New("the fanout scenario starts its own writer and followers: it takes no configuration or target"))
+		}
+		for _, n := range o.FanoutFollowers {
+			if n < 1 || n > 1000 {
+				errs = append(errs, fmt.Errorf("fanout followers %d outside 1..1000", n))
+			}
+		}
+		if o.FanoutRate <= 0 || o.ApplyBlocks < 1 || o.ApplyTimeout <= 0 {
+			errs = append(errs, errors.New("fanout rate, apply blocks and apply timeout must be positive"))
+		}
+	} else if o.Scenario == ScenarioReplicas {
 		if len(o.Configs) > 0 {
 			errs = append(errs, fmt.Errorf("the replicas scenario runs no configuration (got %v): leave the configurations out", o.Configs))
 		}

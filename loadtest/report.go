@@ -32,12 +32,15 @@ type Report struct {
 	Configs    []ConfigResult `json:"configs"`
 	// Throughput is the replicas scenario's (the writer's apply throughput
 	// with and without replicas); nil in the other scenarios.
-	Throughput  *ThroughputResult `json:"replica_throughput,omitempty"`
-	Targets     []Verdict         `json:"targets"`
-	Soak        *SoakResult       `json:"soak,omitempty"` // the soak scenario's samples and verdict
-	Failed      bool              `json:"failed"`
-	FailReasons []string          `json:"fail_reasons,omitempty"`
-	Error       string            `json:"error,omitempty"`
+	Throughput *ThroughputResult `json:"replica_throughput,omitempty"`
+	// Fanout is the fanout scenario's (what followers cost the writer over
+	// HTTP and over NATS JetStream).
+	Fanout      *FanoutResult `json:"fanout,omitempty"`
+	Targets     []Verdict     `json:"targets"`
+	Soak        *SoakResult   `json:"soak,omitempty"` // the soak scenario's samples and verdict
+	Failed      bool          `json:"failed"`
+	FailReasons []string      `json:"fail_reasons,omitempty"`
+	Error       string        `json:"error,omitempty"`
 }
 
 // Settings are the options that shaped the numbers.

@@ -250,6 +250,15 @@ func (r *Report) Markdown() string {
 		}
 		b.WriteString("\n")
 	}
+	if fr := r.Fanout; fr != nil {
+		fmt.Fprintf(&b, "## Fan-out: what followers cost the writer\n\n%s\n", fanoutTable(fr).markdown())
+		fmt.Fprintf(&b, "- Each leg: a writer on a fresh copy of the preloaded store (pinned to the service's CPUs when the run pins), "+
+			"fed the same %d blocks and %d rollbacks at %.0f steps/s, and that many lightweight followers in the harness's process, "+
+			"each reading every change (the change log over HTTP, or the JetStream stream through a single nats-server, %s) and checking "+
+			"that it follows the one before. Lag: acknowledgement of a write to a follower having it. Writer CPU per follower: "+
+			"the writer's CPU over the leg with none, per follower. Apply ratio: the writer's apply rate over the leg with none.\n\n",
+			fr.Blocks, fr.Rollbacks, fr.Rate, fr.NATSServer)
+	}
 	if tr := r.Throughput; tr != nil {
 		fmt.Fprintf(&b, "## Writer apply throughput with and without replicas\n\n%s\n", throughputTable(tr).markdown())
 		for _, l := range throughputNotes(tr) {
@@ -300,6 +309,25 @@ func (r *Report) Markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// fanoutTable is the fanout scenario's legs.
+func fanoutTable(fr *FanoutResult) *table {
+	t := &table{head: []string{"transport", "followers", "steps", "writer CPU cores", "writer mcores per follower",
+		"writer apply blocks/s", "apply ratio", "lag p50 ms", "lag p99 ms", "lag max ms", "bad", "error"}}
+	for _, l := range fr.Legs {
+		cpu := "-"
+		if l.Writer != nil {
+			cpu = fmt.Sprintf("%.3f", l.Writer.CPUCores)
+		}
+		per, ratio := "-", "-"
+		if l.Followers > 0 {
+			per, ratio = fmt.Sprintf("%.2f", l.MilliCoresPerFollower), fmt.Sprintf("%.2f", l.ApplyRatio)
+		}
+		t.add(l.Transport, fmt.Sprint(l.Followers), fmt.Sprint(l.Steps), cpu, per, fmt.Sprintf("%.1f", l.ApplyBlocksPerSec), ratio,
+			ms(l.Lag.P50), ms(l.Lag.P99), ms(l.Lag.Max), fmt.Sprint(l.Bad), l.Error)
+	}
+	return t
 }
 
 // throughputTable is the replicas scenario's legs.

@@ -11,6 +11,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/cardano/n2n"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/replication"
+	"github.com/utxo-cache/utxo-cache/replication/jetstream"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/tiers/redis"
 )
@@ -139,8 +140,25 @@ type Config struct {
 
 	// ReplicaOf is the writer's base URL: the node is a read replica of it
 	// ("": the node is the writer). A replica keeps its stores in DataDir
-	// (replication/storedir: which one is active survives a crash).
+	// (replication/storedir: which one is active survives a crash). NATS
+	// servers (nats://host:port, comma separated) instead make it follow
+	// the stream and checkpoints its writer publishes there (JetStream).
 	ReplicaOf string
+
+	// JetStream, on the writer, is the NATS servers (nats://host:port, comma
+	// separated) it also publishes its change log and checkpoints to, for
+	// replicas started with ReplicaOf naming them (replication/jetstream);
+	// "": none.
+	JetStream string
+	// JetStreamName names the stream, subjects and checkpoint bucket; a
+	// writer and its replicas use the same. Default jetstream.DefaultName.
+	JetStreamName string
+	// JetStreamReplicas is how many NATS servers keep the stream and the
+	// checkpoints (the writer creates them). Default 1.
+	JetStreamReplicas int
+	// JetStreamCheckpointInterval is how often the writer puts a checkpoint
+	// in the object store while it changes. Default 10 minutes.
+	JetStreamCheckpointInterval time.Duration
 	// MaxLagBlocks: a replica further behind its writer is not ready.
 	MaxLagBlocks uint64
 	// ApplyPriorityWait is how long a replica's new read waits for a change
@@ -208,6 +226,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: apply priority wait %s: must not be negative", c.ApplyPriorityWait)
 	case c.CheckpointIdleTimeout < 0:
 		return fmt.Errorf("node: checkpoint idle timeout %s: must be positive", c.CheckpointIdleTimeout)
+	case c.JetStreamReplicas < 0 || c.JetStreamReplicas > 5:
+		return fmt.Errorf("node: JetStream replicas %d: 1 to 5", c.JetStreamReplicas)
+	case c.JetStreamCheckpointInterval < 0:
+		return fmt.Errorf("node: JetStream checkpoint interval %s: must be positive", c.JetStreamCheckpointInterval)
 	case c.FollowBitcoinREST != "" && c.FollowCardano != "":
 		return errors.New("node: a writer follows one node: a Bitcoin node or a Cardano node, not both")
 	case c.WalletToken != "" && c.WalletToken == c.AdminToken:
@@ -216,11 +238,30 @@ func (c Config) Validate() error {
 	if _, _, err := ParseIndexes(c.Indexes); err != nil {
 		return err
 	}
+	if c.JetStream != "" {
+		if err := jetstream.ValidURLs(c.JetStream); err != nil {
+			return fmt.Errorf("node: --jetstream: %w", err)
+		}
+	}
+	if c.JetStream != "" || jetstream.IsURL(c.ReplicaOf) {
+		o := jetstream.Options{URLs: "nats://h:1", Name: c.JetStreamName}.EnsureDefaults()
+		if err := o.Validate(); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+	}
 	if c.ReplicaOf == "" {
 		return nil
 	}
+	viaNATS := jetstream.IsURL(c.ReplicaOf)
+	if viaNATS {
+		if err := jetstream.ValidURLs(c.ReplicaOf); err != nil {
+			return fmt.Errorf("node: --replica-of: %w", err)
+		}
+	}
 	switch {
-	case c.ReplicationToken == "":
+	case c.JetStream != "":
+		return errors.New("node: a replica publishes nothing to JetStream (its writer does)")
+	case c.ReplicationToken == "" && !viaNATS:
 		return errors.New("node: a replica needs the writer's replication token")
 	case c.AdminToken != "":
 		return errors.New("node: a replica takes no writes (admin token)")

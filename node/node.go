@@ -37,6 +37,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/follow"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
+	"github.com/utxo-cache/utxo-cache/replication/jetstream"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/tiers/memory"
 	"github.com/utxo-cache/utxo-cache/tiers/redis"
@@ -61,7 +62,8 @@ type Node struct {
 	reads *query.Server
 	w     *writer.Writer
 	api   *api.API
-	hub   *events.Hub // the event streams; nil: no change log
+	hub   *events.Hub          // the event streams; nil: no change log
+	pub   *jetstream.Publisher // with Config.JetStream
 
 	cardano    *n2n.Follower // with Config.FollowCardano: its halt makes the node not ready
 	draining   atomic.Bool
@@ -174,11 +176,29 @@ func (n *Node) start(ctx context.Context) error {
 	n.w.Subscribe(n.reads)
 
 	var source api.Replication
-	if cfg.ReplicationToken != "" {
-		staging := filepath.Join(cfg.DataDir, CheckpointStaging)
+	staging := filepath.Join(cfg.DataDir, CheckpointStaging)
+	if cfg.ReplicationToken != "" || cfg.JetStream != "" {
 		_ = os.RemoveAll(staging) // checkpoints a killed writer left behind
+	}
+	if cfg.ReplicationToken != "" {
 		source = replication.NewSourceWith(store, n.w, replication.SourceOptions{
 			Staging: staging, MaxChangeStreams: cfg.MaxChangeStreams})
+	}
+	if cfg.JetStream != "" {
+		// The writer only signals the publisher; its own goroutines read the
+		// change log and checkpoints, so NATS never holds the writer back.
+		if store.Options().LogRetention == 0 {
+			return errors.New("node: --jetstream needs the change log (a retention above 0)")
+		}
+		pub, err := jetstream.NewPublisher(store, n.w, staging, cfg.BlockLimits(), jetstream.Options{
+			URLs: cfg.JetStream, Name: cfg.JetStreamName, Replicas: cfg.JetStreamReplicas,
+			Retention: store.Options().LogRetention, CheckpointInterval: cfg.JetStreamCheckpointInterval, Logger: log,
+		}, jetstream.NewPublisherMetrics(reg))
+		if err != nil {
+			return fmt.Errorf("jetstream: %w", err)
+		}
+		n.pub = pub
+		n.w.Subscribe(pub)
 	}
 	// The follower of a node, if any; it starts once the API is built.
 	var follower func(context.Context) error
@@ -314,6 +334,9 @@ func (n *Node) Close(ctx context.Context) error {
 			n.replica.close()
 			return
 		}
+		if n.pub != nil {
+			n.pub.Close() // before the writer it takes checkpoints from
+		}
 		_ = n.w.Close()
 		n.cfg.Logger.Info("stopped", "tip", n.store.State().Tip.String())
 		n.closeErr = n.closeParts()
@@ -323,6 +346,9 @@ func (n *Node) Close(ctx context.Context) error {
 
 // closeParts closes what is open, dependents first.
 func (n *Node) closeParts() error {
+	if n.pub != nil {
+		n.pub.Close()
+	}
 	if n.hub != nil {
 		n.hub.Close()
 	}

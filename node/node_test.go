@@ -163,6 +163,19 @@ func TestValidate(t *testing.T) {
 		}, "not a Cardano node"},
 		{"following both", func(c *node.Config) { c.FollowBitcoinREST, c.FollowCardano = "http://b", "127.0.0.1:3001" }, "not both"},
 		{"following cardano", func(c *node.Config) { c.FollowCardano = "127.0.0.1:3001" }, ""},
+		{"writer publishing to JetStream", func(c *node.Config) { c.JetStream = "nats://a:4222,nats://b:4222" }, ""},
+		{"JetStream without a port", func(c *node.Config) { c.JetStream = "nats://a" }, "want nats://host:port"},
+		{"JetStream name with a dot", func(c *node.Config) { c.JetStream, c.JetStreamName = "nats://a:4222", "a.b" }, "letters, digits"},
+		{"JetStream replicas", func(c *node.Config) { c.JetStream, c.JetStreamReplicas = "nats://a:4222", 7 }, "1 to 5"},
+		{"replica over JetStream needs no token", func(c *node.Config) {
+			c.ReplicaOf, c.AdminToken, c.ReplicationToken = "nats://a:4222,tls://b:4222", "", ""
+		}, ""},
+		{"replica over JetStream, bad server", func(c *node.Config) {
+			c.ReplicaOf, c.AdminToken = "nats://a:4222,http://b:1", ""
+		}, "want nats://host:port"},
+		{"replica publishing to JetStream", func(c *node.Config) {
+			c.ReplicaOf, c.AdminToken, c.JetStream = "nats://a:4222", "", "nats://a:4222"
+		}, "publishes nothing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok

@@ -21,6 +21,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/events"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
+	"github.com/utxo-cache/utxo-cache/replication/jetstream"
 	"github.com/utxo-cache/utxo-cache/replication/storedir"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/tiers/memory"
@@ -127,6 +128,7 @@ type replica struct {
 	mem      *memory.Tier
 	rt       *redis.Tier
 	fm       *replication.TailMetrics
+	src      *jetstream.Source // with a nats:// ReplicaOf; nil: the writer over HTTP
 	sw       switchHandler
 	node     atomic.Pointer[replicaNode]
 	draining atomic.Bool
@@ -147,6 +149,13 @@ func (n *Node) startReplica() error {
 	n.replica = r
 	r.base.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.fm = replication.NewTailMetrics(r.base)
+	if jetstream.IsURL(cfg.ReplicaOf) {
+		src, err := jetstream.NewSource(jetstream.Options{URLs: cfg.ReplicaOf, Name: cfg.JetStreamName, Logger: r.log})
+		if err != nil {
+			return fmt.Errorf("jetstream: %w", err)
+		}
+		r.src = src
+	}
 	if cfg.MemoryCacheBytes > 0 {
 		mem, err := memory.New(memory.Options{MaxBytes: cfg.MemoryCacheBytes, Metrics: r.base})
 		if err != nil {
@@ -188,6 +197,9 @@ func (r *replica) close() {
 	}
 	if r.mem != nil {
 		r.mem.Close()
+	}
+	if r.src != nil {
+		r.src.Close()
 	}
 }
 
@@ -304,6 +316,9 @@ func (r *replica) bootstrap(ctx context.Context, minSeq uint64) (string, error) 
 		case err == nil && m.Seq < minSeq:
 			err = fmt.Errorf("the writer's checkpoint is at seq %d, this replica already served %d: waiting for the writer", m.Seq, minSeq)
 			_ = os.RemoveAll(dir)
+			if r.src != nil {
+				r.src.RequestCheckpoint(minSeq) // the bucket's newest is older
+			}
 		case err == nil:
 			r.fm.Bootstraps.Inc()
 			r.log.Info("bootstrapped from the writer's checkpoint", "store", name, "state", m.String(),
@@ -339,8 +354,12 @@ func refusedCheckpoint(err error) bool {
 }
 
 func (r *replica) tailOptions() replication.TailOptions {
-	return replication.TailOptions{URL: r.cfg.ReplicaOf, Token: r.cfg.ReplicationToken, Metrics: r.fm, Logger: r.log,
+	o := replication.TailOptions{URL: r.cfg.ReplicaOf, Token: r.cfg.ReplicationToken, Metrics: r.fm, Logger: r.log,
 		BlockLimits: r.cfg.BlockLimits(), CheckpointIdleTimeout: r.cfg.CheckpointIdleTimeout}
+	if r.src != nil {
+		o.Source = r.src
+	}
+	return o
 }
 
 // openNode opens store name with its reads, writer and follower.

@@ -1,6 +1,10 @@
 package replication
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // TailMetrics are a replica's figures (utxo_cache_replica_*), kept
 // across the stores a replica goes through: make them once, and give them to
@@ -65,6 +69,6 @@ func (m *TailMetrics) observe(s Status) {
 	m.lagBlocks.Set(float64(s.LagBlocks))
 	m.lagSeconds.Set(s.LagSeconds)
 	if s.LastContact >= 0 {
-		m.lastContact.SetToCurrentTime()
+		m.lastContact.Set(float64(time.Now().Add(-s.LastContact).UnixNano()) / 1e9)
 	}
 }

@@ -1,7 +1,6 @@
 package replication
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -58,7 +56,10 @@ type Published interface {
 
 // TailOptions configure a Tail.
 type TailOptions struct {
-	// URL is the writer's base URL (http://host:port).
+	// Source is where the writer's changes and checkpoints are read.
+	// Default: the writer's HTTP endpoints at URL, with Token and Client.
+	Source ChangeSource
+	// URL is the writer's base URL (http://host:port), when Source is nil.
 	URL string
 	// Token is the writer's replication token.
 	Token string
@@ -175,7 +176,7 @@ func (o TailOptions) EnsureDefaults() TailOptions {
 // within LiveMargin of the writer's tip, and rollbacks, go one at a time.
 type Tail struct {
 	opts  TailOptions
-	base  *url.URL
+	src   ChangeSource
 	store Published
 	w     Applier
 	m     *TailMetrics
@@ -190,9 +191,6 @@ type Tail struct {
 	// writer's since Run started: its own state matched the writer's record,
 	// or a change applied on it matched the writer's figures (Verified).
 	verified atomic.Bool
-	// raised is the writer's block limits the follower last logged it
-	// follows (Run's goroutine only).
-	raised chain.Limits
 
 	mu struct {
 		sync.Mutex
@@ -204,14 +202,23 @@ type Tail struct {
 	}
 }
 
-// NewTail follows opts.URL into store through w.
+// NewTail follows opts.Source (default: the writer at opts.URL) into store
+// through w.
 func NewTail(store Published, w Applier, opts TailOptions) (*Tail, error) {
 	opts = opts.EnsureDefaults()
-	base, err := url.Parse(opts.URL)
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("replication: writer URL %q: want http://host:port", opts.URL)
+	src, err := opts.source()
+	if err != nil {
+		return nil, err
 	}
-	return &Tail{opts: opts, base: base, store: store, w: w, m: opts.Metrics}, nil
+	return &Tail{opts: opts, src: src, store: store, w: w, m: opts.Metrics}, nil
+}
+
+// source is opts.Source, or the writer's HTTP endpoints at opts.URL.
+func (o TailOptions) source() (ChangeSource, error) {
+	if o.Source != nil {
+		return o.Source, nil
+	}
+	return newHTTPSource(o)
 }
 
 // Status is the replica's view of replication.
@@ -322,24 +329,13 @@ func (f *Tail) poll(ctx context.Context) error {
 	return f.applyChanges(ctx, ans)
 }
 
-// changesAnswer is a writer's answer to a request for changes, decoded.
-type changesAnswer struct {
-	changes []*chain.Change
-	// decodeErr is the error of the change after changes, which ends the
-	// answer (nil when every change decoded).
-	decodeErr    error
-	writerHeight uint64
-}
-
-// fetchChanges asks the writer for the changes after seq after (the
-// transport half of poll): the request, the answer's status, and the
-// decoding of its CBOR sequence; it records the contact. On an answer
-// that announces a change, it raises the gate's hold (Options.Gate): the
-// caller releases it once done with the answer, and fetchChanges itself
-// when it returns an error or no answer (nil, nil: the writer no longer
-// has the record of the first poll's state, so there is nothing to
-// compare).
-func (f *Tail) fetchChanges(ctx context.Context, after uint64) (ans *changesAnswer, err error) {
+// fetchChanges asks the source for the changes after seq after (the
+// transport half of poll) and records the contact. When the source
+// announces a change, it raises the gate's hold (Options.Gate): the caller
+// releases it once done with the answer, and fetchChanges itself when it
+// returns an error or no answer (nil, nil: the source no longer has the
+// record of the first poll's state, so there is nothing to compare).
+func (f *Tail) fetchChanges(ctx context.Context, after uint64) (ans *ChangeBatch, err error) {
 	// Until the writer has answered once, ask without waiting: a long poll
 	// on an idle writer would leave the replica without contact (not
 	// ready, its lag unknown) for a whole wait.
@@ -349,74 +345,41 @@ func (f *Tail) fetchChanges(ctx context.Context, after uint64) (ans *changesAnsw
 		wait = 0
 	}
 	f.mu.Unlock()
-	u := f.base.JoinPath("/v1/replication/changes")
-	u.RawQuery = "after=" + strconv.FormatUint(after, 10) + "&wait=" + strconv.FormatFloat(wait.Seconds(), 'f', -1, 64)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+f.opts.Token)
-	resp, err := f.opts.Client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusOK {
-		if s, err := strconv.ParseUint(resp.Header.Get("X-Commit-Seq"), 10, 64); err == nil && s > f.store.Published().Seq {
-			// A change is on its way: from here to its publish, it goes
-			// before new reads (reading the body may block as well).
-			f.opts.Gate.Hold()
-		}
-	}
+	req := ChangesRequest{After: after, Wait: wait, Limits: f.opts.BlockLimits, Published: f.store.Published().Seq,
+		// A change is on its way: from here to its publish, it goes before
+		// new reads (reading it may block as well).
+		Coming: func() { f.opts.Gate.Hold() }}
 	defer func() {
 		if ans == nil {
 			f.opts.Gate.Release()
 		}
 	}()
-	lim := f.limitsOf(resp.Header)
-	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(lim.MaxBlockBytes)*2+maxChangesResponse))
+	ans, err = f.src.Changes(ctx, req)
 	if err != nil {
-		return nil, fmt.Errorf("read changes: %w", err)
-	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusGone:
-		if !f.checked { // the record of our own state is gone: nothing to compare
+		if !f.checked && errors.Is(err, ErrLogTruncated) {
+			// The record of our own state is gone: nothing to compare.
 			f.checked = true
 			return nil, nil
 		}
-		return nil, fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
-	case http.StatusConflict:
-		return nil, fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrNeedBootstrap)
-	case http.StatusTooManyRequests:
-		// The writer is up but serves its most change streams: another
-		// contact, not an outage.
-		return nil, fmt.Errorf("changes after %d: writer answered %d %s: %w", after, resp.StatusCode, bytes.TrimSpace(body), ErrBusy)
-	default:
-		return nil, fmt.Errorf("changes after %d: writer answered %d %s", after, resp.StatusCode, bytes.TrimSpace(body))
+		return nil, err
 	}
-	f.m.bytes.Add(float64(len(body)))
-	writerSeq, _ := strconv.ParseUint(resp.Header.Get("X-Commit-Seq"), 10, 64)
-	writerHeight, _ := strconv.ParseUint(resp.Header.Get("X-Tip-Height"), 10, 64)
+	f.m.bytes.Add(float64(ans.Bytes))
 	f.mu.Lock()
 	if f.mu.caughtUp.IsZero() || f.store.Published().Seq >= f.mu.writerSeq {
 		// Behind from now on, if the writer moved: lag counts from the last
 		// time the replica had all the writer had.
 		f.mu.caughtUp = time.Now()
 	}
-	f.mu.writerSeq, f.mu.writerHeight, f.mu.contact = writerSeq, writerHeight, time.Now()
-	f.mu.Unlock()
-	f.m.writerSeq.Set(float64(writerSeq))
-	ans = &changesAnswer{writerHeight: writerHeight}
-	for rest := body; len(rest) > 0; {
-		c, r, err := chain.DecodeChangeCBOR(rest, lim)
-		if err != nil {
-			ans.decodeErr = err // after the changes before it
-			break
-		}
-		rest = r
-		ans.changes = append(ans.changes, c)
+	contact := time.Now()
+	if ans.Relayed {
+		contact = ans.Heard
 	}
+	f.mu.writerSeq, f.mu.writerHeight = ans.WriterSeq, ans.WriterHeight
+	if contact.After(f.mu.contact) {
+		f.mu.contact = contact
+	}
+	f.mu.Unlock()
+	f.m.writerSeq.Set(float64(ans.WriterSeq))
 	return ans, nil
 }
 
@@ -424,10 +387,10 @@ func (f *Tail) fetchChanges(ctx context.Context, after uint64) (ans *changesAnsw
 // far below the writer's tip in catch-up runs, the others one at a time. A
 // change that did not decode stops it after the ones before it, as a
 // divergence.
-func (f *Tail) applyChanges(ctx context.Context, ans *changesAnswer) error {
-	changes := ans.changes
+func (f *Tail) applyChanges(ctx context.Context, ans *ChangeBatch) error {
+	changes := ans.Changes
 	for len(changes) > 0 {
-		n := f.catchUpLen(changes, ans.writerHeight)
+		n := f.catchUpLen(changes, ans.WriterHeight)
 		if n == 0 {
 			if err := f.apply(ctx, changes[0]); err != nil {
 				return err
@@ -435,13 +398,13 @@ func (f *Tail) applyChanges(ctx context.Context, ans *changesAnswer) error {
 			changes = changes[1:]
 			continue
 		}
-		if err := f.applyRun(ctx, changes[:n], ans.writerHeight); err != nil {
+		if err := f.applyRun(ctx, changes[:n], ans.WriterHeight); err != nil {
 			return err
 		}
 		changes = changes[n:]
 	}
-	if ans.decodeErr != nil {
-		return fmt.Errorf("change after %d: %v: %w", f.store.Published().Seq, ans.decodeErr, ErrDiverged)
+	if ans.DecodeErr != nil {
+		return fmt.Errorf("change after %d: %v: %w", f.store.Published().Seq, ans.DecodeErr, ErrDiverged)
 	}
 	f.mu.Lock()
 	if f.store.Published().Seq >= f.mu.writerSeq {
@@ -626,40 +589,22 @@ func Bootstrap(ctx context.Context, opts TailOptions, dir string, maxBytes int64
 var ErrStalled = errors.New("replication: checkpoint download stalled")
 
 func bootstrap(ctx context.Context, opts TailOptions, dir string, maxBytes int64, storeOpts disk.Options) (Manifest, error) {
-	base, err := url.Parse(opts.URL)
+	src, err := opts.source()
 	if err != nil {
 		return Manifest{}, err
 	}
 	reqCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, base.JoinPath("/v1/replication/checkpoint").String(), nil)
+	dl, err := src.Checkpoint(reqCtx)
 	if err != nil {
 		return Manifest{}, err
 	}
-	req.Header.Set("Authorization", "Bearer "+opts.Token)
-	resp, err := opts.Client.Do(req)
-	if err != nil {
-		return Manifest{}, fmt.Errorf("checkpoint: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return Manifest{}, fmt.Errorf("checkpoint: writer answered %d %s", resp.StatusCode, bytes.TrimSpace(msg))
-	}
-	want, err := manifestFromHeaders(resp.Header)
-	if err != nil {
-		return Manifest{}, err
-	}
-	announced := int64(-1)
-	if v := resp.Header.Get("X-Checkpoint-Bytes"); v != "" {
-		if announced, err = strconv.ParseInt(v, 10, 64); err != nil || announced < 0 {
-			return Manifest{}, fmt.Errorf("checkpoint header X-Checkpoint-Bytes %q: %w", v, ErrBadArchive)
-		}
-	}
-	body := newDownload(resp.Body, opts, announced, func() { cancel(ErrStalled) })
+	defer dl.Body.Close()
+	want := dl.Want
+	body := newDownload(dl.Body, opts, dl.Bytes, func() { cancel(ErrStalled) })
 	defer body.stop()
 	stop := func() bool { return ctx.Err() != nil }
-	return install(body, dir, installOptions{want: &want, maxBytes: maxBytes, announced: announced, store: storeOpts, stop: stop,
+	return install(body, dir, installOptions{want: &want, maxBytes: maxBytes, announced: dl.Bytes, store: storeOpts, stop: stop,
 		space: opts.Space, keepFree: opts.KeepFree, extracted: body.stop})
 }
 
@@ -731,7 +676,7 @@ func (d *download) Read(p []byte) (int, error) {
 // verification, which may take minutes) has no byte to wait for.
 func (d *download) stop() { d.timer.Stop() }
 
-func manifestFromHeaders(h http.Header) (Manifest, error) {
+func manifestFromHeaders(h interface{ Get(string) string }) (Manifest, error) {
 	var m Manifest
 	var err error
 	bad := func(name string) (Manifest, error) {
@@ -768,36 +713,8 @@ const (
 
 // WriterLimitsHeaders sets, on a changes answer, the headers that announce
 // the writer's block limits lim to its replicas.
-func WriterLimitsHeaders(h http.Header, lim chain.Limits) {
+func WriterLimitsHeaders(h interface{ Set(name, value string) }, lim chain.Limits) {
 	lim = lim.EnsureDefaults()
 	h.Set(HeaderMaxBlockBytes, strconv.Itoa(lim.MaxBlockBytes))
 	h.Set(HeaderMaxBlockMemory, strconv.Itoa(lim.BlockMemoryLimit()))
-}
-
-// limitsOf returns the limits to decode a changes answer with: the
-// follower's own, each raised to the writer's when the answer announces a
-// larger one. Every block in the writer's change log passed the writer's
-// limits, so a replica with smaller ones would refuse a block its writer
-// accepted and stop following for good. The first answer that raises them
-// is logged. Run's goroutine only.
-func (f *Tail) limitsOf(h http.Header) chain.Limits {
-	own := f.opts.BlockLimits
-	own.MaxBlockMemory = own.BlockMemoryLimit()
-	lim := own
-	announced := func(name string, own int) int {
-		v, err := strconv.Atoi(h.Get(name))
-		if err != nil || v <= own {
-			return own
-		}
-		return v
-	}
-	lim.MaxBlockBytes = announced(HeaderMaxBlockBytes, lim.MaxBlockBytes)
-	lim.MaxBlockMemory = announced(HeaderMaxBlockMemory, lim.MaxBlockMemory)
-	if lim != own && lim != f.raised {
-		f.raised = lim
-		f.opts.Logger.Warn("the writer accepts larger blocks than this replica's limits: following it with the writer's, so that every block it accepted applies here",
-			"max_block_bytes", lim.MaxBlockBytes, "max_block_memory", lim.MaxBlockMemory,
-			"own_max_block_bytes", own.MaxBlockBytes, "own_max_block_memory", own.MaxBlockMemory)
-	}
-	return lim
 }

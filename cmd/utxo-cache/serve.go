@@ -25,6 +25,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/internal/diskspace"
 	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/replication"
+	"github.com/utxo-cache/utxo-cache/replication/jetstream"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
@@ -62,6 +63,9 @@ type serveSettings struct {
 	byronGenesis, shelleyGenesis                       string
 	genesis                                            []chain.Tx // read from the genesis files by runServe
 	replicaOf, replicationToken                        string
+	jetStream, jetStreamName                           string
+	jetStreamReplicas                                  int
+	jetStreamCheckpointInterval                        time.Duration
 	replicationRetention, maxLagBlocks                 uint64
 	disk                                               diskFlags
 	reserve                                            uint64 // parsed --disk-reserve-bytes
@@ -115,7 +119,14 @@ func runServe(e *env, args []string) error {
 	fs.StringVar(&s.byronGenesis, "byron-genesis", "", "Byron genesis `FILE` (JSON): with --follow-cardano, an empty store that follows the chain from its origin is seeded with its balances, as a block at height 0 before the chain's first block; none: not seeded")
 	fs.StringVar(&s.shelleyGenesis, "shelley-genesis", "", "Shelley genesis `FILE` (JSON): its initialFunds join --byron-genesis's outputs")
 	fs.StringVar(&s.cardanoStart, "cardano-start-point", "", "`SLOT.HASH`: the chain point an empty store joins the Cardano chain at (the blocks after it are applied; needs --skip-unknown-inputs); none: the origin")
-	fs.StringVar(&s.replicaOf, "replica-of", "", "the writer's base `URL` (http://host:port): run as a read replica of it; none: run as the writer")
+	fs.StringVar(&s.replicaOf, "replica-of", "", "the writer's base `URL` (http://host:port): run as a read replica of it; or NATS servers (nats://host:port,…):\n"+
+		"run as a read replica of the writer that publishes to them (--jetstream); none: run as the writer")
+	fs.StringVar(&s.jetStream, "jetstream", "", "on the writer, NATS `URLS` (nats://host:port, comma separated) to also publish the change log and checkpoints to (JetStream),\n"+
+		"for replicas started with --replica-of nats://…; none: off")
+	fs.StringVar(&s.jetStreamName, "jetstream-name", jetstream.DefaultName, "`NAME` of the JetStream stream, subjects and checkpoint bucket (letters, digits, _ and -); a writer and its replicas use the same")
+	fs.IntVar(&s.jetStreamReplicas, "jetstream-replicas", 1, "on the writer, how many NATS servers keep the stream and the checkpoints (`N`, 1 to 5; 3 on a cluster survives losing a server)")
+	fs.DurationVar(&s.jetStreamCheckpointInterval, "jetstream-checkpoint-interval", 10*time.Minute, "on the writer, how often a checkpoint is put in the JetStream object store while the store changes\n"+
+		"(also when there is none, when the newest is half the retention behind, and when a replica asks for a newer one)")
 	fs.StringVar(&s.replicationToken, "replication-token", "", "bearer `TOKEN` of the replication endpoints: on the writer it enables them, on a replica it is sent to the writer (none: replication off);\n"+
 		"prefer --replication-token-file")
 	fs.StringVar(&s.replicationTokenFile, "replication-token-file", "", "`FILE` holding the replication token (a trailing newline is ignored); not with --replication-token")
@@ -265,10 +276,12 @@ func runServe(e *env, args []string) error {
 	s.rollbackWindow = storeDepth(cl, "rollback-window", s.rollbackWindow)
 	if s.replicaOf != "" {
 		switch {
-		case s.replicationToken == "":
+		case s.replicationToken == "" && !jetstream.IsURL(s.replicaOf):
 			return usagef("--replica-of needs --replication-token (the writer's replication token)")
 		case s.adminToken != "":
 			return usagef("--admin-token: a replica takes no writes")
+		case s.jetStream != "":
+			return usagef("--jetstream: a replica publishes nothing (its writer does)")
 		case s.followURL != "":
 			return usagef("--follow-bitcoin-rest: a replica follows its writer, not a node")
 		case s.followCardano != "":
@@ -338,10 +351,15 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		Chain:             s.chain(),
 		ChainIfNone:       s.chainIfNone(),
 
-		ReplicaOf:             s.replicaOf,
-		MaxLagBlocks:          s.maxLagBlocks,
-		ApplyPriorityWait:     s.applyPriorityWait,
-		CheckpointIdleTimeout: s.checkpointIdleTimeout,
+		ReplicaOf: s.replicaOf,
+
+		JetStream:                   s.jetStream,
+		JetStreamName:               s.jetStreamName,
+		JetStreamReplicas:           s.jetStreamReplicas,
+		JetStreamCheckpointInterval: s.jetStreamCheckpointInterval,
+		MaxLagBlocks:                s.maxLagBlocks,
+		ApplyPriorityWait:           s.applyPriorityWait,
+		CheckpointIdleTimeout:       s.checkpointIdleTimeout,
 	}
 	return cfg
 }

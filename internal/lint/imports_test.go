@@ -36,6 +36,7 @@ var confined = []struct {
 	{"github.com/btcsuite", "bitcoin"},
 	{"github.com/fxamacker/cbor", "chain"},
 	{"github.com/blinklabs-io/gouroboros", "cardano"},
+	{"github.com/nats-io/nats.go", "replication/jetstream"},
 }
 
 // nestedModules are the Go modules inside the repository whose packages

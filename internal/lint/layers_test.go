@@ -25,6 +25,7 @@ var layers = []struct {
 	{"internal/durable", nil},
 	{"internal/textenc", nil},
 	{"internal/testredis", nil},
+	{"internal/testnats", nil},
 	{"internal/lint", nil},
 	{"api/bare", nil},
 	// Values that cross packages, and the block sources and generators.
@@ -46,6 +47,7 @@ var layers = []struct {
 	{"query", []string{"cache", "chain", "changeset", "tiers/disk"}},
 	{"writer", []string{"chain", "changeset", "tiers/disk"}},
 	{"replication", []string{"chain", "changeset", "internal/diskspace", "internal/durable", "replication/storedir", "tiers/disk", "writer"}},
+	{"replication/jetstream", []string{"chain", "changeset", "replication", "tiers/disk"}},
 	{"follow", []string{"bitcoin", "chain", "writer"}},
 	{"cardano/n2n", []string{"cardano", "chain", "writer"}},
 	{"cardano/n2n/n2ntest", []string{"cardano", "chain"}},
@@ -53,11 +55,11 @@ var layers = []struct {
 	{"events", []string{"chain", "query", "tiers/disk"}},
 	{"blockfrost", []string{"cardano/credential", "cardano/script", "chain", "internal/textenc", "query", "tiers/disk"}},
 	{"api", []string{"blockfrost", "cardano/credential", "chain", "events", "query", "replication", "writer"}},
-	{"node", []string{"api", "bitcoin", "blockfrost", "cache", "cardano", "cardano/credential", "cardano/script", "cardano/n2n", "chain", "events", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
-	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "cardano/n2n", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
+	{"node", []string{"api", "bitcoin", "blockfrost", "cache", "cardano", "cardano/credential", "cardano/script", "cardano/n2n", "chain", "events", "follow", "internal/diskspace", "query", "replication", "replication/jetstream", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
+	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "cardano/n2n", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/jetstream", "replication/storedir", "tiers/disk", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.
-	{"loadtest", []string{"api/bare", "chain", "internal/model", "internal/workload", "node"}},
+	{"loadtest", []string{"api/bare", "chain", "internal/model", "internal/workload", "node", "replication", "replication/jetstream"}},
 	{"loadtest/cmd/utxo-loadtest", []string{"internal/workload", "loadtest"}},
 }
 

@@ -290,3 +290,21 @@ func (v *View) ChangeRecord(seq uint64) ([]byte, error) {
 	defer closer.Close()
 	return append([]byte(nil), val...), nil
 }
+
+// FirstKept returns the lowest seq the view's change log keeps (0: none).
+// A reader that must resume from the log's start (a publisher whose
+// destination lost what it had) starts after FirstKept-1.
+func (v *View) FirstKept() (uint64, error) {
+	it, err := v.snap.NewIter(&pebble.IterOptions{
+		LowerBound: []byte{prefixChangeLog},
+		UpperBound: changeLogKey(v.state.Seq + 1),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("disk: change log: %w", err)
+	}
+	defer it.Close()
+	if it.First() {
+		return binary.BigEndian.Uint64(it.Key()[1:]), nil
+	}
+	return 0, it.Error()
+}

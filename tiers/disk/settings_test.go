@@ -144,6 +144,10 @@ func TestChangeLog(t *testing.T) {
 	if data, n, err := v.Changes(7, 1<<20); err != nil || n != 0 || len(data) != 0 {
 		t.Fatalf("changes after the current seq: %d, %v", n, err)
 	}
+	// Seq 7 with a retention of 4: the log keeps 4..7.
+	if first, err := v.FirstKept(); err != nil || first != 4 {
+		t.Fatalf("FirstKept: %d, %v; want 4", first, err)
+	}
 	one, n, err := v.Changes(3, 1) // bounded: still one record
 	if err != nil || n != 1 {
 		t.Fatalf("changes after 3 within 1 byte: %d records, %v; want 1", n, err)

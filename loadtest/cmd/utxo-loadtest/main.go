@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -155,7 +156,11 @@ func runLoadtest(e *env, args []string) error {
 	var o loadtest.Options
 	var targets stringList
 	var profile, configs, mix, writeChain, bareServe, bareBodies string
-	fs.StringVar(&o.Scenario, "scenario", loadtest.ScenarioStandard, "`NAME`: standard, big, smoke, soak or replicas (sets the defaults of the flags below marked 0)")
+	fs.StringVar(&o.Scenario, "scenario", loadtest.ScenarioStandard, "`NAME`: standard, big, smoke, soak, replicas or fanout (sets the defaults of the flags below marked 0)")
+	var fanoutFollowers string
+	fs.StringVar(&fanoutFollowers, "fanout-followers", "10,50,100", "comma-separated follower `COUNTS` of the fanout scenario's legs (each transport also runs one with none)")
+	fs.Float64Var(&o.FanoutRate, "fanout-rate", 10, "`STEPS/S` (blocks and rollbacks) the fanout scenario feeds the writer")
+	fs.StringVar(&o.NATSServer, "nats-server", "", "nats-server `BINARY` of the fanout scenario (default: from PATH, or /usr/sbin/nats-server)")
 	fs.StringVar(&profile, "chain-profile", "bitcoin", "shape of the generated chain: bitcoin or cardano")
 	fs.Int64Var(&o.Seed, "seed", 1, "`SEED` of the chain and of the request stream")
 	fs.IntVar(&o.UTXOs, "utxos", 0, "live `UTXOS` of the preloaded store (0: the scenario's)")
@@ -207,6 +212,13 @@ func runLoadtest(e *env, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return usagef("utxo-loadtest takes no arguments, got %q", fs.Args())
+	}
+	for _, f := range strings.Split(fanoutFollowers, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return usagef("--fanout-followers %q: comma-separated counts", fanoutFollowers)
+		}
+		o.FanoutFollowers = append(o.FanoutFollowers, n)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

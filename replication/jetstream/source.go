@@ -1,0 +1,265 @@
+package jetstream
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/replication"
+)
+
+// Batch bounds of a Source: at most this many changes, and this many bytes
+// of them (at least one change), in one batch handed to the Tail.
+const (
+	maxBatch      = 64
+	maxBatchBytes = 8 << 20
+	// minWait is the shortest wait for a change: a Tail that asks without
+	// waiting (until its first contact) polls no faster than this.
+	minWait = 100 * time.Millisecond
+)
+
+// Source is a replication.ChangeSource over a writer's stream and
+// checkpoint bucket (see the package doc). Changes and Checkpoint are called
+// from one goroutine at a time (a Tail's, then a bootstrap's); Close from
+// any.
+//
+// # What it checks
+//
+// Stream message S holds change S. The Source consumes from the message
+// after the replica's seq with an ordered consumer (which recreates itself,
+// from where it was, when a server goes away); a message whose stream
+// sequence is not the next one means the stream no longer holds changes the
+// replica needs, which it reports as replication.ErrLogTruncated, as the
+// writer's 410. Everything else (that the change at S is change S, that it
+// applies and leaves the writer's figures) is the Tail's verification.
+type Source struct {
+	opts   Options
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	sub    *nats.Subscription
+	limits replication.LimitsLog
+
+	mu struct {
+		sync.Mutex
+		seq, height uint64    // the writer's, from its last status
+		heard       time.Time // when; zero: never
+	}
+
+	// The consumer (one goroutine at a time).
+	it   jetstream.MessagesContext
+	next uint64 // the stream sequence it delivers next
+}
+
+// NewSource connects to opts.URLs and listens to the writer's status. It
+// returns at once: servers that are down are retried in the background.
+func NewSource(opts Options) (*Source, error) {
+	opts = opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	nc, err := opts.connect("replica")
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: connect: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	s := &Source{opts: opts, nc: nc, js: js, limits: replication.LimitsLog{Logger: opts.Logger}}
+	s.sub, err = nc.Subscribe(opts.statusSubject(), s.status)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream: subscribe: %w", err)
+	}
+	return s, nil
+}
+
+// status records the writer's announced state.
+func (s *Source) status(msg *nats.Msg) {
+	seq, err := strconv.ParseUint(msg.Header.Get(headerSeq), 10, 64)
+	if err != nil {
+		return
+	}
+	height, _ := strconv.ParseUint(msg.Header.Get(headerHeight), 10, 64)
+	s.mu.Lock()
+	s.mu.seq, s.mu.height, s.mu.heard = seq, height, time.Now()
+	s.mu.Unlock()
+}
+
+// Close stops the consumer and closes the connection.
+func (s *Source) Close() {
+	s.stopConsumer()
+	s.nc.Close()
+}
+
+func (s *Source) stopConsumer() {
+	if s.it != nil {
+		s.it.Stop()
+		s.it = nil
+	}
+}
+
+// Changes implements replication.ChangeSource.
+func (s *Source) Changes(ctx context.Context, req replication.ChangesRequest) (*replication.ChangeBatch, error) {
+	if s.it == nil || s.next != req.After+1 {
+		if err := s.start(ctx, req.After+1); err != nil {
+			return nil, err
+		}
+	}
+	batch := &replication.ChangeBatch{Relayed: true}
+	wait := max(req.Wait, minWait)
+	var lastChange *chain.Change
+	for len(batch.Changes) < maxBatch && batch.Bytes < maxBatchBytes && batch.DecodeErr == nil {
+		msg, err := s.nextMsg(ctx, wait)
+		if err != nil {
+			s.stopConsumer()
+			return nil, err
+		}
+		if msg == nil {
+			break // the wait passed
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			s.stopConsumer()
+			return nil, fmt.Errorf("stream message: %w", err)
+		}
+		if got := meta.Sequence.Stream; got < s.next {
+			// A consumer asked to start beyond a stream's end may start at
+			// its end: changes the replica has.
+			continue
+		} else if got > s.next {
+			s.stopConsumer()
+			return nil, fmt.Errorf("the stream's next message after %d is %d: %w: %w", s.next-1, got, replication.ErrNeedBootstrap, replication.ErrLogTruncated)
+		}
+		s.next++
+		if len(batch.Changes) == 0 && req.Coming != nil && meta.Sequence.Stream > req.Published {
+			req.Coming()
+		}
+		lim := replication.LimitsFrom(req.Limits, msg.Headers().Get)
+		s.limits.Note(req.Limits, lim)
+		n := len(batch.Changes)
+		replication.DecodeChanges(msg.Data(), lim, batch)
+		if len(batch.Changes) != n+1 && batch.DecodeErr == nil {
+			batch.DecodeErr = fmt.Errorf("stream message %d holds %d changes, not one", meta.Sequence.Stream, len(batch.Changes)-n)
+		}
+		batch.Bytes += len(msg.Data())
+		if len(batch.Changes) > n {
+			lastChange = batch.Changes[len(batch.Changes)-1]
+		}
+		batch.WriterSeq = max(batch.WriterSeq, meta.Sequence.Stream+meta.NumPending)
+		if meta.NumPending == 0 {
+			break // nothing more for now: apply these
+		}
+		wait = ackTimeout // already in the stream: on its way
+	}
+	s.mu.Lock()
+	batch.Heard = s.mu.heard
+	writerSeq, writerHeight := s.mu.seq, s.mu.height
+	s.mu.Unlock()
+	switch {
+	case writerSeq > batch.WriterSeq:
+		batch.WriterSeq, batch.WriterHeight = writerSeq, writerHeight
+	case lastChange != nil && lastChange.Seq >= writerSeq:
+		batch.WriterHeight = lastChange.After.Tip.Height
+	default:
+		batch.WriterHeight = writerHeight
+	}
+	return batch, nil
+}
+
+// nextMsg waits up to wait for the consumer's next message (nil, nil when
+// the wait passes).
+func (s *Source) nextMsg(ctx context.Context, wait time.Duration) (jetstream.Msg, error) {
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	msg, err := s.it.Next(jetstream.NextContext(wctx))
+	if err != nil {
+		if ctx.Err() == nil && wctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("stream %s: %w", s.opts.stream(), err)
+	}
+	return msg, nil
+}
+
+// start (re)creates the consumer at stream message next, after checking
+// that the stream still holds it.
+func (s *Source) start(ctx context.Context, next uint64) error {
+	s.stopConsumer()
+	st, err := s.js.Stream(ctx, s.opts.stream())
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", s.opts.stream(), err)
+	}
+	info := st.CachedInfo().State
+	if info.FirstSeq > next {
+		return fmt.Errorf("the stream starts at change %d, after %d: %w: %w", info.FirstSeq, next-1, replication.ErrNeedBootstrap, replication.ErrLogTruncated)
+	}
+	c, err := s.js.OrderedConsumer(ctx, s.opts.stream(), jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: next,
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("stream %s: consumer: %w", s.opts.stream(), err)
+	}
+	it, err := c.Messages(jetstream.PullMaxMessagesWithBytesLimit(maxBatch, maxBatchBytes), jetstream.PullHeartbeat(2*time.Second))
+	if err != nil {
+		return fmt.Errorf("stream %s: consumer: %w", s.opts.stream(), err)
+	}
+	s.it, s.next = it, next
+	return nil
+}
+
+// Checkpoint implements replication.ChangeSource: the newest checkpoint of
+// the bucket.
+func (s *Source) Checkpoint(ctx context.Context) (*replication.CheckpointDownload, error) {
+	obs, err := s.js.ObjectStore(ctx, s.opts.bucket())
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint bucket %s: %w", s.opts.bucket(), err)
+	}
+	names, err := checkpoints(ctx, obs)
+	if err != nil {
+		return nil, err
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("checkpoint bucket %s: no checkpoint yet", s.opts.bucket())
+	}
+	res, err := obs.Get(ctx, names[len(names)-1].name)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", names[len(names)-1].name, err)
+	}
+	info, err := res.Info()
+	if err != nil {
+		_ = res.Close()
+		return nil, fmt.Errorf("checkpoint %s: %w", names[len(names)-1].name, err)
+	}
+	want, err := replication.ManifestFromHeaders(info.Headers.Get)
+	if err != nil {
+		_ = res.Close()
+		return nil, err
+	}
+	size := int64(-1)
+	if v := info.Headers.Get(headerBytes); v != "" {
+		if size, err = strconv.ParseInt(v, 10, 64); err != nil || size < 0 {
+			_ = res.Close()
+			return nil, fmt.Errorf("checkpoint header %s %q: %w", headerBytes, v, replication.ErrBadArchive)
+		}
+	}
+	return &replication.CheckpointDownload{Body: res, Want: want, Bytes: size}, nil
+}
+
+// RequestCheckpoint asks the writer for a checkpoint above seq (a replica
+// that already served seq cannot go back to an older one). The writer takes
+// one when it has passed seq, at most once per tenth of its checkpoint
+// interval.
+func (s *Source) RequestCheckpoint(seq uint64) {
+	msg := nats.NewMsg(s.opts.requestSubject())
+	msg.Header.Set(headerMinSeq, strconv.FormatUint(seq, 10))
+	_ = s.nc.PublishMsg(msg)
+}
