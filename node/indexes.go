@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/utxo-cache/utxo-cache/bitcoin"
 	"github.com/utxo-cache/utxo-cache/cardano/credential"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
@@ -17,7 +18,7 @@ import (
 //	""         the store's recorded set; a new store takes its chain's
 //	           default (DefaultIndexes: all four for Cardano, none otherwise)
 //	"none"     addresses only: no other index row is ever written
-//	"a,b,…"    those of payment, stake, policy, asset
+//	"a,b,…"    those of payment, stake, policy, asset, script_hash
 //
 // An explicit set that differs from what an existing store recorded is
 // refused at open (disk.ErrIndexMismatch): adding an index needs a
@@ -30,6 +31,7 @@ var indexNames = []struct {
 	{"stake", disk.DimStakeCredential},
 	{"policy", disk.DimAssetPolicy},
 	{"asset", disk.DimAsset},
+	{"script_hash", disk.DimScriptHash},
 }
 
 // IndexNames lists the names Config.Indexes accepts, for help texts.
@@ -81,14 +83,17 @@ func DefaultIndexes(chain disk.Chain) []disk.Dimension {
 	return nil
 }
 
-// IndexDerivers are the chain adapter's functions of the credential
-// dimensions (cardano/credential), which the store cannot compute itself.
+// IndexDerivers are the chain adapters' functions of the dimensions the
+// store cannot compute itself: the credential dimensions (cardano/
+// credential) and the script hash of a Bitcoin address (bitcoin.
+// ScriptHashValues). Each yields nothing for another chain's address.
 // Every open of a store that may write passes them (a store that keeps a
 // credential index refuses writes without them: disk.ErrNoDeriver).
 func IndexDerivers() disk.Derivers {
 	return disk.Derivers{
 		disk.DimPaymentCredential: credential.PaymentValues,
 		disk.DimStakeCredential:   credential.StakeValues,
+		disk.DimScriptHash:        bitcoin.ScriptHashValues,
 	}
 }
 

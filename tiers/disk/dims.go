@@ -28,6 +28,11 @@ const (
 	// DimAsset lists outputs by each asset they carry: the value is
 	// AssetValue(policy, name). Optional.
 	DimAsset Dimension = 5
+	// DimScriptHash lists outputs by the SHA-256 of their output script (32
+	// bytes, natural byte order): Esplora's script hash. Optional; its
+	// values come from the chain adapter (Derivers), which knows how an
+	// address maps to a script.
+	DimScriptHash Dimension = 6
 )
 
 // ValuesFunc calls yield once per distinct value u is listed under in one
@@ -59,6 +64,7 @@ var dimensions = map[Dimension]struct {
 	DimPaymentCredential: {name: "payment_credential", derived: true},
 	DimStakeCredential:   {name: "stake_credential", derived: true},
 	DimAsset:             {name: "asset"},
+	DimScriptHash:        {name: "script_hash", derived: true},
 }
 
 // AppendAssetValue appends the DimAsset value of the asset (policy, name):

@@ -27,6 +27,7 @@
 //	0x10    tx_hash[32] index[4]                            lease: expiry, lease id        while live and leased
 //	0x11    lease_id, zero-padded to 64 bytes               lease: expiry, outpoints       until released or
 //	                                                        (lease.go)                     swept after expiry
+//	0x15    height[8]                                       block time (blocktime.go)      while on the chain
 //
 // A frozen output's 0x02 record and 0x03 index rows carry record state 0x03
 // (live and frozen) instead of 0x01: reads see the mark in the bytes they

@@ -277,6 +277,7 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 	_ = b.Delete(heightKey(prefixSpentAt, h), nil)
 	_ = b.Delete(heightKey(prefixUndo, h), nil)
 	_ = b.Delete(heightKey(prefixBlockHash, h), nil)
+	_ = b.Delete(heightKey(prefixBlockTime, h), nil)
 	_ = b.Delete(hashBlockKey(prev.Tip.Hash), nil)
 	if err := s.visibilityEdge(h, ch); err != nil {
 		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)

@@ -347,6 +347,7 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 	s.undoBuf = appendUndo(s.undoBuf[:0], &undo) // the batch copies it
 	_ = b.Set(heightKey(prefixUndo, h), s.undoBuf, nil)
 	_ = b.Set(heightKey(prefixBlockHash, h), appendBlockHashRow(nil, t.block.Hash, t.block.Slot), nil)
+	_ = b.Set(heightKey(prefixBlockTime, h), appendBlockTimeRow(nil, t.block.Time), nil)
 	_ = b.Set(hashBlockKey(t.block.Hash), binary.BigEndian.AppendUint64(nil, h), nil)
 	if err := s.visibilityEdge(h, ch); err != nil {
 		return nil, fmt.Errorf("disk: apply block %d: %w", h, err)

@@ -145,6 +145,7 @@ type windowBlock struct {
 	height  uint64
 	hash    chain.Hash
 	slot    uint64
+	time    int64
 	seq     uint64
 	spentAt []byte // packed outpoints of its kept spends: the 0x05 row
 	undo    []byte // its undo delta; nil: none (too deep to roll back)
@@ -293,7 +294,7 @@ func (t *BlockTxn) End() error {
 	st.MaxHeight = max(st.MaxHeight, b.Height)
 	st.SkippedInputs += w.skipped
 	st.Seq++
-	wb := windowBlock{height: b.Height, hash: b.Hash, slot: b.Slot, seq: st.Seq, spentAt: w.spentHere}
+	wb := windowBlock{height: b.Height, hash: b.Hash, slot: b.Slot, time: b.Time, seq: st.Seq, spentAt: w.spentHere}
 	if w.images != nil {
 		undo := undoDelta{prev: prev, skipped: w.skipped, entries: make([]undoEntry, 0, len(w.imageOrder))}
 		for _, op := range w.imageOrder {
@@ -427,6 +428,7 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 			_ = b.Set(heightKey(prefixUndo, wb.height), wb.undo, nil)
 		}
 		_ = b.Set(heightKey(prefixBlockHash, wb.height), appendBlockHashRow(nil, wb.hash, wb.slot), nil)
+		_ = b.Set(heightKey(prefixBlockTime, wb.height), appendBlockTimeRow(nil, wb.time), nil)
 		_ = b.Set(hashBlockKey(wb.hash), binary.BigEndian.AppendUint64(nil, wb.height), nil)
 		if err := s.visibilityEdge(wb.height, ch); err != nil {
 			return nil, fmt.Errorf("disk: apply block %d: %w", wb.height, err)
