@@ -98,7 +98,8 @@ func IndexDerivers() disk.Derivers {
 }
 
 // WithIndexes returns opts set to open a store fed chain's blocks with the
-// index set spec (see indexNames) and the derivers of every index: the
+// index set spec (see indexNames), the derivers of every index, and, for
+// "bitcoin", the address counters: the
 // chain's default set applies to a store that takes its first chain now
 // (disk.Options.DefaultDimensions).
 func WithIndexes(opts disk.Options, spec string, chain disk.Chain) (disk.Options, error) {
@@ -107,6 +108,10 @@ func WithIndexes(opts disk.Options, spec string, chain disk.Chain) (disk.Options
 		return opts, err
 	}
 	opts.Derivers = IndexDerivers()
+	// A Bitcoin store keeps the address counters the Esplora front end's
+	// chain_stats answer (disk.Options.Counters): recorded by the store,
+	// so a later open without them keeps counting.
+	opts.Counters = chain == "bitcoin"
 	if given {
 		// Addresses only is asked for as the address dimension alone: an
 		// empty Dimensions would mean "the recorded set".

@@ -715,8 +715,12 @@ func (s *Server) compute(ctx context.Context, key, guard string, fn compute) (*c
 	body, err := fn(view, *buf)
 	*buf = body
 	status := 200
-	if errors.Is(err, errNotFoundAnswer) {
+	var sa *statusAnswer
+	switch {
+	case errors.Is(err, errNotFoundAnswer):
 		status, err = 404, nil
+	case errors.As(err, &sa):
+		status, err = sa.status, nil
 	}
 	if err != nil {
 		putAnswerBuf(buf)

@@ -1,0 +1,101 @@
+package query
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+)
+
+// The read path of the compatibility front ends (the Esplora API): answers
+// in another wire format, computed by the front end from one published
+// snapshot, cached in the same tiers under the same guards as the /v1
+// answers of the same data, so the same invalidation keeps them exact.
+//
+// A front end's cache keys live in a keyspace of their own ("f|" + the
+// front end's key), which no /v1 key starts with.
+
+// Guard names the data a cached front-end answer depends on: every change
+// of that data raises the guard's floor in every owned tier before it is
+// published (Server.Changed), as for the /v1 answers.
+type Guard string
+
+// AddressGuard is the guard of what the store holds for an address: its
+// live outputs (and their freezes) and its balance.
+func AddressGuard(address string) Guard { return Guard(addressGuard(address)) }
+
+// IndexGuard is the guard of one value of an index dimension other than
+// the address.
+func IndexGuard(d disk.Dimension, value []byte) Guard {
+	return Guard(indexGuard(disk.MakeDimKey(d, value)))
+}
+
+// OutPointGuard is the guard of one outpoint's record: live, spent (and
+// whether the spent record is still shown), or absent.
+func OutPointGuard(op chain.OutPoint) Guard { return Guard(outPointGuard(op)) }
+
+// Status is an error a front end's compute returns to make its body the
+// answer with that status (a 404 or a 400 that follows from the data, such
+// as a listing over a limit): the answer is cached as a 200 would be.
+type Status int
+
+func (s Status) Error() string { return "query: the answer has status " + strconv.Itoa(int(s)) }
+
+// Compute appends a front end's answer, read from v, to body. Returning a
+// Status makes body the answer with that status; any other error fails the
+// read.
+type Compute func(v *disk.View, body []byte) ([]byte, error)
+
+// FrontRead answers key through the cache tiers, computing it with fn from
+// one published View on a miss. The answer's Body is the front end's body
+// as fn wrote it (Answer.AppendBody's tip prefix is for /v1 answers: write
+// Body itself). guard must name every piece of data the body depends on
+// that a change can alter; a body that depends on the tip height itself
+// (a depth, a count of confirmations) must not be cached: use FrontView.
+func (s *Server) FrontRead(ctx context.Context, key string, guard Guard, fn Compute) (Answer, error) {
+	return s.read(ctx, "f|"+key, string(guard), func(v *disk.View, body []byte) ([]byte, error) {
+		body, err := fn(v, body)
+		var st Status
+		if errors.As(err, &st) {
+			return body, &statusAnswer{status: int(st)}
+		}
+		return body, err
+	})
+}
+
+// FrontView answers fn from one published View, outside the cache tiers,
+// with the ETag of its body.
+func (s *Server) FrontView(fn Compute) (Answer, error) {
+	v, err := s.store.PublishedView()
+	if err != nil {
+		return Answer{}, err
+	}
+	defer v.Close()
+	s.m.diskRead()
+	buf := getAnswerBuf()
+	body, err := fn(v, *buf)
+	*buf = body
+	status := 200
+	var st Status
+	if errors.As(err, &st) {
+		status, err = int(st), nil
+	}
+	if err != nil {
+		putAnswerBuf(buf)
+		return Answer{}, err
+	}
+	return Answer{Status: status, Tip: v.Tip(), Seq: v.State().Seq, ETag: etagOf(body), Body: body, Tier: "disk", buf: buf}, nil
+}
+
+// Indexes reports whether the store keeps index dimension d.
+func (s *Server) Indexes(d disk.Dimension) bool { return s.store.Indexes(d) }
+
+// statusAnswer, from a read's compute, marks its body as the answer with
+// status (compute turns it into the entry's status).
+type statusAnswer struct{ status int }
+
+func (e *statusAnswer) Error() string {
+	return "query: the answer has status " + strconv.Itoa(e.status)
+}
