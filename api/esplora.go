@@ -75,6 +75,7 @@ func (a *API) writeEsplora(c *gin.Context, rep *esplora.Reply, conditional bool)
 		if inm := c.GetHeader("If-None-Match"); inm != "" && etagMatches(inm, ans.ETag) {
 			c.Status(http.StatusNotModified)
 			c.Writer.WriteHeaderNow()
+			ans.Release()
 			return
 		}
 	}
