@@ -275,13 +275,17 @@ func (s *Store) loadCounting() error {
 // Counting reports whether the store keeps address counters.
 func (s *Store) Counting() bool { return s.count.on }
 
-// blockCounters accumulates the counter delta of the block a txn applies.
+// blockCounters accumulates the counter delta of the block a txn applies:
+// keys[m[k]] is key k's, in first-touch order (one allocation per block,
+// not per key).
 type blockCounters struct {
-	m   map[DimKey]*countedKey
-	buf [2]DimKey
+	m    map[DimKey]int
+	keys []countedKey
+	buf  [2]DimKey
 }
 
 type countedKey struct {
+	k DimKey
 	counterFigures
 	lastTx chain.Hash
 }
@@ -293,18 +297,22 @@ func (t *BlockTxn) count(u *chain.Utxo, tx chain.Hash, spent bool) {
 		return
 	}
 	if t.counters.m == nil {
-		t.counters.m = make(map[DimKey]*countedKey, 64)
+		t.counters.m = make(map[DimKey]int, 64)
 	}
 	keys := append(t.counters.buf[:0], dimKeyOf(DimAddress, u.Address))
 	if c.scriptHash != nil {
 		c.scriptHash(u, func(v []byte) { keys = append(keys, MakeDimKey(DimScriptHash, v)) })
 	}
 	for _, k := range keys {
-		ck := t.counters.m[k]
-		if ck == nil {
-			ck = &countedKey{lastTx: tx}
+		i, seen := t.counters.m[k]
+		if !seen {
+			i = len(t.counters.keys)
+			t.counters.m[k] = i
+			t.counters.keys = append(t.counters.keys, countedKey{k: k, lastTx: tx})
+		}
+		ck := &t.counters.keys[i]
+		if !seen {
 			ck.tx = 1
-			t.counters.m[k] = ck
 		} else if ck.lastTx != tx {
 			// A transaction's spends and creations come together (the
 			// writer reports a transaction's inputs, then its outputs),
@@ -325,27 +333,66 @@ func (t *BlockTxn) count(u *chain.Utxo, tx chain.Hash, spent bool) {
 // endCounters returns the open block's counter delta, sorted by key, and
 // starts the next block's.
 func (t *BlockTxn) endCounters() []counterDelta {
-	if len(t.counters.m) == 0 {
+	if len(t.counters.keys) == 0 {
 		return nil
 	}
-	ds := make([]counterDelta, 0, len(t.counters.m))
-	for k, ck := range t.counters.m {
-		ds = append(ds, counterDelta{k: k, counterFigures: ck.counterFigures})
+	ds := make([]counterDelta, len(t.counters.keys))
+	for i := range t.counters.keys {
+		ds[i] = counterDelta{k: t.counters.keys[i].k, counterFigures: t.counters.keys[i].counterFigures}
 	}
 	clear(t.counters.m)
+	t.counters.keys = t.counters.keys[:0]
 	slices.SortFunc(ds, func(a, b counterDelta) int { return bytes.Compare(a.k[:], b.k[:]) })
 	return ds
 }
 
+// counterCacheMax bounds the counter rows the writer keeps in memory
+// (counterCache): about 100 bytes each.
+const counterCacheMax = 1 << 16
+
+// counterCache holds committed counter rows the writer wrote lately, so a
+// key a later block touches again is not read from Pebble: the rows as the
+// last committed batch left them (zero: no row). Writer goroutine only. A
+// batch's rows enter it only once the batch has committed (pending, then
+// countersCommitted); when it is full it starts over.
+type counterCache struct {
+	rows    map[DimKey]counterFigures
+	pending []counterDelta // the batch's rows as written
+}
+
+// countersCommitted records in the cache the rows of the batch just
+// committed.
+func (s *Store) countersCommitted() {
+	c := &s.counterRows
+	if c.rows == nil || len(c.rows)+len(c.pending) > counterCacheMax {
+		c.rows = make(map[DimKey]counterFigures, len(c.pending))
+	}
+	for i := range c.pending {
+		c.rows[c.pending[i].k] = c.pending[i].counterFigures
+	}
+	c.pending = c.pending[:0]
+}
+
 // applyCounterDeltas adds (or, sub, subtracts) the deltas, merged and
 // sorted by key, to the counter rows, in b. Writer goroutine only, before
-// b commits.
+// b commits (then countersCommitted).
 func (s *Store) applyCounterDeltas(b *keyBatch, ds []counterDelta, sub bool) error {
 	cur := make([]counterFigures, len(ds))
-	if err := readSorted(s.db, len(ds), s.opts.PrefetchWorkers,
-		func(i int, dst []byte) []byte { return counterRowKey(dst, ds[i].k) },
-		func(i int, v []byte) (err error) {
-			cur[i], err = decodeCounterRow(v)
+	c := &s.counterRows
+	c.pending = c.pending[:0]
+	var misses []int
+	for i := range ds {
+		f, ok := c.rows[ds[i].k]
+		if ok {
+			cur[i] = f
+		} else {
+			misses = append(misses, i)
+		}
+	}
+	if err := readSorted(s.db, len(misses), s.opts.PrefetchWorkers,
+		func(j int, dst []byte) []byte { return counterRowKey(dst, ds[misses[j]].k) },
+		func(j int, v []byte) (err error) {
+			cur[misses[j]], err = decodeCounterRow(v)
 			return err
 		}); err != nil {
 		return fmt.Errorf("read counters: %w", err)
@@ -360,6 +407,7 @@ func (s *Store) applyCounterDeltas(b *keyBatch, ds []counterDelta, sub bool) err
 			cur[i].add(&ds[i].counterFigures)
 		}
 		key = counterRowKey(key[:0], ds[i].k)
+		c.pending = append(c.pending, counterDelta{k: ds[i].k, counterFigures: cur[i]})
 		if cur[i].zero() {
 			_ = b.Delete(key, nil)
 			continue

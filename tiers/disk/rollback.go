@@ -304,6 +304,7 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 	if fromLowered {
 		s.count.from = countFrom
 	}
+	s.countersCommitted()
 	// The young-output view may hold outputs this block created: drop it
 	// (exactness over a warm view; rollbacks are rare).
 	s.recent.reset()

@@ -376,6 +376,7 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 		s.schemaVersion = schemaSpenderVin
 	}
 	s.counted(h)
+	s.countersCommitted()
 	s.afterCommit(b)
 	s.reportLapses()
 	t.committed(d, &st, pruned, logFloor)

@@ -466,6 +466,7 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 		s.schemaVersion = schemaSpenderVin
 	}
 	s.counted(w.blocks[0].height)
+	s.countersCommitted()
 	s.reportLapses()
 	t.committed(d, &st, pruned, floor)
 	ch.setBalances(d)
