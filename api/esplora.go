@@ -52,9 +52,12 @@ func (a *API) esploraRoutes() {
 	}
 }
 
+// Header values shared between responses and never modified.
 var (
 	esploraJSON = []string{esplora.ContentJSON}
 	esploraText = []string{esplora.ContentText}
+	cacheShort  = []string{"public, max-age=" + strconv.Itoa(esplora.MaxAgeShort)}
+	cacheLong   = []string{"public, max-age=" + strconv.Itoa(esplora.MaxAgeLong)}
 )
 
 // writeEsplora writes a front-end answer: its tip headers, its ETag (304
@@ -64,7 +67,13 @@ func (a *API) writeEsplora(c *gin.Context, rep *esplora.Reply, conditional bool)
 	h := c.Writer.Header()
 	ans := &rep.Answer
 	setTipHeaders(h, ans.Tip, ans.Seq)
-	if rep.MaxAge > 0 {
+	switch rep.MaxAge {
+	case 0:
+	case esplora.MaxAgeShort:
+		h["Cache-Control"] = cacheShort
+	case esplora.MaxAgeLong:
+		h["Cache-Control"] = cacheLong
+	default:
 		h["Cache-Control"] = []string{"public, max-age=" + strconv.Itoa(rep.MaxAge)}
 	}
 	if rep.NextCursor != "" {
