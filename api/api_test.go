@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/utxo-cache/utxo-cache/api"
+	"github.com/utxo-cache/utxo-cache/api/esplora"
 	"github.com/utxo-cache/utxo-cache/blockfrost"
 	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
@@ -86,6 +87,8 @@ type stackConfig struct {
 	events bool
 	// blockfrost mounts the Blockfrost front end with these options.
 	blockfrost *blockfrost.Options
+	// esplora, when set, mounts the Esplora front end with these options.
+	esplora *esplora.Options
 }
 
 // eventSource is what a test's event hub reads.
@@ -166,6 +169,13 @@ func newStack(t testing.TB, cfg stackConfig) *stack {
 	}
 	if cfg.blockfrost != nil {
 		opts.Blockfrost = blockfrost.New(s.reads, *cfg.blockfrost)
+	}
+	if cfg.esplora != nil {
+		f, err := esplora.New(s.reads, *cfg.esplora)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Esplora = f
 	}
 	var w api.Writer = s.w
 	if cfg.noWriter {
@@ -300,6 +310,14 @@ func checkInvariants(t testing.TB, c call, r *response) {
 	if path == "/v1/events" && r.code == http.StatusOK {
 		if ct := r.hdr.Get("Content-Type"); ct != "text/event-stream" || !bytes.HasPrefix(r.body, []byte(": heartbeat\n\n")) {
 			t.Fatalf("%s %s: 200 %q: %q", c.method, c.target, ct, r.body)
+		}
+		return
+	}
+	if strings.HasPrefix(path, "/api/") && !strings.HasPrefix(path, "/api/v0/") {
+		// The Esplora front end: its own bodies, errors in text/plain.
+		ct := r.hdr.Get("Content-Type")
+		if r.hdr.Get("X-Commit-Seq") == "" || (r.code >= 400 && ct != "text/plain") || (ct != "text/plain" && ct != "application/json") {
+			t.Fatalf("%s %s: %q without X-Commit-Seq or with a wrong Content-Type: %s", c.method, c.target, ct, r)
 		}
 		return
 	}

@@ -51,9 +51,9 @@ func (a *API) getBlockfrost(fe *blockfrost.FrontEnd, r blockfrost.Route) gin.Han
 			return
 		}
 		req := blockfrost.Request{Param: c.Param, Query: q.lookup}
-		a.serveReadFailing(c, rc, true, func(ctx context.Context) (query.Answer, error) {
+		a.serveReadAs(c, rc, true, func(ctx context.Context) (query.Answer, error) {
 			return r.Serve(ctx, req)
-		}, a.failBlockfrost)
+		}, a.writeAnswer, a.failBlockfrost)
 	}
 }
 

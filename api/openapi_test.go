@@ -140,8 +140,8 @@ func TestOpenAPIDocument(t *testing.T) {
 	for _, item := range doc.Paths.Map() {
 		ops += len(item.Operations())
 	}
-	if ops != 38 {
-		t.Fatalf("the document describes %d operations, the API has 38", ops)
+	if ops != 48 {
+		t.Fatalf("the document describes %d operations, the API has 48", ops)
 	}
 }
 
@@ -706,7 +706,10 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		covered[key] = true
 	}
 	var missing []string
-	for _, item := range doc.Paths.Map() {
+	for path, item := range doc.Paths.Map() {
+		if strings.HasPrefix(path, "/api/") && !strings.HasPrefix(path, "/api/v0/") {
+			continue // the Esplora front end: TestOpenAPIEsplora
+		}
 		for _, o := range item.Operations() {
 			for status := range o.Responses.Map() {
 				// "default" answers every undeclared status (500, 503): rows

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/utxo-cache/utxo-cache/api/esplora"
 	"github.com/utxo-cache/utxo-cache/blockfrost"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/query"
@@ -106,6 +107,9 @@ type Options struct {
 	// Events serves the event streams (GET and POST /v1/events). Nil: they
 	// answer 503 events_unavailable.
 	Events Events
+	// Esplora, when set, is the Esplora-compatible front end, mounted under
+	// /api/ (esplora.go): a Bitcoin store's. Nil: not mounted.
+	Esplora *esplora.Frontend
 	// MaxWait bounds how long a read waits for its min_seq / min_height
 	// and then, long-polling (If-None-Match with wait), for its answer to
 	// change (a wait parameter may shorten it). Default 2s; negative: no
@@ -198,6 +202,9 @@ func New(r Reader, w Writer, opts Options) *API {
 	a.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	e.Use(gin.CustomRecoveryWithWriter(io.Discard, a.recovered))
 	e.NoRoute(func(c *gin.Context) {
+		if a.esploraPath(c) {
+			return
+		}
 		msg := "no such endpoint"
 		if p := c.Request.URL.Path; len(p) > 1 && strings.HasSuffix(p, "/") {
 			msg = "no such endpoint (no path of this API ends in a slash)"
@@ -219,7 +226,8 @@ func New(r Reader, w Writer, opts Options) *API {
 	a.route(http.MethodGet, "/v1/tip", a.read(a.getTip))
 	a.route(http.MethodGet, "/v1/addresses/:address/utxos", a.read(a.getAddressUtxos))
 	a.route(http.MethodGet, "/v1/addresses/:address/balance", a.read(a.getBalance))
-	a.indexRoutes() // index.go
+	a.indexRoutes()   // index.go
+	a.esploraRoutes() // esplora.go
 	a.route(http.MethodGet, "/v1/utxos/:tx_hash/:index", a.read(a.getUtxo))
 	a.route(http.MethodPost, "/v1/utxos/lookup", a.read(a.postLookup))
 	a.route(http.MethodPost, "/v1/blocks", a.postBlock)
@@ -309,13 +317,14 @@ func (a *API) recovered(c *gin.Context, rec any) {
 // waiting is bounded as every other request's: each holds one connection
 // (the server's connection limits) for at most Options.MaxWait.
 func (a *API) serveRead(c *gin.Context, rc readConditions, conditional bool, read func(ctx context.Context) (query.Answer, error)) {
-	a.serveReadFailing(c, rc, conditional, read, a.fail)
+	a.serveReadAs(c, rc, conditional, read, a.writeAnswer, a.fail)
 }
 
-// serveReadFailing is serveRead answering its errors with fail: a front end
-// writes them in its own shape.
-func (a *API) serveReadFailing(c *gin.Context, rc readConditions, conditional bool, read func(ctx context.Context) (query.Answer, error),
-	fail func(c *gin.Context, err error)) {
+// serveReadAs is serveRead with the answer written by write and failures
+// by fail: the /v1 JSON writers, or a compatibility front end's
+// (esplora.go).
+func (a *API) serveReadAs(c *gin.Context, rc readConditions, conditional bool, read func(ctx context.Context) (query.Answer, error),
+	write func(c *gin.Context, ans query.Answer, conditional bool), fail func(c *gin.Context, err error)) {
 	ctx := c.Request.Context()
 	deadline := time.Now().Add(rc.wait)
 	var inm string
@@ -344,7 +353,7 @@ func (a *API) serveReadFailing(c *gin.Context, rc readConditions, conditional bo
 		if query.Satisfies(query.Published{Seq: ans.Seq, Tip: ans.Tip}, rc.minSeq, rc.minHeight) {
 			if inm == "" || ans.ETag == "" || !etagMatches(inm, ans.ETag) ||
 				!time.Now().Before(deadline) || a.drain.Err() != nil {
-				a.writeAnswer(c, ans, conditional)
+				write(c, ans, conditional)
 				ans.Release()
 				return
 			}

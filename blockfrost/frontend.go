@@ -48,8 +48,8 @@ var ErrForbidden = errors.New("blockfrost: missing or wrong project_id")
 
 // Reader is the read side the front end serves (query.Server).
 type Reader interface {
-	ReadWhole(ctx context.Context, key, guard string, fn query.Render) (query.Answer, error)
-	ReadWholeUncached(fn query.Render) (query.Answer, error)
+	FrontRead(ctx context.Context, key string, guard query.Guard, fn query.Compute) (query.Answer, error)
+	FrontView(fn query.Compute) (query.Answer, error)
 	Indexes(d disk.Dimension) bool
 }
 
@@ -118,9 +118,9 @@ func (f *FrontEnd) Routes() []Route {
 }
 
 // notFound appends Blockfrost's 404 body with message and returns
-// query.ErrNotFoundAnswer: the body is the answer.
+// query.Status(404): the body is the answer.
 func notFound(body []byte, message string) ([]byte, error) {
-	return AppendError(body, 404, "Not Found", message), query.ErrNotFoundAnswer
+	return AppendError(body, 404, "Not Found", message), query.Status(404)
 }
 
 // indexKept refuses a read of a dimension the store does not keep: 400,
@@ -240,7 +240,7 @@ func (f *FrontEnd) addressUtxos(ctx context.Context, req Request) (query.Answer,
 	}
 	key := "u|" + p.key() + "|" + unit + "|"
 	if s.Hash == nil {
-		return f.r.ReadWhole(ctx, key+s.Address, query.AddressGuard(s.Address), func(v *disk.View, body []byte) ([]byte, error) {
+		return f.r.FrontRead(ctx, key+s.Address, query.AddressGuard(s.Address), func(v *disk.View, body []byte) ([]byte, error) {
 			return listPage(v, body, disk.DimAddress, []byte(s.Address), p, keep)
 		})
 	}
@@ -256,7 +256,7 @@ func (f *FrontEnd) addressUtxos(ctx context.Context, req Request) (query.Answer,
 	// it is read uncached, from whichever kind lists outputs.
 	named := credential.AppendValue(nil, s.Kind, s.Hash)
 	other := credential.AppendValue(nil, s.Kind^1, s.Hash)
-	ans, err := f.r.ReadWhole(ctx, key+hex.EncodeToString(named), query.IndexGuard(disk.DimPaymentCredential, named), func(v *disk.View, body []byte) ([]byte, error) {
+	ans, err := f.r.FrontRead(ctx, key+hex.EncodeToString(named), query.IndexGuard(disk.DimPaymentCredential, named), func(v *disk.View, body []byte) ([]byte, error) {
 		if b, err := v.Balance(disk.DimPaymentCredential, named); err != nil || b.Count == 0 {
 			return body, errors.Join(err, errOtherKind)
 		}
@@ -265,7 +265,7 @@ func (f *FrontEnd) addressUtxos(ctx context.Context, req Request) (query.Answer,
 	if !errors.Is(err, errOtherKind) {
 		return ans, err
 	}
-	return f.r.ReadWholeUncached(func(v *disk.View, body []byte) ([]byte, error) {
+	return f.r.FrontView(func(v *disk.View, body []byte) ([]byte, error) {
 		value := named
 		if b, err := v.Balance(disk.DimPaymentCredential, named); err != nil {
 			return body, err
@@ -289,7 +289,7 @@ func (f *FrontEnd) accountUtxos(ctx context.Context, req Request) (query.Answer,
 	if err := f.indexKept(disk.DimStakeCredential, "listing an account's outputs"); err != nil {
 		return query.Answer{}, err
 	}
-	return f.r.ReadWhole(ctx, "s|"+p.key()+"|"+hex.EncodeToString(value), query.IndexGuard(disk.DimStakeCredential, value), func(v *disk.View, body []byte) ([]byte, error) {
+	return f.r.FrontRead(ctx, "s|"+p.key()+"|"+hex.EncodeToString(value), query.IndexGuard(disk.DimStakeCredential, value), func(v *disk.View, body []byte) ([]byte, error) {
 		return listPage(v, body, disk.DimStakeCredential, value, p, nil)
 	})
 }

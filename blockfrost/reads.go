@@ -26,7 +26,7 @@ func (f *FrontEnd) address(ctx context.Context, req Request) (query.Answer, erro
 	if s.Hash != nil {
 		return query.Answer{}, fmt.Errorf("/addresses/{address} takes an address, not a payment credential: %w", chain.ErrInvalidArgument)
 	}
-	return f.r.ReadWhole(ctx, "a|"+s.Address, query.AddressGuard(s.Address), func(v *disk.View, body []byte) ([]byte, error) {
+	return f.r.FrontRead(ctx, "a|"+s.Address, query.AddressGuard(s.Address), func(v *disk.View, body []byte) ([]byte, error) {
 		b, err := v.Balance(disk.DimAddress, []byte(s.Address))
 		if err != nil {
 			return body, err
@@ -82,7 +82,7 @@ func (f *FrontEnd) txUtxos(_ context.Context, req Request) (query.Answer, error)
 		return query.Answer{}, err
 	}
 	tx := chain.Hash(b)
-	return f.r.ReadWholeUncached(func(v *disk.View, body []byte) ([]byte, error) {
+	return f.r.FrontView(func(v *disk.View, body []byte) ([]byte, error) {
 		start := len(body)
 		body = append(body, `{"hash":`...)
 		body = appendHexString(body, tx[:])
@@ -112,7 +112,7 @@ func (f *FrontEnd) txUtxos(_ context.Context, req Request) (query.Answer, error)
 // other members (time, epoch, size, fees, the producer's keys…) are not
 // sent: the store does not keep them.
 func (f *FrontEnd) latestBlock(_ context.Context, _ Request) (query.Answer, error) {
-	return f.r.ReadWholeUncached(func(v *disk.View, body []byte) ([]byte, error) {
+	return f.r.FrontView(func(v *disk.View, body []byte) ([]byte, error) {
 		tip := v.Tip()
 		if tip.Empty {
 			return notFound(body, "this store has applied no block yet")
@@ -159,7 +159,7 @@ func (f *FrontEnd) refScript(ctx context.Context, req Request, kind string, fn f
 	if err := f.indexKept(disk.DimReferenceScriptHash, "a script lookup"); err != nil {
 		return query.Answer{}, err
 	}
-	return f.r.ReadWhole(ctx, kind+"|"+hex.EncodeToString(h), query.IndexGuard(disk.DimReferenceScriptHash, h), func(v *disk.View, body []byte) ([]byte, error) {
+	return f.r.FrontRead(ctx, kind+"|"+hex.EncodeToString(h), query.IndexGuard(disk.DimReferenceScriptHash, h), func(v *disk.View, body []byte) ([]byte, error) {
 		var ref script.Ref
 		var refBytes []byte
 		_, _, err := v.ListFunc(disk.ListQuery{Dim: disk.DimReferenceScriptHash, Value: h, Limit: 1}, func(r *disk.UtxoRef) error {
@@ -234,7 +234,7 @@ func (f *FrontEnd) datumCBOR(ctx context.Context, req Request) (query.Answer, er
 	if err := f.indexKept(disk.DimDatumHash, "a datum lookup"); err != nil {
 		return query.Answer{}, err
 	}
-	return f.r.ReadWhole(ctx, "dc|"+hex.EncodeToString(h), query.IndexGuard(disk.DimDatumHash, h), func(v *disk.View, body []byte) ([]byte, error) {
+	return f.r.FrontRead(ctx, "dc|"+hex.EncodeToString(h), query.IndexGuard(disk.DimDatumHash, h), func(v *disk.View, body []byte) ([]byte, error) {
 		start := len(body)
 		body = append(body, `{"cbor":`...)
 		found := false

@@ -116,6 +116,10 @@ type Config struct {
 	// MaxEventStreams bounds the event streams (GET/POST /v1/events) a node
 	// serves at once; more answer 503. Default 1000.
 	MaxEventStreams int
+	// EsploraUtxosLimit is the most outputs the Esplora front end's unpaged
+	// UTXO listing answers (a Bitcoin store's /api/): more answer 400 as
+	// Esplora's --utxos-limit does. 0: no limit.
+	EsploraUtxosLimit int
 
 	// FollowBitcoinREST is a Bitcoin Core node's REST interface the writer
 	// follows, on BitcoinNetwork (default bitcoin.Mainnet); "": none.
@@ -220,6 +224,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: stall timeout %s: must be positive", c.StallTimeout)
 	case c.MaxChangeStreams < 0:
 		return fmt.Errorf("node: max change streams %d: must be positive", c.MaxChangeStreams)
+	case c.EsploraUtxosLimit < 0:
+		return fmt.Errorf("node: esplora utxos limit %d: must not be negative", c.EsploraUtxosLimit)
 	case c.MaxEventStreams < 0:
 		return fmt.Errorf("node: max event streams %d: must be positive", c.MaxEventStreams)
 	case c.ApplyPriorityWait < 0:

@@ -36,7 +36,7 @@ func newEventHub(store *disk.Store, reads *query.Server, maxStreams int, lim cha
 		return nil, nil
 	}
 	dims := map[disk.Dimension]disk.ValuesFunc{}
-	for _, d := range []disk.Dimension{disk.DimAssetPolicy, disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAsset} {
+	for _, d := range []disk.Dimension{disk.DimAssetPolicy, disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAsset, disk.DimScriptHash} {
 		if store.Indexes(d) {
 			dims[d] = disk.ValuesOf(d, IndexDerivers())
 		}

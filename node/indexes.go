@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/utxo-cache/utxo-cache/bitcoin"
 	"github.com/utxo-cache/utxo-cache/cardano/credential"
 	"github.com/utxo-cache/utxo-cache/cardano/script"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -19,7 +20,7 @@ import (
 //	           default (DefaultIndexes: all four for Cardano, none otherwise)
 //	"none"     addresses only: no other index row is ever written
 //	"a,b,…"    those of payment, stake, policy, asset, script (reference
-//	           scripts by hash), datum (inline datums by hash)
+//	           scripts by hash), datum (inline datums by hash), script_hash
 //
 // An explicit set that differs from what an existing store recorded is
 // refused at open (disk.ErrIndexMismatch): adding an index needs a
@@ -34,6 +35,7 @@ var indexNames = []struct {
 	{"asset", disk.DimAsset},
 	{"script", disk.DimReferenceScriptHash},
 	{"datum", disk.DimDatumHash},
+	{"script_hash", disk.DimScriptHash},
 }
 
 // IndexNames lists the names Config.Indexes accepts, for help texts.
@@ -86,9 +88,11 @@ func DefaultIndexes(chain disk.Chain) []disk.Dimension {
 	return nil
 }
 
-// IndexDerivers are the chain adapter's functions of the credential
-// dimensions (cardano/credential) and of the reference-script and datum
-// dimensions (cardano/script), which the store cannot compute itself.
+// IndexDerivers are the chain adapters' functions of the dimensions the
+// store cannot compute itself: the credential dimensions (cardano/
+// credential), the reference-script and datum dimensions (cardano/script)
+// and the script hash of a Bitcoin address (bitcoin.ScriptHashValues).
+// Each yields nothing for another chain's output.
 // Every open of a store that may write passes them (a store that keeps a
 // credential index refuses writes without them: disk.ErrNoDeriver).
 func IndexDerivers() disk.Derivers {
@@ -97,11 +101,13 @@ func IndexDerivers() disk.Derivers {
 		disk.DimStakeCredential:     credential.StakeValues,
 		disk.DimReferenceScriptHash: script.RefScriptValues,
 		disk.DimDatumHash:           script.DatumValues,
+		disk.DimScriptHash:          bitcoin.ScriptHashValues,
 	}
 }
 
 // WithIndexes returns opts set to open a store fed chain's blocks with the
-// index set spec (see indexNames) and the derivers of every index: the
+// index set spec (see indexNames), the derivers of every index, and, for
+// "bitcoin", the address counters: the
 // chain's default set applies to a store that takes its first chain now
 // (disk.Options.DefaultDimensions).
 func WithIndexes(opts disk.Options, spec string, chain disk.Chain) (disk.Options, error) {
@@ -110,6 +116,10 @@ func WithIndexes(opts disk.Options, spec string, chain disk.Chain) (disk.Options
 		return opts, err
 	}
 	opts.Derivers = IndexDerivers()
+	// A Bitcoin store keeps the address counters the Esplora front end's
+	// chain_stats answer (disk.Options.Counters): recorded by the store,
+	// so a later open without them keeps counting.
+	opts.Counters = chain == "bitcoin"
 	if given {
 		// Addresses only is asked for as the address dimension alone: an
 		// empty Dimensions would mean "the recorded set".

@@ -225,8 +225,13 @@ func (n *Node) start(ctx context.Context) error {
 	if n.hub, err = newEventHub(store, n.reads, cfg.MaxEventStreams, cfg.BlockLimits(), log); err != nil {
 		return err
 	}
+	front, err := esploraFrontend(n.store, n.reads, cfg.EsploraUtxosLimit)
+	if err != nil {
+		return err
+	}
 	n.api = api.New(n.reads, n.w, api.Options{
 		Blockfrost:       blockfrostOption(store, n.reads, cfg.BlockfrostProjectID),
+		Esplora:          front,
 		Events:           eventsOption(n.hub),
 		ReplicationToken: cfg.ReplicationToken,
 		Replication:      source,

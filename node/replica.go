@@ -410,9 +410,15 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 		r.closeNode(n)
 		return nil, err
 	}
+	front, err := esploraFrontend(store, n.reads, r.cfg.EsploraUtxosLimit)
+	if err != nil {
+		r.closeNode(n)
+		return nil, err
+	}
 	gather := prometheus.Gatherers{r.base, n.reg}
 	h := api.New(n.reads, nil, api.Options{
 		Blockfrost:    blockfrostOption(store, n.reads, r.cfg.BlockfrostProjectID),
+		Esplora:       front,
 		Events:        eventsOption(n.hub),
 		ReadOnly:      true,
 		WalletToken:   r.cfg.WalletToken, // lease reads only: a replica takes no writes

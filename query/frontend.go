@@ -3,43 +3,72 @@ package query
 import (
 	"context"
 	"errors"
+	"strconv"
 
+	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
-// Reads for the compatibility front ends (another API's shapes over this
-// store, such as Blockfrost's): the same path as the contract's reads, one
-// published snapshot per answer, through the cache tiers, tagged with the
-// answer's seq and tip, with the front end's own encoding. An answer's
-// Whole is set: its Body is the whole response body.
+// The read path of the compatibility front ends (Esplora's API, Blockfrost's):
+// answers in another wire format, computed by the front end from one published
+// snapshot, cached in the same tiers under the same guards as the /v1
+// answers of the same data, so the same invalidation keeps them exact.
+//
+// A front end's cache keys live in a keyspace of their own ("f|" + the
+// front end's key), which no /v1 key starts with.
 
-// ErrNotFoundAnswer, returned by a front end's render function with the
-// body it appended, makes that body the answer with status 404 (cached as
-// any answer: it holds until the guard's value changes).
-var ErrNotFoundAnswer = errNotFoundAnswer
+// Guard names the data a cached front-end answer depends on: every change
+// of that data raises the guard's floor in every owned tier before it is
+// published (Server.Changed), as for the /v1 answers.
+type Guard string
 
-// Render appends the body of a front end's answer, read from v, to body.
-type Render func(v *disk.View, body []byte) ([]byte, error)
+// AddressGuard is the guard of what the store holds for an address: its
+// live outputs (and their freezes) and its balance.
+func AddressGuard(address string) Guard { return Guard(addressGuard(address)) }
 
-// frontKeyPrefix starts every front end's cache key: no key of the
-// contract's reads starts with it.
-const frontKeyPrefix = "f|"
+// IndexGuard is the guard of one value of an index dimension other than
+// the address.
+func IndexGuard(d disk.Dimension, value []byte) Guard {
+	return Guard(indexGuard(disk.MakeDimKey(d, value)))
+}
 
-// ReadWhole answers a front end's read through the tiers: key is the
-// front end's own cache key (made distinct from the contract's here), and
-// guard the value whose change invalidates it (AddressGuard, IndexGuard,
-// OutPointGuard). The render function must be a pure function of the
-// snapshot and the request: its answer is cached until guard changes.
-func (s *Server) ReadWhole(ctx context.Context, key, guard string, fn Render) (Answer, error) {
-	ans, err := s.read(ctx, frontKeyPrefix+key, guard, compute(fn))
+// OutPointGuard is the guard of one outpoint's record: live, spent (and
+// whether the spent record is still shown), or absent.
+func OutPointGuard(op chain.OutPoint) Guard { return Guard(outPointGuard(op)) }
+
+// Status is an error a front end's compute returns to make its body the
+// answer with that status (a 404 or a 400 that follows from the data, such
+// as a listing over a limit): the answer is cached as a 200 would be.
+type Status int
+
+func (s Status) Error() string { return "query: the answer has status " + strconv.Itoa(int(s)) }
+
+// Compute appends a front end's answer, read from v, to body. Returning a
+// Status makes body the answer with that status; any other error fails the
+// read.
+type Compute func(v *disk.View, body []byte) ([]byte, error)
+
+// FrontRead answers key through the cache tiers, computing it with fn from
+// one published View on a miss. The answer's Body is the front end's body
+// as fn wrote it, and Whole is set (Answer.AppendBody adds no tip member). guard must name every piece of data the body depends on
+// that a change can alter; a body that depends on the tip height itself
+// (a depth, a count of confirmations) must not be cached: use FrontView.
+func (s *Server) FrontRead(ctx context.Context, key string, guard Guard, fn Compute) (Answer, error) {
+	ans, err := s.read(ctx, "f|"+key, string(guard), func(v *disk.View, body []byte) ([]byte, error) {
+		body, err := fn(v, body)
+		var st Status
+		if errors.As(err, &st) {
+			return body, &statusAnswer{status: int(st)}
+		}
+		return body, err
+	})
 	ans.Whole = true
 	return ans, err
 }
 
-// ReadWholeUncached answers a front end's read from one published snapshot,
-// outside the cache tiers: for an answer no single guard covers (the tip,
-// every output of a transaction). ErrNotFoundAnswer works as in ReadWhole.
-func (s *Server) ReadWholeUncached(fn Render) (Answer, error) {
+// FrontView answers fn from one published View, outside the cache tiers,
+// with the ETag of its body.
+func (s *Server) FrontView(fn Compute) (Answer, error) {
 	v, err := s.store.PublishedView()
 	if err != nil {
 		return Answer{}, err
@@ -50,8 +79,9 @@ func (s *Server) ReadWholeUncached(fn Render) (Answer, error) {
 	body, err := fn(v, *buf)
 	*buf = body
 	status := 200
-	if errors.Is(err, errNotFoundAnswer) {
-		status, err = 404, nil
+	var st Status
+	if errors.As(err, &st) {
+		status, err = int(st), nil
 	}
 	if err != nil {
 		putAnswerBuf(buf)
@@ -60,19 +90,13 @@ func (s *Server) ReadWholeUncached(fn Render) (Answer, error) {
 	return Answer{Status: status, Tip: v.Tip(), Seq: v.State().Seq, ETag: etagOf(body), Body: body, Tier: "disk", Whole: true, buf: buf}, nil
 }
 
-// AddressGuard is the guard of an address's answers: every change to the
-// address's live outputs raises it.
-func AddressGuard(address string) string { return addressGuard(address) }
-
-// IndexGuard is the guard of the answers of one value of an index
-// dimension: every change to the value's live outputs raises it.
-func IndexGuard(d disk.Dimension, value []byte) string { return indexGuard(disk.MakeDimKey(d, value)) }
-
-// Indexes reports whether the store keeps the index dimension d.
+// Indexes reports whether the store keeps index dimension d.
 func (s *Server) Indexes(d disk.Dimension) bool { return s.store.Indexes(d) }
 
-// The dimensions the Blockfrost front end reads, as query names them.
-const (
-	DimReferenceScriptHash = disk.DimReferenceScriptHash
-	DimDatumHash           = disk.DimDatumHash
-)
+// statusAnswer, from a read's compute, marks its body as the answer with
+// status (compute turns it into the entry's status).
+type statusAnswer struct{ status int }
+
+func (e *statusAnswer) Error() string {
+	return "query: the answer has status " + strconv.Itoa(e.status)
+}

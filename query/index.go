@@ -210,6 +210,7 @@ const (
 	DimStakeCredential   = disk.DimStakeCredential
 	DimAssetPolicy       = disk.DimAssetPolicy
 	DimAsset             = disk.DimAsset
+	DimScriptHash        = disk.DimScriptHash
 )
 
 // AssetValue returns the asset index's value of (policy, name).

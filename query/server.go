@@ -108,7 +108,7 @@ type Answer struct {
 	// Tier is where the answer came from: "memory", "redis" or "disk".
 	Tier string
 	// Whole says Body is the whole body, with no tip member to prepend: a
-	// front end's answer (ReadWhole), whose shape is another API's.
+	// front end's answer (FrontRead, FrontView), whose shape is another API's.
 	Whole bool
 
 	// buf, when set, is the pooled buffer Body was encoded into
@@ -721,8 +721,12 @@ func (s *Server) compute(ctx context.Context, key, guard string, fn compute) (*c
 	body, err := fn(view, *buf)
 	*buf = body
 	status := 200
-	if errors.Is(err, errNotFoundAnswer) {
+	var sa *statusAnswer
+	switch {
+	case errors.Is(err, errNotFoundAnswer):
 		status, err = 404, nil
+	case errors.As(err, &sa):
+		status, err = sa.status, nil
 	}
 	if err != nil {
 		putAnswerBuf(buf)

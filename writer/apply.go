@@ -47,7 +47,7 @@ func (w *Writer) fill(txn *disk.BlockTxn, b *chain.Block) error {
 	spentInBlock := make(map[chain.OutPoint]struct{})
 	for pos := range b.Txs {
 		tx := &b.Txs[pos]
-		for _, in := range tx.Spends() {
+		for vin, in := range tx.Spends() {
 			if _, twice := spentInBlock[in]; twice {
 				return fmt.Errorf("block %d tx %s spends %s twice in the block: %w",
 					b.Height, tx.Hash, in, chain.ErrDoubleSpend)
@@ -65,7 +65,7 @@ func (w *Writer) fill(txn *disk.BlockTxn, b *chain.Block) error {
 					b.Height, tx.Hash, in, chain.ErrUnknownInput)
 			}
 			spentInBlock[in] = struct{}{}
-			if err := txn.Spend(in, tx.Hash); err != nil {
+			if err := txn.Spend(in, tx.Hash, uint32(vin)); err != nil {
 				return err
 			}
 		}

@@ -56,6 +56,7 @@ type serveSettings struct {
 	stallTimeout                                       time.Duration
 	maxChangeStreams                                   int
 	maxEventStreams                                    int
+	esploraUtxosLimit                                  int
 	applyPriorityWait, checkpointIdleTimeout           time.Duration
 	followURL, bitcoinNetwork                          string
 	followMempool                                      bool
@@ -135,6 +136,7 @@ func runServe(e *env, args []string) error {
 		"a reader that stops reading is dropped after it, and its slot and staged files freed")
 	fs.IntVar(&s.maxChangeStreams, "max-change-streams", replication.DefaultMaxChangeStreams, "on the writer, change-log answers written at once; more answer 429 (replicas retry)")
 	fs.IntVar(&s.maxEventStreams, "max-event-streams", node.DefaultMaxEventStreams, "event streams (GET/POST /v1/events) served at once; more answer 503")
+	fs.IntVar(&s.esploraUtxosLimit, "esplora-utxos-limit", 0, "most outputs an unpaged Esplora UTXO listing (/api/address/:address/utxo) answers; more answer 400 as Esplora does (0: no limit)")
 	fs.Uint64Var(&s.maxLagBlocks, "max-lag-blocks", 10, "a replica further behind its writer than this many `BLOCKS` is not ready (/readyz 503)")
 	fs.DurationVar(&s.applyPriorityWait, "apply-priority-wait", replication.DefaultApplyPriorityWait, "on a replica, longest a new read waits for a change being applied before it goes on (the change goes first on the CPU);\n"+
 		"0: reads never wait")
@@ -167,6 +169,9 @@ func runServe(e *env, args []string) error {
 	}
 	if s.stallTimeout <= 0 {
 		return usagef("--stall-timeout %s: must be positive", s.stallTimeout)
+	}
+	if s.esploraUtxosLimit < 0 {
+		return usagef("--esplora-utxos-limit %d: must not be negative", s.esploraUtxosLimit)
 	}
 	if s.maxEventStreams <= 0 {
 		return usagef("--max-event-streams %d: must be positive", s.maxEventStreams)
@@ -336,10 +341,11 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		MaxBlockMemory:    s.blockMemory,
 		MaxWait:           s.maxWait,
 
-		ReplicationToken: s.replicationToken,
-		StallTimeout:     s.stallTimeout,
-		MaxChangeStreams: s.maxChangeStreams,
-		MaxEventStreams:  s.maxEventStreams,
+		ReplicationToken:  s.replicationToken,
+		StallTimeout:      s.stallTimeout,
+		MaxChangeStreams:  s.maxChangeStreams,
+		MaxEventStreams:   s.maxEventStreams,
+		EsploraUtxosLimit: s.esploraUtxosLimit,
 
 		FollowBitcoinREST: s.followURL,
 		FollowMempool:     s.followMempool,

@@ -54,8 +54,9 @@ var layers = []struct {
 	// Serving, and the tools and binary built on it.
 	{"events", []string{"chain", "query", "tiers/disk"}},
 	{"blockfrost", []string{"cardano/credential", "cardano/script", "chain", "internal/textenc", "query", "tiers/disk"}},
-	{"api", []string{"blockfrost", "cardano/credential", "chain", "events", "query", "replication", "writer"}},
-	{"node", []string{"api", "bitcoin", "blockfrost", "cache", "cardano", "cardano/credential", "cardano/script", "cardano/n2n", "chain", "events", "follow", "internal/diskspace", "query", "replication", "replication/jetstream", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
+	{"api/esplora", []string{"bitcoin", "chain", "query", "tiers/disk"}},
+	{"api", []string{"api/esplora", "blockfrost", "cardano/credential", "chain", "events", "query", "replication", "writer"}},
+	{"node", []string{"api", "api/esplora", "bitcoin", "blockfrost", "cache", "cardano", "cardano/credential", "cardano/script", "cardano/n2n", "chain", "events", "follow", "internal/diskspace", "query", "replication", "replication/jetstream", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
 	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "cardano/n2n", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/jetstream", "replication/storedir", "tiers/disk", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.

@@ -333,7 +333,7 @@ func (f *benchFixture) copyStore(b *testing.B, base string) string {
 func BenchmarkApply(b *testing.B) {
 	f := getFixture(b)
 	const txs = 300
-	for _, impl := range []string{"writer", "naive", "ceiling", "catchup", "catchup-near", "naive-batched"} {
+	for _, impl := range []string{"writer", "writer-counters", "naive", "ceiling", "catchup", "catchup-near", "naive-batched"} {
 		b.Run(fmt.Sprintf("impl=%s/txs=%d", impl, txs), func(b *testing.B) {
 			blocks := f.blocksUpTo(b.N)
 			// The label, inherited by the writer goroutine started here,
@@ -359,7 +359,8 @@ var benchWindow = func() int {
 // benchApply applies blocks (b.N of them) to a fresh copy of the base store
 // of impl:
 //
-//   - writer: Writer.Apply, block by block, each synced;
+//   - writer: Writer.Apply, block by block, each synced; writer-counters:
+//     the same on a store that keeps the address counters;
 //   - catchup: Writer.ApplyBlocks, benchWindow blocks per call and window,
 //     the producer heading to a target PruneDepth + RollbackWindow above the
 //     last block (a catch-up far behind);
@@ -408,10 +409,12 @@ func benchApply(ctx context.Context, b *testing.B, f *benchFixture, impl string,
 			b.Logf("%s, %d blocks in %d windows", impl, len(blocks), windows)
 			return st.Close()
 		}
-	case "writer":
+	case "writer", "writer-counters":
 		dir := f.copyStore(b, f.oursBase)
 		defer os.RemoveAll(dir)
-		st, err := disk.Open(dir, disk.Options{})
+		// writer-counters keeps the address counters (counters.go) from
+		// its first block on: what they add to a live block.
+		st, err := disk.Open(dir, disk.Options{Counters: impl == "writer-counters"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -28,6 +28,11 @@ const (
 	// DimAsset lists outputs by each asset they carry: the value is
 	// AssetValue(policy, name). Optional.
 	DimAsset Dimension = 5
+	// DimScriptHash lists outputs by the SHA-256 of their output script (32
+	// bytes, natural byte order): Esplora's script hash. Optional; its
+	// values come from the chain adapter (Derivers), which knows how an
+	// address maps to a script.
+	DimScriptHash Dimension = 6
 	// DimReferenceScriptHash lists outputs by the hash of the reference
 	// script they carry. Optional; its values come from the chain adapter
 	// (Derivers): for Cardano, blake2b-224 of the script's language tag
@@ -69,6 +74,7 @@ var dimensions = map[Dimension]struct {
 	DimPaymentCredential:   {name: "payment_credential", derived: true},
 	DimStakeCredential:     {name: "stake_credential", derived: true},
 	DimAsset:               {name: "asset"},
+	DimScriptHash:          {name: "script_hash", derived: true},
 	DimReferenceScriptHash: {name: "reference_script_hash", derived: true},
 	DimDatumHash:           {name: "datum_hash", derived: true},
 }

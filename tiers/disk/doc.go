@@ -27,6 +27,10 @@
 //	0x10    tx_hash[32] index[4]                            lease: expiry, lease id        while live and leased
 //	0x11    lease_id, zero-padded to 64 bytes               lease: expiry, outpoints       until released or
 //	                                                        (lease.go)                     swept after expiry
+//	0x14    'c' dim_key[16]                                 address counters (counters.go) while not all zero
+//	0x14    'u' height[8]                                   the block's counter delta      rollback_window blocks
+//	0x14    'f'                                             height counters count from     forever
+//	0x15    height[8]                                       block time (blocktime.go)      while on the chain
 //
 // A frozen output's 0x02 record and 0x03 index rows carry record state 0x03
 // (live and frozen) instead of 0x01: reads see the mark in the bytes they

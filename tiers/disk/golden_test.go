@@ -266,6 +266,26 @@ var recordGoldens = []struct {
 		},
 		hex: "01 02 0000000000000000 00000000 00 01 01 61 01 01 01 01 02 03 01 " + hexDD + " 01 d1 01 c0 " +
 			hexBB + " ffffffffffffffff",
+	}, {
+		// State 0x04 (schema 3): spent, with the spending input's index;
+		// the second example of record.go's doc comment.
+		name: "spent, with the spending input",
+		rec: Record{
+			Utxo: chain.Utxo{OutPoint: goldOp, Height: 9, Flags: chain.FlagCoinbase,
+				Output: chain.Output{Address: "1A1z", Value: 5_000_000_000}},
+			Spent:    &chain.Spent{TxHash: goldHash(0x22), Height: 0x10},
+			SpentVin: 3, SpentVinKnown: true,
+		},
+		hex: "01 04 0000000000000009 00000000 01 80e497d012 04 3141317a 00 00 00 00 " + strings.Repeat("22", 32) + " 0000000000000010 00000003",
+	},
+	{
+		name: "spent by the last possible input",
+		rec: Record{
+			Utxo:     chain.Utxo{OutPoint: goldOp, Output: chain.Output{Address: "a"}},
+			Spent:    &chain.Spent{TxHash: goldHash(0xbb), Height: 1},
+			SpentVin: math.MaxUint32, SpentVinKnown: true,
+		},
+		hex: "01 04 0000000000000000 00000000 00 00 01 61 00 00 00 00 " + hexBB + " 0000000000000001 ffffffff",
 	},
 }
 
@@ -609,10 +629,11 @@ var schemaGoldens = []struct {
 	hex    string
 }{
 	// Version SchemaVersion on purpose: bumping it must update these goldens.
-	{"address only", schema{version: SchemaVersion, dims: []Dimension{DimAddress}}, "00000002 01 01"},
+	{"address only", schema{version: SchemaVersion, dims: []Dimension{DimAddress}}, "00000003 01 01"},
+	{"version 2, before spent records named their input", schema{version: 2, dims: []Dimension{DimAddress}}, "00000002 01 01"},
 	{"version 1, before freezes", schema{version: 1, dims: []Dimension{DimAddress}}, "00000001 01 01"},
-	{"address and asset policy", schema{version: SchemaVersion, dims: []Dimension{DimAddress, DimAssetPolicy}}, "00000002 02 01 02"},
-	{"the Cardano indexes", schema{version: SchemaVersion, dims: []Dimension{DimAddress, DimAssetPolicy, DimPaymentCredential, DimStakeCredential, DimAsset}}, "00000002 05 01 02 03 04 05"},
+	{"address and asset policy", schema{version: SchemaVersion, dims: []Dimension{DimAddress, DimAssetPolicy}}, "00000003 02 01 02"},
+	{"the Cardano indexes", schema{version: SchemaVersion, dims: []Dimension{DimAddress, DimAssetPolicy, DimPaymentCredential, DimStakeCredential, DimAsset}}, "00000003 05 01 02 03 04 05"},
 }
 
 // TestGoldenFreezeRow writes freeze.go's example field by field.
@@ -650,7 +671,7 @@ func TestGoldenSchema(t *testing.T) {
 	}
 	// A newer version is reported, whatever follows it: Open turns it into
 	// ErrNewerSchema rather than ErrCorrupt.
-	for _, h := range []string{"00000003 01 01", "00000003", "ffffffff ff ff ff"} {
+	for _, h := range []string{"00000004 01 01", "00000004", "ffffffff ff ff ff"} {
 		s, err := decodeSchema(unhex(t, h))
 		if err != nil || s.version <= SchemaVersion {
 			t.Errorf("newer schema %s: version %d, err %v", h, s.version, err)
@@ -700,7 +721,7 @@ func goldenCodecs() []goldenCodec {
 			{"version 0", "00 01 0000000000000000 00000000 00 00 01 61 00" + recTail, "unknown version"},
 			{"version 2", "02 01 0000000000000000 00000000 00 00 01 61 00" + recTail, "unknown version"},
 			{"state 0", "01 00 0000000000000000 00000000 00 00 01 61 00" + recTail, "unknown state"},
-			{"state 4", "01 04 0000000000000000 00000000 00 00 01 61 00" + recTail, "unknown state"},
+			{"state 5", "01 05 0000000000000000 00000000 00 00 01 61 00" + recTail, "unknown state"},
 			{"datum hash flag 2", recHead + "00 01 61 00 02 " + hexDD + " 00 00", "bad datum hash flag"},
 			{"unknown flag bit", "01 01 0000000000000000 00000000 04 00 01 61 00" + recTail, "unknown flag bits"},
 			{"value uvarint not canonical", recHead + "8000 01 61 00" + recTail, "non-canonical uvarint"},

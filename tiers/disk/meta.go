@@ -15,11 +15,35 @@ import (
 // that holds no freeze: it is read as it is, and its schema row is raised
 // in the batch of its first freeze, from when a binary that predates
 // freezes refuses it (ErrNewerSchema) instead of reading a frozen record
-// as corrupt. A new store is created at version 2.
-const SchemaVersion uint32 = schemaFrozen
+// as corrupt.
+//
+// Version 3 adds spent records that name the spending input (record state
+// 0x04: record.go), and nothing else. A version 1 or 2 store is read as it
+// is (its spent records, state 0x02, read with the input unknown), and its
+// schema row is raised in the batch of the first block it applies with
+// this code, from when a binary that predates state 0x04 refuses it. A new
+// store is created at version 3.
+const SchemaVersion uint32 = schemaSpenderVin
 
 // schemaFrozen is the first schema version that may hold frozen outputs.
 const schemaFrozen uint32 = 2
+
+// schemaSpenderVin is the first schema version whose spent records may
+// name the spending input.
+const schemaSpenderVin uint32 = 3
+
+// raiseSchema adds to b the schema row of version schemaSpenderVin
+// when the store's is older: b is a block's batch, which may write spent
+// records of state 0x04. schemaRaised records it once b is committed.
+// Writer goroutine only.
+func (s *Store) raiseSchema(b *keyBatch) bool {
+	if s.schemaVersion >= schemaSpenderVin {
+		return false
+	}
+	sc := schema{version: schemaSpenderVin, dims: s.dims}
+	_ = b.Set(keySchema, appendSchema(nil, &sc), nil)
+	return true
+}
 
 // State is the state row (0x01 'T'), written in every block's batch, so it is
 // always consistent with the rest of the store.

@@ -61,7 +61,7 @@ func TestPrefetchMatchesLookup(t *testing.T) {
 	if after := s.Health().RecentMisses; after != prefetched {
 		t.Fatalf("lookups after the prefetch read Pebble again: %d reads", after-prefetched)
 	}
-	if err := txn.Spend(chain.OutPoint{TxHash: testHash(7)}, testHash(20_000)); err != nil {
+	if err := txn.Spend(chain.OutPoint{TxHash: testHash(7)}, testHash(20_000), 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := txn.Commit(); err != nil {

@@ -49,9 +49,15 @@ func (s *Store) prune(b *keyBatch, st *State, touched map[chain.OutPoint]*txnEnt
 			if gap := limit - st.UndoFloor; gap <= undoPointDeleteMax {
 				for h := st.UndoFloor; h < limit; h++ {
 					_ = b.Delete(heightKey(prefixUndo, h), nil)
+					if s.count.on {
+						_ = b.Delete(counterUndoKey(h), nil)
+					}
 				}
 			} else {
 				_ = b.DeleteRange(heightKey(prefixUndo, st.UndoFloor), heightKey(prefixUndo, limit), nil)
+				if s.count.on {
+					_ = b.DeleteRange(counterUndoKey(st.UndoFloor), counterUndoKey(limit), nil)
+				}
 			}
 			work.undo += limit - st.UndoFloor
 			st.UndoFloor = limit

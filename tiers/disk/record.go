@@ -11,7 +11,8 @@ import (
 // Layout (version 1):
 //
 //	version      1 byte  = 0x01
-//	state        1 byte  0x01 live, 0x02 spent, 0x03 live and frozen (freeze.go)
+//	state        1 byte  0x01 live, 0x02 spent, 0x03 live and frozen (freeze.go),
+//	                     0x04 spent, with the spending input's index
 //	height       uint64  created height
 //	tx_pos       uint32  position of the creating tx in its block
 //	flags        1 byte  chain.FlagCoinbase | chain.FlagCollateralReturn; other bits corrupt
@@ -22,7 +23,19 @@ import (
 //	datum_hash   1 byte presence (0 or 1), then 32 bytes when present
 //	datum        uvarint length, bytes
 //	script_ref   uvarint length, bytes
-//	spender      (state spent only) tx hash 32 bytes, spent height uint64
+//	spender      (states 0x02, 0x04) tx hash 32 bytes, spent height uint64
+//	spender_vin  (state 0x04 only) uint32: the index of the spender's input
+//	             that spends the output
+//
+// State 0x04 (schema version 3, meta.go) is what a spend writes since
+// spent records name the spending input; a record spent by an older binary
+// keeps state 0x02 and reads with the input unknown (Record.SpentVinKnown
+// false), which the Esplora front end answers as a 404 rather than guess.
+// Example of a spent record, the output above spent by the tx 2222…22 at
+// height 0x10 through its input 3:
+//
+//	01 04 0000000000000009 00000000 01 80e497d012 04 3141317a 00 00 00 00
+//	   2222…22 0000000000000010 00000003
 //
 // Example: a live coinbase output of 50 BTC to "1A1z", created at height 9 by
 // the tx at position 0:
@@ -37,6 +50,11 @@ type Record struct {
 	// Frozen marks a live output an operator froze (freeze.go); never set
 	// with Spent: spending an output ends its freeze.
 	Frozen bool
+	// SpentVin is the index of the spender's input that spends the output,
+	// when SpentVinKnown (a spent record of state 0x04); a record spent by a
+	// binary from before spending inputs were kept has it unknown.
+	SpentVin      uint32
+	SpentVinKnown bool
 }
 
 const (
@@ -46,6 +64,9 @@ const (
 	// stateFrozen is a live output that is frozen: the same layout as
 	// stateLive. Added in schema version 2 (meta.go).
 	stateFrozen byte = 0x03
+	// stateSpentVin is a spent record that names the spending input. Added
+	// in schema version 3 (meta.go).
+	stateSpentVin byte = 0x04
 )
 
 // The block format's fixed sizes (chain/limits.go) bound what a decoder
@@ -61,6 +82,8 @@ func appendRecord(dst []byte, r *Record) []byte {
 	u := &r.Utxo
 	state := stateLive
 	switch {
+	case r.Spent != nil && r.SpentVinKnown:
+		state = stateSpentVin
 	case r.Spent != nil:
 		state = stateSpent
 	case r.Frozen:
@@ -89,6 +112,9 @@ func appendRecord(dst []byte, r *Record) []byte {
 	if r.Spent != nil {
 		dst = append(dst, r.Spent.TxHash[:]...)
 		dst = binary.BigEndian.AppendUint64(dst, r.Spent.Height)
+		if r.SpentVinKnown {
+			dst = binary.BigEndian.AppendUint32(dst, r.SpentVin)
+		}
 	}
 	return dst
 }

@@ -31,10 +31,13 @@ type UtxoRef struct {
 	DatumHash []byte
 	// Frozen reports a live output an operator froze (freeze.go).
 	Frozen bool
-	// Spent reports a spent record; SpenderTxHash and SpentHeight are then set.
-	Spent         bool
-	SpenderTxHash chain.Hash
-	SpentHeight   uint64
+	// Spent reports a spent record; SpenderTxHash and SpentHeight are then set,
+	// and SpenderVin when SpenderVinKnown (Record.SpentVin).
+	Spent           bool
+	SpenderTxHash   chain.Hash
+	SpentHeight     uint64
+	SpenderVin      uint32
+	SpenderVinKnown bool
 
 	assetCount int
 	assets     []byte // the encoded assets: assetCount × (policy, name, quantity)
@@ -94,7 +97,7 @@ func parseRecord(d *decbuf, r *UtxoRef) {
 		d.fail("unknown version")
 	}
 	state := d.byte1()
-	if d.err() == nil && state != stateLive && state != stateSpent && state != stateFrozen {
+	if d.err() == nil && state != stateLive && state != stateSpent && state != stateFrozen && state != stateSpentVin {
 		d.fail("unknown state")
 	}
 	r.Frozen = state == stateFrozen
@@ -127,10 +130,15 @@ func parseRecord(d *decbuf, r *UtxoRef) {
 	}
 	r.Datum = d.lenRef(maxBlobLen)
 	r.ScriptRef = d.lenRef(maxBlobLen)
-	r.Spent = state == stateSpent
+	r.Spent = state == stateSpent || state == stateSpentVin
+	r.SpenderVinKnown = state == stateSpentVin
+	r.SpenderVin = 0
 	if r.Spent {
 		copy(r.SpenderTxHash[:], d.fixed(chain.HashSize))
 		r.SpentHeight = d.u64()
+		if r.SpenderVinKnown {
+			r.SpenderVin = d.u32()
+		}
 	} else {
 		r.SpenderTxHash, r.SpentHeight = chain.Hash{}, 0
 	}
@@ -214,6 +222,7 @@ func (r *UtxoRef) record() Record {
 	u.ScriptRef = cloneOrNil(r.ScriptRef)
 	if r.Spent {
 		rec.Spent = &chain.Spent{TxHash: r.SpenderTxHash, Height: r.SpentHeight}
+		rec.SpentVin, rec.SpentVinKnown = r.SpenderVin, r.SpenderVinKnown
 	}
 	rec.Frozen = r.Frozen
 	return rec

@@ -285,6 +285,11 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 	_ = b.Delete(heightKey(prefixSpentAt, h), nil)
 	_ = b.Delete(heightKey(prefixUndo, h), nil)
 	_ = b.Delete(heightKey(prefixBlockHash, h), nil)
+	_ = b.Delete(heightKey(prefixBlockTime, h), nil)
+	countFrom, fromLowered, err := s.rollbackCounters(b, h)
+	if err != nil {
+		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
+	}
 	_ = b.Delete(hashBlockKey(prev.Tip.Hash), nil)
 	if err := s.visibilityEdge(h, ch); err != nil {
 		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
@@ -308,6 +313,10 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 	s.afterCommit(b)
 	s.reportLapses()
 	s.logFloor = logFloor
+	if fromLowered {
+		s.count.from = countFrom
+	}
+	s.countersCommitted()
 	// The young-output view may hold outputs this block created: drop it
 	// (exactness over a warm view; rollbacks are rare).
 	s.recent.reset()

@@ -97,6 +97,11 @@ type Options struct {
 	// of them opens without it, for reads, but refuses every write
 	// (ErrNoDeriver).
 	Derivers Derivers
+	// Counters starts per-address lifetime counters (counters.go) on a
+	// store that keeps none: counted from the next block it applies. A
+	// store that keeps them records it and keeps counting whatever later
+	// opens ask, so false never stops them.
+	Counters bool
 	// Logger receives Pebble's events and the store's own. Default: discard.
 	Logger *slog.Logger
 	// Pending bounds the pending set and sets the expiry of a post
@@ -245,6 +250,10 @@ type Store struct {
 	// schemaVersion is the version the store's schema row holds
 	// (SchemaVersion, or 1 for a store without a freeze yet: meta.go).
 	schemaVersion uint32
+	// count is the address counters' state, counterRows the writer's
+	// cache of their rows (counters.go).
+	count       counting
+	counterRows counterCache
 	// lapses are the freezes the batch being built ends (freeze.go).
 	lapses []lapse
 	// leases are the committed leases and the batch's changes (lease.go).
@@ -315,6 +324,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s := &Store{db: db, opts: opts, bgErrors: bg, recent: newRecentOutputs(opts.RecentOutputs), balances: newBalanceCache(opts.BalanceCache)}
 	if err := s.init(given); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := s.loadCounting(); err != nil {
 		db.Close()
 		return nil, err
 	}

@@ -35,6 +35,8 @@ type BlockTxn struct {
 	// win is the catch-up window this txn applies (window.go); nil: one
 	// block, committed as today.
 	win *window
+	// counters is the open block's counter delta (counters.go).
+	counters blockCounters
 }
 
 // dirtyEntry is an entry of BlockTxn.order.
@@ -226,9 +228,9 @@ func (t *BlockTxn) markDirty(op chain.OutPoint, e *txnEntry) {
 	}
 }
 
-// Spend marks the live output at op spent by tx spender in this block. The
-// caller has seen it live through Lookup.
-func (t *BlockTxn) Spend(op chain.OutPoint, spender chain.Hash) error {
+// Spend marks the live output at op spent by input vin of tx spender in
+// this block. The caller has seen it live through Lookup.
+func (t *BlockTxn) Spend(op chain.OutPoint, spender chain.Hash, vin uint32) error {
 	e, err := t.entry(op)
 	if err != nil {
 		return err
@@ -240,8 +242,9 @@ func (t *BlockTxn) Spend(op chain.OutPoint, spender chain.Hash) error {
 		t.win.spend(op, e, t.block.Height)
 	}
 	t.markDirty(op, e)
+	t.count(&e.after.Utxo, spender, true)
 	sr := &spentRecord{spent: chain.Spent{TxHash: spender, Height: t.block.Height}}
-	sr.rec = Record{Utxo: e.after.Utxo, Spent: &sr.spent}
+	sr.rec = Record{Utxo: e.after.Utxo, Spent: &sr.spent, SpentVin: vin, SpentVinKnown: true}
 	e.after = &sr.rec
 	return nil
 }
@@ -266,6 +269,7 @@ func (t *BlockTxn) Create(u *chain.Utxo) error {
 		t.win.create(u, e)
 	}
 	t.markDirty(u.OutPoint, e)
+	t.count(u, u.TxHash, false)
 	e.created = true
 	e.after = &Record{Utxo: *u}
 	return nil
@@ -344,9 +348,13 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 	if len(spentHere) > 0 {
 		_ = b.Set(heightKey(prefixSpentAt, h), spentHere, nil)
 	}
+	if err := s.commitCounters(b, h, [][]counterDelta{t.endCounters()}, []bool{true}, []uint64{h}); err != nil {
+		return nil, fmt.Errorf("disk: apply block %d: %w", h, err)
+	}
 	s.undoBuf = appendUndo(s.undoBuf[:0], &undo) // the batch copies it
 	_ = b.Set(heightKey(prefixUndo, h), s.undoBuf, nil)
 	_ = b.Set(heightKey(prefixBlockHash, h), appendBlockHashRow(nil, t.block.Hash, t.block.Slot), nil)
+	_ = b.Set(heightKey(prefixBlockTime, h), appendBlockTimeRow(nil, t.block.Time), nil)
 	_ = b.Set(hashBlockKey(t.block.Hash), binary.BigEndian.AppendUint64(nil, h), nil)
 	if err := s.visibilityEdge(h, ch); err != nil {
 		return nil, fmt.Errorf("disk: apply block %d: %w", h, err)
@@ -364,9 +372,15 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 		return nil, err
 	}
 	_ = b.Set(keyState, appendState(nil, &st), nil)
+	raised := s.raiseSchema(b)
 	if err := s.commitKeys(b); err != nil {
 		return nil, fmt.Errorf("disk: commit block %d: %w", h, err)
 	}
+	if raised {
+		s.schemaVersion = schemaSpenderVin
+	}
+	s.counted(h)
+	s.countersCommitted()
 	s.afterCommit(b)
 	s.reportLapses()
 	t.committed(d, &st, pruned, logFloor)

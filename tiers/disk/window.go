@@ -142,15 +142,19 @@ type blockImage struct {
 
 // windowBlock is what one ended block of a window writes.
 type windowBlock struct {
-	height  uint64
-	hash    chain.Hash
-	slot    uint64
-	seq     uint64
-	spentAt []byte // packed outpoints of its kept spends: the 0x05 row
-	undo    []byte // its undo delta; nil: none (too deep to roll back)
-	record  []byte // its change-log record; nil with the log off
-	time    int64
-	ptxs    []pendingBlockTx // what its pending effects need (pending.go)
+	height uint64
+	hash   chain.Hash
+	slot   uint64
+	time   int64
+	seq    uint64
+	// counters is the block's counter delta, and counterUndo whether it
+	// keeps it as a row (it keeps an undo delta): counters.go.
+	counters    []counterDelta
+	counterUndo bool
+	spentAt     []byte           // packed outpoints of its kept spends: the 0x05 row
+	undo        []byte           // its undo delta; nil: none (too deep to roll back)
+	record      []byte           // its change-log record; nil with the log off
+	ptxs        []pendingBlockTx // what its pending effects need (pending.go)
 }
 
 // NewWindow starts a catch-up window towards height target (the height the
@@ -295,7 +299,8 @@ func (t *BlockTxn) End() error {
 	st.MaxHeight = max(st.MaxHeight, b.Height)
 	st.SkippedInputs += w.skipped
 	st.Seq++
-	wb := windowBlock{height: b.Height, hash: b.Hash, slot: b.Slot, seq: st.Seq, spentAt: w.spentHere, time: b.Time}
+	wb := windowBlock{height: b.Height, hash: b.Hash, slot: b.Slot, time: b.Time, seq: st.Seq, spentAt: w.spentHere,
+		counters: t.endCounters(), counterUndo: w.images != nil}
 	if !t.s.pending.empty() {
 		wb.ptxs = pendingBlockTxs(b)
 	}
@@ -432,12 +437,24 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 			_ = b.Set(heightKey(prefixUndo, wb.height), wb.undo, nil)
 		}
 		_ = b.Set(heightKey(prefixBlockHash, wb.height), appendBlockHashRow(nil, wb.hash, wb.slot), nil)
+		_ = b.Set(heightKey(prefixBlockTime, wb.height), appendBlockTimeRow(nil, wb.time), nil)
 		_ = b.Set(hashBlockKey(wb.hash), binary.BigEndian.AppendUint64(nil, wb.height), nil)
 		if err := s.visibilityEdge(wb.height, ch); err != nil {
 			return nil, fmt.Errorf("disk: apply block %d: %w", wb.height, err)
 		}
 		if wb.record != nil {
 			floor = s.logRecord(b, wb.seq, wb.record, floor)
+		}
+	}
+	if s.count.on {
+		deltas := make([][]counterDelta, len(w.blocks))
+		undo := make([]bool, len(w.blocks))
+		heights := make([]uint64, len(w.blocks))
+		for i := range w.blocks {
+			deltas[i], undo[i], heights[i] = w.blocks[i].counters, w.blocks[i].counterUndo, w.blocks[i].height
+		}
+		if err := s.commitCounters(b, heights[0], deltas, undo, heights); err != nil {
+			return nil, fmt.Errorf("disk: apply window to block %d: %w", last, err)
 		}
 	}
 	var pruned pruneWork
@@ -456,9 +473,15 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 		return nil, fmt.Errorf("disk: prune pending at block %d: %w", last, err)
 	}
 	_ = b.Set(keyState, appendState(nil, &st), nil)
+	raised := s.raiseSchema(b)
 	if err := s.commitKeys(b); err != nil {
 		return nil, fmt.Errorf("disk: commit window to block %d: %w", last, err)
 	}
+	if raised {
+		s.schemaVersion = schemaSpenderVin
+	}
+	s.counted(w.blocks[0].height)
+	s.countersCommitted()
 	s.reportLapses()
 	t.committed(d, &st, pruned, floor)
 	ch.setBalances(d)
