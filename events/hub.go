@@ -227,9 +227,11 @@ func (h *Hub) dispatch(next uint64) error {
 }
 
 // deliver hands d to the live streams it touches and moves next past it.
+// Streams that watch the same touched keys (under the same names) share
+// one encoded event. Each stream's queue has its own lock, so a stream
+// draining its queue never waits for the dispatcher's pass over the others.
 func (h *Hub) deliver(d *digest) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	type hit struct {
 		keys []int
 		effs []*effects
@@ -252,15 +254,36 @@ func (h *Hub) deliver(d *digest) {
 			x.effs = append(x.effs, e)
 		}
 	}
+	var shared map[string][]byte // encoded events by the keys they list
+	var name []byte
+	wake := make([]*Stream, 0, len(hits))
 	for s, x := range hits {
 		keys, effs := s.ordered(x.keys, x.effs)
-		if !s.push(appendEvent(nil, d, keys, effs), d.seq, h.opts.Queue) {
+		name = name[:0]
+		for _, k := range keys {
+			name = append(name, k.json...)
+		}
+		ev, ok := shared[string(name)]
+		if !ok {
+			ev = appendEvent(nil, d, keys, effs)
+			if shared == nil {
+				shared = map[string][]byte{}
+			}
+			shared[string(name)] = ev
+		}
+		s.pos = d.seq
+		if !s.push(ev, d.seq, h.opts.Queue) {
 			h.unregister(s)
 		}
+		wake = append(wake, s)
 	}
 	h.next = d.seq + 1
 	close(h.gen)
 	h.gen = make(chan struct{})
+	h.mu.Unlock()
+	for _, s := range wake {
+		s.signal()
+	}
 }
 
 // register adds s to the live streams; h.mu held.
@@ -360,13 +383,18 @@ type Stream struct {
 	index map[string]int // keyID → position in keys
 
 	// Guarded by h.mu.
-	pos      uint64   // the last seq whose events are written or queued
+	pos    uint64 // the last seq whose events are written or queued
+	closed bool
+	joined chan struct{} // closed once the stream is live (tests wait on it)
+
+	// Guarded by mu (taken after h.mu when both are held): what the stream's
+	// goroutine drains.
+	mu       sync.Mutex
 	queue    [][]byte // events waiting to be written, in seq order
+	last     uint64   // the seq of the last event queued
 	ended    error    // set once: the stream ends after its queue
-	overflow bool     // ended for falling behind: after pos
+	overflow bool     // ended for falling behind: after last
 	wake     chan struct{}
-	closed   bool
-	joined   chan struct{} // closed once the stream is live (tests wait on it)
 }
 
 // ordered returns the keys and effects of positions idx in the stream's key
@@ -387,16 +415,19 @@ func (s *Stream) ordered(idx []int, effs []*effects) ([]*Key, []*effects) {
 
 // push queues ev (the event of seq) unless the queue is full: then the
 // stream is ended with an overflow after its last queued seq, and push
-// reports false. h.mu held.
+// reports false. The caller signals the stream. h.mu held.
 func (s *Stream) push(ev []byte, seq uint64, limit int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended != nil {
+		return false
+	}
 	if len(s.queue) >= limit {
 		s.ended, s.overflow = errOverflow, true
-		s.signal()
 		return false
 	}
 	s.queue = append(s.queue, ev)
-	s.pos = seq
-	s.signal()
+	s.last = seq
 	return true
 }
 
@@ -404,9 +435,11 @@ var errOverflow = errors.New("events: stream overflow")
 
 // end ends the stream with err after its queue. h.mu held.
 func (s *Stream) end(err error) {
+	s.mu.Lock()
 	if s.ended == nil {
 		s.ended = err
 	}
+	s.mu.Unlock()
 	s.signal()
 }
 
@@ -456,20 +489,26 @@ func (s *Stream) Run(ctx context.Context, w io.Writer, flush func() error) error
 	timer := time.NewTimer(s.h.opts.Heartbeat)
 	defer timer.Stop()
 	for {
-		s.h.mu.Lock()
-		q, ended, over, pos := s.queue, s.ended, s.overflow, s.pos
+		s.mu.Lock()
+		q, ended, over, last := s.queue, s.ended, s.overflow, s.last
 		s.queue = nil
-		s.h.mu.Unlock()
+		s.mu.Unlock()
+		// Every queued event, then one flush.
 		for _, ev := range q {
-			if err := write(ev); err != nil {
+			if _, err := w.Write(ev); err != nil {
 				return err
 			}
 		}
 		if ended != nil {
 			if over {
-				return write(appendOverflow(nil, pos))
+				return write(appendOverflow(nil, last))
 			}
 			return ended
+		}
+		if len(q) > 0 {
+			if err := flush(); err != nil {
+				return err
+			}
 		}
 		if len(q) > 0 {
 			timer.Reset(s.h.opts.Heartbeat) // go1.23 timers: no stale tick survives Reset
