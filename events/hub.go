@@ -54,6 +54,8 @@ type Options struct {
 	Dimensions map[disk.Dimension]disk.ValuesFunc
 	// BlockLimits bound the decoding of the log's blocks. Zero: defaults.
 	BlockLimits chain.Limits
+	// Metrics. Nil: none.
+	Metrics *Metrics
 	// Logger. Default: discard.
 	Logger *slog.Logger
 }
@@ -116,6 +118,7 @@ type Hub struct {
 	g    digester
 
 	open atomic.Int64 // streams open
+	pub  publishRing  // when recent seqs were published (MarkPublished)
 
 	mu     sync.Mutex
 	next   uint64               // the seq the dispatcher hands out next
@@ -154,6 +157,11 @@ func (h *Hub) Close() {
 	h.cancel()
 	<-h.done
 }
+
+// MarkPublished records that seq was published at at: the node calls it
+// as it publishes each change, and a live event's delivery time
+// (Metrics) is measured from it.
+func (h *Hub) MarkPublished(seq uint64, at time.Time) { h.pub.mark(seq, at) }
 
 // Open reports the streams open now.
 func (h *Hub) Open() int { return int(h.open.Load()) }
@@ -256,6 +264,7 @@ func (h *Hub) deliver(d *digest) {
 	}
 	var shared map[string][]byte // encoded events by the keys they list
 	var name []byte
+	at := h.pub.at(d.seq)
 	wake := make([]*Stream, 0, len(hits))
 	for s, x := range hits {
 		keys, effs := s.ordered(x.keys, x.effs)
@@ -272,7 +281,8 @@ func (h *Hub) deliver(d *digest) {
 			shared[string(name)] = ev
 		}
 		s.pos = d.seq
-		if !s.push(ev, d.seq, h.opts.Queue) {
+		if !s.push(queued{ev, at}, d.seq, h.opts.Queue) {
+			h.opts.Metrics.overflowed()
 			h.unregister(s)
 		}
 		wake = append(wake, s)
@@ -328,6 +338,13 @@ func (h *Hub) Subscribe(keys []*Key, after uint64, resume bool) (*Stream, error)
 		h.open.Add(-1)
 		return nil, fmt.Errorf("%d streams are open, the limit: %w", h.opts.MaxStreams, ErrTooManyStreams)
 	}
+	h.opts.Metrics.opened(1)
+	ok := false
+	defer func() {
+		if !ok {
+			h.opts.Metrics.opened(-1)
+		}
+	}()
 	s := &Stream{h: h, index: make(map[string]int, len(keys)), wake: make(chan struct{}, 1), joined: make(chan struct{})}
 	for _, k := range keys {
 		if !h.Watches(k.Dim) {
@@ -351,6 +368,7 @@ func (h *Hub) Subscribe(keys []*Key, after uint64, resume bool) (*Stream, error)
 		h.open.Add(-1)
 		return nil, err
 	}
+	ok = true
 	return s, nil
 }
 
@@ -390,7 +408,7 @@ type Stream struct {
 	// Guarded by mu (taken after h.mu when both are held): what the stream's
 	// goroutine drains.
 	mu       sync.Mutex
-	queue    [][]byte // events waiting to be written, in seq order
+	queue    []queued // events waiting to be written, in seq order
 	last     uint64   // the seq of the last event queued
 	ended    error    // set once: the stream ends after its queue
 	overflow bool     // ended for falling behind: after last
@@ -416,7 +434,7 @@ func (s *Stream) ordered(idx []int, effs []*effects) ([]*Key, []*effects) {
 // push queues ev (the event of seq) unless the queue is full: then the
 // stream is ended with an overflow after its last queued seq, and push
 // reports false. The caller signals the stream. h.mu held.
-func (s *Stream) push(ev []byte, seq uint64, limit int) bool {
+func (s *Stream) push(ev queued, seq uint64, limit int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended != nil {
@@ -429,6 +447,13 @@ func (s *Stream) push(ev []byte, seq uint64, limit int) bool {
 	s.queue = append(s.queue, ev)
 	s.last = seq
 	return true
+}
+
+// queued is one event waiting to be written: its bytes, and when its change
+// was published (zero: not known).
+type queued struct {
+	ev []byte
+	at time.Time
 }
 
 var errOverflow = errors.New("events: stream overflow")
@@ -463,6 +488,7 @@ func (s *Stream) Close() {
 		h.unregister(s)
 	}
 	h.open.Add(-1)
+	h.opts.Metrics.opened(-1)
 }
 
 // Run writes the stream to w, calling flush after each write, until ctx
@@ -494,8 +520,8 @@ func (s *Stream) Run(ctx context.Context, w io.Writer, flush func() error) error
 		s.queue = nil
 		s.mu.Unlock()
 		// Every queued event, then one flush.
-		for _, ev := range q {
-			if _, err := w.Write(ev); err != nil {
+		for _, e := range q {
+			if _, err := w.Write(e.ev); err != nil {
 				return err
 			}
 		}
@@ -508,6 +534,12 @@ func (s *Stream) Run(ctx context.Context, w io.Writer, flush func() error) error
 		if len(q) > 0 {
 			if err := flush(); err != nil {
 				return err
+			}
+			now := time.Now()
+			for _, e := range q {
+				if !e.at.IsZero() {
+					s.h.opts.Metrics.delivered(now.Sub(e.at))
+				}
 			}
 		}
 		if len(q) > 0 {
