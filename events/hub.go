@@ -519,9 +519,19 @@ func (s *Stream) Run(ctx context.Context, w io.Writer, flush func() error) error
 		q, ended, over, last := s.queue, s.ended, s.overflow, s.last
 		s.queue = nil
 		s.mu.Unlock()
-		// Every queued event, then one flush.
-		for _, e := range q {
-			if _, err := w.Write(e.ev); err != nil {
+		// Every queued event in one write, then one flush.
+		switch len(q) {
+		case 0:
+		case 1:
+			if _, err := w.Write(q[0].ev); err != nil {
+				return err
+			}
+		default:
+			var batch []byte
+			for _, e := range q {
+				batch = append(batch, e.ev...)
+			}
+			if _, err := w.Write(batch); err != nil {
 				return err
 			}
 		}
