@@ -265,7 +265,6 @@ func (h *Hub) deliver(d *digest) {
 	var shared map[string][]byte // encoded events by the keys they list
 	var name []byte
 	at := h.pub.at(d.seq)
-	wake := make([]*Stream, 0, len(hits))
 	for s, x := range hits {
 		keys, effs := s.ordered(x.keys, x.effs)
 		name = name[:0]
@@ -285,15 +284,14 @@ func (h *Hub) deliver(d *digest) {
 			h.opts.Metrics.overflowed()
 			h.unregister(s)
 		}
-		wake = append(wake, s)
+		// At once: the stream's goroutine takes only its own lock, so it
+		// writes while the dispatcher goes on with the others.
+		s.signal()
 	}
 	h.next = d.seq + 1
 	close(h.gen)
 	h.gen = make(chan struct{})
 	h.mu.Unlock()
-	for _, s := range wake {
-		s.signal()
-	}
 }
 
 // register adds s to the live streams; h.mu held.
