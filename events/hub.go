@@ -392,7 +392,7 @@ func (h *Hub) check(after uint64) error {
 }
 
 // Stream is one client's stream. Its goroutine (Run) writes; the dispatcher
-// queues events for it under the hub's lock.
+// queues events for it under the hub's lock and the stream's own.
 type Stream struct {
 	h     *Hub
 	keys  []*Key
