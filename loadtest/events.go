@@ -52,9 +52,9 @@ type EventsResult struct {
 	// sent (an upper bound: it includes the apply).
 	ReceivedAfterAck  LatencySummary `json:"received_after_ack"`
 	ReceivedAfterSend LatencySummary `json:"received_after_send"`
-	// IdleStreamBytes is the service's memory per idle stream: the growth
-	// of its live Go heap (after a forced GC) and goroutine stacks over
-	// Streams idle streams, divided by Streams. IdleStreamInuse is the
+	// IdleStreamBytes is the service's memory per idle stream: its live Go
+	// heap (after a forced GC) and goroutine stacks with Streams idle
+	// streams open, less the same once it has closed them, over Streams. IdleStreamInuse is the
 	// same from the heap's spans in use (which also counts the free room
 	// the subscriptions' garbage left in spans that hold live objects),
 	// IdleStreamRSS from its resident set (which a GC does not give back
@@ -226,22 +226,21 @@ func (r *runner) eventsLeg(ctx context.Context, i int, streams [][]string, dataD
 		return leg, delivery, fmt.Errorf("the writer starts at %s, not at the preloaded store's %s", start, r.w.base.state)
 	}
 
-	// Open the streams; measure the memory they cost while idle.
+	// Open the streams, measure the memory they hold while idle by closing
+	// them (the service's figures with the streams open, then once it has
+	// closed them all), and open them again for the feed.
 	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: len(streams) + 1, DisableCompression: true}}
 	defer cl.CloseIdleConnections()
-	sctx, stopStreams := context.WithCancel(ctx)
-	defer stopStreams()
 	var clients []*sseClient
 	var wg sync.WaitGroup
+	stopStreams := func() {}
 	defer func() {
 		stopStreams()
 		wg.Wait()
 	}()
-	if len(streams) > 0 {
-		m0, err := r.serviceMemory(ctx, svc)
-		if err != nil {
-			return leg, delivery, err
-		}
+	open := func() error {
+		sctx, cancel := context.WithCancel(ctx)
+		stopStreams = cancel
 		clients = make([]*sseClient, len(streams))
 		opened := make(chan error, len(streams))
 		for j, keys := range streams {
@@ -255,15 +254,43 @@ func (r *runner) eventsLeg(ctx context.Context, i int, streams [][]string, dataD
 		}
 		for range streams {
 			if err := <-opened; err != nil {
-				return leg, delivery, fmt.Errorf("opening a stream: %w", err)
+				return fmt.Errorf("opening a stream: %w", err)
 			}
+		}
+		return nil
+	}
+	if len(streams) > 0 {
+		if err := open(); err != nil {
+			return leg, delivery, err
 		}
 		m1, err := r.serviceMemory(ctx, svc)
 		if err != nil {
 			return leg, delivery, err
 		}
+		stopStreams()
+		wg.Wait()
+		cl.CloseIdleConnections()
+		for {
+			ss, err := scrape(ctx, r.ctl, svc.base)
+			if err != nil {
+				return leg, delivery, err
+			}
+			if ss.Sum("utxo_cache_event_streams", nil) == 0 {
+				break
+			}
+			if !(realClock{}).SleepUntil(ctx, time.Now().Add(20*time.Millisecond)) {
+				return leg, delivery, ctx.Err()
+			}
+		}
+		m0, err := r.serviceMemory(ctx, svc)
+		if err != nil {
+			return leg, delivery, err
+		}
 		per := func(a, b float64) float64 { return (b - a) / float64(len(streams)) }
 		leg.HeapPerStream, leg.InusePerStream, leg.RSSPerStream = per(m0.live, m1.live), per(m0.inuse, m1.inuse), per(m0.rss, m1.rss)
+		if err := open(); err != nil {
+			return leg, delivery, err
+		}
 	}
 
 	before, err := scrape(ctx, r.ctl, svc.base)
