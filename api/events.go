@@ -1,10 +1,13 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"time"
@@ -175,11 +178,17 @@ func (a *API) serveEvents(c *gin.Context, keys []*events.Key, after string) {
 		a.fail(c, err)
 		return
 	}
-	defer s.Close()
 	h := c.Writer.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // proxies that buffer must not hold events back
+	if c.Request.Method != http.MethodHead && c.Request.ProtoMajor == 1 && hijackable(c.Writer) {
+		if conn, rw, err := c.Writer.Hijack(); err == nil {
+			a.streamHijacked(c, s, conn, rw)
+			return
+		}
+	}
+	defer s.Close()
 	c.Writer.WriteHeader(http.StatusOK)
 	if c.Request.Method == http.MethodHead {
 		return
@@ -192,6 +201,67 @@ func (a *API) serveEvents(c *gin.Context, keys []*events.Key, after string) {
 	if err := s.Run(c.Request.Context(), w, rc.Flush); err != nil && !errors.Is(err, c.Request.Context().Err()) {
 		a.opts.Logger.Debug("event stream ended", "err", err)
 	}
+}
+
+// hijackable reports whether the connection under w can be taken (an
+// HTTP/1 server's; not a recorder's, nor HTTP/2's): gin's writer asserts it
+// without checking.
+func hijackable(w gin.ResponseWriter) bool {
+	u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+	if !ok {
+		return false
+	}
+	_, ok = u.Unwrap().(http.Hijacker)
+	return ok
+}
+
+// streamHijacked serves an HTTP/1 stream on its own connection, taken from
+// net/http: the response head, then the events, the body ending when the
+// connection closes (Connection: close; no chunking). The handler returns
+// at once, so the stream holds neither the request's goroutine (deep in
+// the router, with its grown stack) nor net/http's connection buffers: one
+// goroutine writes the stream and one waits for the client to close. The
+// stream ends when the client closes, a write misses the stall timeout,
+// the hub ends it, or the API drains.
+func (a *API) streamHijacked(c *gin.Context, s *events.Stream, conn net.Conn, _ *bufio.ReadWriter) {
+	head := append(make([]byte, 0, 256), "HTTP/1.1 200 OK\r\n"...)
+	hdr := c.Writer.Header().Clone()
+	hdr.Set("Connection", "close")
+	hdr.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	var b bytes.Buffer
+	_ = hdr.Write(&b)
+	head = append(append(head, b.Bytes()...), "\r\n"...)
+	ctx, cancel := context.WithCancel(a.drain)
+	go func() {
+		// The client sends nothing more: a read returns when it closes.
+		var one [1]byte
+		_ = conn.SetReadDeadline(time.Time{})
+		_, _ = conn.Read(one[:])
+		cancel()
+	}()
+	go func() {
+		defer cancel()
+		defer conn.Close()
+		defer s.Close()
+		w := &connWriter{conn: conn, timeout: a.opts.StallTimeout}
+		if _, err := w.Write(head); err != nil {
+			return
+		}
+		if err := s.Run(ctx, w, func() error { return nil }); err != nil && ctx.Err() == nil {
+			a.opts.Logger.Debug("event stream ended", "err", err)
+		}
+	}()
+}
+
+// connWriter writes to a hijacked connection, each write within timeout.
+type connWriter struct {
+	conn    net.Conn
+	timeout time.Duration
+}
+
+func (w *connWriter) Write(p []byte) (int, error) {
+	_ = w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+	return w.conn.Write(p)
 }
 
 // deadlineWriter sets the write deadline before each write.

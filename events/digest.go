@@ -3,6 +3,7 @@ package events
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -25,6 +26,7 @@ type spend struct {
 	op    chain.OutPoint
 	tx    chain.Hash
 	input uint32
+	dead  bool // cancelled by a later creation of op (effects.create)
 }
 
 // effects is what one change did to one watched value.
@@ -36,6 +38,46 @@ type effects struct {
 	// frag caches the encoded effects (encode.go), filled by the first
 	// stream that sends them; the dispatcher's goroutine only.
 	frag []byte
+
+	// While an apply is digested: where each outpoint's latest creation and
+	// spend under this value are in created and spent (see create).
+	createdAt, spentAt map[chain.OutPoint]int
+}
+
+// spend lists s, the spend of an output under this value.
+func (e *effects) spend(s spend) {
+	if e.spentAt == nil {
+		e.spentAt = map[chain.OutPoint]int{}
+	}
+	e.spentAt[s.op] = len(e.spent)
+	e.spent = append(e.spent, s)
+}
+
+// create lists u, created under this value. An outpoint created again in
+// the block it was spent in (a duplicate transaction id, once its earlier
+// outputs are spent) cancels that earlier spend and, when the earlier
+// output was created in the block too, that creation: a watcher that adds
+// created, then removes spent, ends with the output the block left.
+func (e *effects) create(u *chain.Utxo) {
+	if i, ok := e.spentAt[u.OutPoint]; ok {
+		e.spent[i].dead = true
+		delete(e.spentAt, u.OutPoint)
+		if j, ok := e.createdAt[u.OutPoint]; ok {
+			e.created[j] = nil
+		}
+	}
+	if e.createdAt == nil {
+		e.createdAt = map[chain.OutPoint]int{}
+	}
+	e.createdAt[u.OutPoint] = len(e.created)
+	e.created = append(e.created, u)
+}
+
+// settle drops what create cancelled and the bookkeeping.
+func (e *effects) settle() {
+	e.created = slices.DeleteFunc(e.created, func(u *chain.Utxo) bool { return u == nil })
+	e.spent = slices.DeleteFunc(e.spent, func(s spend) bool { return s.dead })
+	e.createdAt, e.spentAt = nil, nil
 }
 
 // digest is one change of the commit sequence as event streams see it: the
@@ -109,19 +151,36 @@ func (g *digester) digest(c *chain.Change, log records) (*digest, error) {
 			return nil, fmt.Errorf("change %d was logged before the log carried spent outputs: %w", c.Seq, ErrLogTruncated)
 		}
 		d.point = chain.Tip{Height: c.Block.Height, Hash: c.Block.Hash}
-		created, before := applied(c)
-		for _, u := range created {
-			g.at(d.touched, u, func(e *effects) { e.created = append(e.created, u) })
+		// The block's transactions in order, as the writer applied them:
+		// a spend takes the output live at that point, created earlier in
+		// the block or live before it.
+		before := make(map[chain.OutPoint]*chain.Utxo, len(c.Spent))
+		for i := range c.Spent {
+			before[c.Spent[i].OutPoint] = &c.Spent[i]
 		}
-		forSpends(c.Block, func(s spend) {
-			u := before[s.op]
-			if u == nil {
-				if u = created[s.op]; u == nil {
-					return // an unknown input the writer skipped
+		inBlock := map[chain.OutPoint]*chain.Utxo{}
+		for i := range c.Block.Txs {
+			tx := &c.Block.Txs[i]
+			for j, op := range tx.Spends() {
+				u := inBlock[op]
+				if u != nil {
+					delete(inBlock, op)
+				} else if u = before[op]; u != nil {
+					delete(before, op)
+				} else {
+					continue // an unknown input the writer skipped
 				}
+				s := spend{op: op, tx: tx.Hash, input: uint32(j)}
+				g.at(d.touched, u, func(e *effects) { e.spend(s) })
 			}
-			g.at(d.touched, u, func(e *effects) { e.spent = append(e.spent, s) })
-		})
+			txCreates(c.Block, i, func(u *chain.Utxo) {
+				inBlock[u.OutPoint] = u
+				g.at(d.touched, u, func(e *effects) { e.create(u) })
+			})
+		}
+		for _, e := range d.touched {
+			e.settle()
+		}
 	case chain.ChangeRollback:
 		d.point = c.Target
 		removed, restored, err := g.undone(c, log)
@@ -138,45 +197,20 @@ func (g *digester) digest(c *chain.Change, log records) (*digest, error) {
 	return d, nil
 }
 
-// applied returns, for an apply, the outputs its block created and the
-// outputs live before it that it spent, each by outpoint. The created map
-// iterates in no order: callers that need one use the block (forCreated).
-func applied(c *chain.Change) (created, before map[chain.OutPoint]*chain.Utxo) {
-	created = map[chain.OutPoint]*chain.Utxo{}
-	forCreated(c.Block, func(u *chain.Utxo) { created[u.OutPoint] = u })
-	before = make(map[chain.OutPoint]*chain.Utxo, len(c.Spent))
-	for i := range c.Spent {
-		before[c.Spent[i].OutPoint] = &c.Spent[i]
-	}
-	return created, before
-}
-
-// forCreated calls fn with every output b creates, in block order, as the
+// txCreates calls fn with every output transaction i of b creates, as the
 // store holds it.
-func forCreated(b *chain.Block, fn func(u *chain.Utxo)) {
-	for i := range b.Txs {
-		tx := &b.Txs[i]
-		tx.Creates(func(index uint32, out *chain.Output, cr bool) {
-			u := &chain.Utxo{OutPoint: chain.OutPoint{TxHash: tx.Hash, Index: index}, Output: *out, Height: b.Height, TxPos: uint32(i)}
-			if tx.Coinbase {
-				u.Flags |= chain.FlagCoinbase
-			}
-			if cr {
-				u.Flags |= chain.FlagCollateralReturn
-			}
-			fn(u)
-		})
-	}
-}
-
-// forSpends calls fn with every outpoint b spends, in block order.
-func forSpends(b *chain.Block, fn func(s spend)) {
-	for i := range b.Txs {
-		tx := &b.Txs[i]
-		for j, op := range tx.Spends() {
-			fn(spend{op: op, tx: tx.Hash, input: uint32(j)})
+func txCreates(b *chain.Block, i int, fn func(u *chain.Utxo)) {
+	tx := &b.Txs[i]
+	tx.Creates(func(index uint32, out *chain.Output, cr bool) {
+		u := &chain.Utxo{OutPoint: chain.OutPoint{TxHash: tx.Hash, Index: index}, Output: *out, Height: b.Height, TxPos: uint32(i)}
+		if tx.Coinbase {
+			u.Flags |= chain.FlagCoinbase
 		}
-	}
+		if cr {
+			u.Flags |= chain.FlagCollateralReturn
+		}
+		fn(u)
+	})
 }
 
 // undone returns what rollback c removed (outputs the undone blocks created
@@ -235,25 +269,46 @@ func (g *digester) undone(c *chain.Change, log records) (removed, restored []*ch
 	}
 }
 
-// undoneSets computes removed and restored of undone blocks (newest first).
+// undoneSets computes removed and restored of undone blocks (newest
+// first), replaying them oldest first, each in transaction order: removed
+// are the outputs they created that were live after them, restored the
+// outputs live before them that they spent, each in the order they met it.
+// An outpoint may be in both (spent, then created again by a duplicate
+// transaction id): a watcher removes, then restores.
 func undoneSets(blocks []*chain.Change) (removed, restored []*chain.Utxo, err error) {
-	createdIn := map[chain.OutPoint]bool{}
-	spentIn := map[chain.OutPoint]bool{}
-	for _, b := range blocks {
-		forCreated(b.Block, func(u *chain.Utxo) { createdIn[u.OutPoint] = true })
-		forSpends(b.Block, func(s spend) { spentIn[s.op] = true })
+	type made struct {
+		u    *chain.Utxo
+		live bool
 	}
-	for i := len(blocks) - 1; i >= 0; i-- { // oldest first: block order
+	var created []*made
+	live := map[chain.OutPoint]*made{} // created by the undone blocks, live
+	taken := map[chain.OutPoint]bool{} // live before them, spent by them
+	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
-		forCreated(b.Block, func(u *chain.Utxo) {
-			if !spentIn[u.OutPoint] {
-				removed = append(removed, u)
-			}
-		})
+		before := make(map[chain.OutPoint]*chain.Utxo, len(b.Spent))
 		for j := range b.Spent {
-			if u := &b.Spent[j]; !createdIn[u.OutPoint] {
-				restored = append(restored, u)
+			before[b.Spent[j].OutPoint] = &b.Spent[j]
+		}
+		for t := range b.Block.Txs {
+			for _, op := range b.Block.Txs[t].Spends() {
+				if m := live[op]; m != nil {
+					m.live = false
+					delete(live, op)
+				} else if u := before[op]; u != nil && !taken[op] {
+					taken[op] = true
+					restored = append(restored, u)
+				}
 			}
+			txCreates(b.Block, t, func(u *chain.Utxo) {
+				m := &made{u: u, live: true}
+				live[u.OutPoint] = m
+				created = append(created, m)
+			})
+		}
+	}
+	for _, m := range created {
+		if m.live {
+			removed = append(removed, m.u)
 		}
 	}
 	return removed, restored, nil

@@ -54,6 +54,8 @@ type Options struct {
 	Dimensions map[disk.Dimension]disk.ValuesFunc
 	// BlockLimits bound the decoding of the log's blocks. Zero: defaults.
 	BlockLimits chain.Limits
+	// Metrics. Nil: none.
+	Metrics *Metrics
 	// Logger. Default: discard.
 	Logger *slog.Logger
 }
@@ -116,6 +118,7 @@ type Hub struct {
 	g    digester
 
 	open atomic.Int64 // streams open
+	pub  publishRing  // when recent seqs were published (MarkPublished)
 
 	mu     sync.Mutex
 	next   uint64               // the seq the dispatcher hands out next
@@ -154,6 +157,11 @@ func (h *Hub) Close() {
 	h.cancel()
 	<-h.done
 }
+
+// MarkPublished records that seq was published at at: the node calls it
+// as it publishes each change, and a live event's delivery time
+// (Metrics) is measured from it.
+func (h *Hub) MarkPublished(seq uint64, at time.Time) { h.pub.mark(seq, at) }
 
 // Open reports the streams open now.
 func (h *Hub) Open() int { return int(h.open.Load()) }
@@ -227,9 +235,11 @@ func (h *Hub) dispatch(next uint64) error {
 }
 
 // deliver hands d to the live streams it touches and moves next past it.
+// Streams that watch the same touched keys (under the same names) share
+// one encoded event. Each stream's queue has its own lock, so a stream
+// draining its queue never waits for the dispatcher's pass over the others.
 func (h *Hub) deliver(d *digest) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	type hit struct {
 		keys []int
 		effs []*effects
@@ -252,15 +262,36 @@ func (h *Hub) deliver(d *digest) {
 			x.effs = append(x.effs, e)
 		}
 	}
+	var shared map[string][]byte // encoded events by the keys they list
+	var name []byte
+	at := h.pub.at(d.seq)
 	for s, x := range hits {
 		keys, effs := s.ordered(x.keys, x.effs)
-		if !s.push(appendEvent(nil, d, keys, effs), d.seq, h.opts.Queue) {
+		name = name[:0]
+		for _, k := range keys {
+			name = append(name, k.json...)
+		}
+		ev, ok := shared[string(name)]
+		if !ok {
+			ev = appendEvent(nil, d, keys, effs)
+			if shared == nil {
+				shared = map[string][]byte{}
+			}
+			shared[string(name)] = ev
+		}
+		s.pos = d.seq
+		if !s.push(queued{ev, at}, d.seq, h.opts.Queue) {
+			h.opts.Metrics.overflowed()
 			h.unregister(s)
 		}
+		// At once: the stream's goroutine takes only its own lock, so it
+		// writes while the dispatcher goes on with the others.
+		s.signal()
 	}
 	h.next = d.seq + 1
 	close(h.gen)
 	h.gen = make(chan struct{})
+	h.mu.Unlock()
 }
 
 // register adds s to the live streams; h.mu held.
@@ -305,6 +336,13 @@ func (h *Hub) Subscribe(keys []*Key, after uint64, resume bool) (*Stream, error)
 		h.open.Add(-1)
 		return nil, fmt.Errorf("%d streams are open, the limit: %w", h.opts.MaxStreams, ErrTooManyStreams)
 	}
+	h.opts.Metrics.opened(1)
+	ok := false
+	defer func() {
+		if !ok {
+			h.opts.Metrics.opened(-1)
+		}
+	}()
 	s := &Stream{h: h, index: make(map[string]int, len(keys)), wake: make(chan struct{}, 1), joined: make(chan struct{})}
 	for _, k := range keys {
 		if !h.Watches(k.Dim) {
@@ -328,6 +366,7 @@ func (h *Hub) Subscribe(keys []*Key, after uint64, resume bool) (*Stream, error)
 		h.open.Add(-1)
 		return nil, err
 	}
+	ok = true
 	return s, nil
 }
 
@@ -353,20 +392,25 @@ func (h *Hub) check(after uint64) error {
 }
 
 // Stream is one client's stream. Its goroutine (Run) writes; the dispatcher
-// queues events for it under the hub's lock.
+// queues events for it under the hub's lock and the stream's own.
 type Stream struct {
 	h     *Hub
 	keys  []*Key
 	index map[string]int // keyID → position in keys
 
 	// Guarded by h.mu.
-	pos      uint64   // the last seq whose events are written or queued
-	queue    [][]byte // events waiting to be written, in seq order
+	pos    uint64 // the last seq whose events are written or queued
+	closed bool
+	joined chan struct{} // closed once the stream is live (tests wait on it)
+
+	// Guarded by mu (taken after h.mu when both are held): what the stream's
+	// goroutine drains.
+	mu       sync.Mutex
+	queue    []queued // events waiting to be written, in seq order
+	last     uint64   // the seq of the last event queued
 	ended    error    // set once: the stream ends after its queue
-	overflow bool     // ended for falling behind: after pos
+	overflow bool     // ended for falling behind: after last
 	wake     chan struct{}
-	closed   bool
-	joined   chan struct{} // closed once the stream is live (tests wait on it)
 }
 
 // ordered returns the keys and effects of positions idx in the stream's key
@@ -387,26 +431,38 @@ func (s *Stream) ordered(idx []int, effs []*effects) ([]*Key, []*effects) {
 
 // push queues ev (the event of seq) unless the queue is full: then the
 // stream is ended with an overflow after its last queued seq, and push
-// reports false. h.mu held.
-func (s *Stream) push(ev []byte, seq uint64, limit int) bool {
+// reports false. The caller signals the stream. h.mu held.
+func (s *Stream) push(ev queued, seq uint64, limit int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended != nil {
+		return false
+	}
 	if len(s.queue) >= limit {
 		s.ended, s.overflow = errOverflow, true
-		s.signal()
 		return false
 	}
 	s.queue = append(s.queue, ev)
-	s.pos = seq
-	s.signal()
+	s.last = seq
 	return true
+}
+
+// queued is one event waiting to be written: its bytes, and when its change
+// was published (zero: not known).
+type queued struct {
+	ev []byte
+	at time.Time
 }
 
 var errOverflow = errors.New("events: stream overflow")
 
 // end ends the stream with err after its queue. h.mu held.
 func (s *Stream) end(err error) {
+	s.mu.Lock()
 	if s.ended == nil {
 		s.ended = err
 	}
+	s.mu.Unlock()
 	s.signal()
 }
 
@@ -430,6 +486,7 @@ func (s *Stream) Close() {
 		h.unregister(s)
 	}
 	h.open.Add(-1)
+	h.opts.Metrics.opened(-1)
 }
 
 // Run writes the stream to w, calling flush after each write, until ctx
@@ -456,20 +513,42 @@ func (s *Stream) Run(ctx context.Context, w io.Writer, flush func() error) error
 	timer := time.NewTimer(s.h.opts.Heartbeat)
 	defer timer.Stop()
 	for {
-		s.h.mu.Lock()
-		q, ended, over, pos := s.queue, s.ended, s.overflow, s.pos
+		s.mu.Lock()
+		q, ended, over, last := s.queue, s.ended, s.overflow, s.last
 		s.queue = nil
-		s.h.mu.Unlock()
-		for _, ev := range q {
-			if err := write(ev); err != nil {
+		s.mu.Unlock()
+		// Every queued event in one write, then one flush.
+		switch len(q) {
+		case 0:
+		case 1:
+			if _, err := w.Write(q[0].ev); err != nil {
+				return err
+			}
+		default:
+			var batch []byte
+			for _, e := range q {
+				batch = append(batch, e.ev...)
+			}
+			if _, err := w.Write(batch); err != nil {
 				return err
 			}
 		}
 		if ended != nil {
 			if over {
-				return write(appendOverflow(nil, pos))
+				return write(appendOverflow(nil, last))
 			}
 			return ended
+		}
+		if len(q) > 0 {
+			if err := flush(); err != nil {
+				return err
+			}
+			now := time.Now()
+			for _, e := range q {
+				if !e.at.IsZero() {
+					s.h.opts.Metrics.delivered(now.Sub(e.at))
+				}
+			}
 		}
 		if len(q) > 0 {
 			timer.Reset(s.h.opts.Heartbeat) // go1.23 timers: no stale tick survives Reset

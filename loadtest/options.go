@@ -43,6 +43,12 @@ const (
 	// ScenarioFanout runs no configuration: it measures what followers
 	// cost the writer over HTTP and over NATS JetStream (fanout.go).
 	ScenarioFanout = "fanout"
+	// ScenarioEvents runs no configuration: one writer fed at BlockRate,
+	// in legs without and with EventStreams event streams of EventKeys
+	// addresses each (events.go), on the standard store: the streams'
+	// delivery latency, their cost to the writer's apply, and the memory
+	// of an idle stream.
+	ScenarioEvents = "events"
 )
 
 // Options configure a run. The zero value of a field means the default of
@@ -132,6 +138,10 @@ type Options struct {
 	// NATSServer is the nats-server binary of the fanout scenario.
 	// Default: nats-server on PATH, or /usr/sbin/nats-server.
 	NATSServer string
+	// EventStreams is how many event streams the events scenario opens
+	// (its legs with streams), EventKeys the addresses of each. Defaults
+	// 1000 and 10.
+	EventStreams, EventKeys int
 
 	// CheckFraction of the answers is checked against the model. Default
 	// 0.01; negative: none.
@@ -254,7 +264,7 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 				return preloadPlan{utxos: n, seedUTXOs: n * 9 / 10, seedBlockOutputs: 5_000, minBlocks: 20}
 			},
 		}, nil
-	case ScenarioReplicas:
+	case ScenarioReplicas, ScenarioEvents:
 		return scenarioDefaults{
 			utxos: 200_000, txs: 300, rollbackEvery: 50,
 			plan: func(n int) preloadPlan {
@@ -262,7 +272,7 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 			},
 		}, nil
 	}
-	return scenarioDefaults{}, fmt.Errorf("loadtest: unknown scenario %q (want standard, big, smoke, soak, replicas or fanout)", scenario)
+	return scenarioDefaults{}, fmt.Errorf("loadtest: unknown scenario %q (want standard, big, smoke, soak, replicas, events or fanout)", scenario)
 }
 
 // EnsureDefaults returns o with every zero field set to its default. An
@@ -343,6 +353,8 @@ func (o Options) EnsureDefaults() Options {
 		o.FanoutRate = 10
 	}
 	setDur(&o.ApplyTimeout, 2*time.Minute)
+	setInt(&o.EventStreams, 1000)
+	setInt(&o.EventKeys, 10)
 	setFloat(&o.CheckFraction, 0.01)
 	setFloat(&o.CheckBudget, 0.25)
 	if o.Log == nil {
@@ -393,14 +405,17 @@ func (o Options) Validate() error {
 		if o.FanoutRate <= 0 || o.ApplyBlocks < 1 || o.ApplyTimeout <= 0 {
 			errs = append(errs, errors.New("fanout rate, apply blocks and apply timeout must be positive"))
 		}
-	} else if o.Scenario == ScenarioReplicas {
+	} else if o.Scenario == ScenarioReplicas || o.Scenario == ScenarioEvents {
 		if len(o.Configs) > 0 {
-			errs = append(errs, fmt.Errorf("the replicas scenario runs no configuration (got %v): leave the configurations out", o.Configs))
+			errs = append(errs, fmt.Errorf("the %s scenario runs no configuration (got %v): leave the configurations out", o.Scenario, o.Configs))
 		}
 		if len(o.Targets) > 0 {
-			errs = append(errs, errors.New("the replicas scenario starts its own writer and replicas: it takes no targets"))
+			errs = append(errs, fmt.Errorf("the %s scenario starts its own services: it takes no targets", o.Scenario))
 		}
-		if o.Replicas < 1 || o.Replicas > 16 {
+		if o.Scenario == ScenarioEvents && (o.EventStreams < 1 || o.EventStreams > 10000 || o.EventKeys < 1 || o.EventKeys > 10000 || o.BlockRate <= 0) {
+			errs = append(errs, fmt.Errorf("events scenario: streams %d (1..10000), keys per stream %d (1..10000) and block rate %v (> 0)", o.EventStreams, o.EventKeys, o.BlockRate))
+		}
+		if o.Scenario == ScenarioReplicas && (o.Replicas < 1 || o.Replicas > 16) {
 			errs = append(errs, fmt.Errorf("replicas %d outside 1..16", o.Replicas))
 		}
 		if o.ApplyBlocks < 1 || o.ApplyRounds < 1 || o.ApplyTimeout <= 0 {

@@ -35,7 +35,10 @@ type Report struct {
 	Throughput *ThroughputResult `json:"replica_throughput,omitempty"`
 	// Fanout is the fanout scenario's (what followers cost the writer over
 	// HTTP and over NATS JetStream).
-	Fanout      *FanoutResult `json:"fanout,omitempty"`
+	Fanout *FanoutResult `json:"fanout,omitempty"`
+	// Events is the events scenario's (event streams: delivery, their
+	// cost to the writer, idle memory); nil in the other scenarios.
+	Events      *EventsResult `json:"events,omitempty"`
 	Targets     []Verdict     `json:"targets"`
 	Soak        *SoakResult   `json:"soak,omitempty"` // the soak scenario's samples and verdict
 	Failed      bool          `json:"failed"`
@@ -320,6 +323,8 @@ func (r *Report) evaluate(o Options) {
 	if o.Scenario == ScenarioReplicas {
 		// No configuration ran: the tiers' targets do not apply.
 		r.Targets = r.replicationVerdicts(o)
+	} else if o.Scenario == ScenarioEvents {
+		r.Targets = r.eventsVerdicts()
 	} else {
 		r.Targets = append(r.tierVerdicts(o, ceiling, hotCeiling), r.feedVerdicts(o)...)
 	}
@@ -762,6 +767,18 @@ func (r *Report) Headline() string {
 				l.WriterApplySeconds, l.ApplyBlocksPerSec, l.Seconds, l.BlocksPerSec, l.Apply.P99, l.CatchUpSeconds)
 		}
 		tw.Flush()
+	}
+	if er := r.Events; er != nil {
+		b.WriteString("\n")
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "leg\tstreams\tblocks\tPOST p50\tPOST p99\tevents\tdelivery p50\tdelivery p99\tidle stream heap\tidle stream RSS\t")
+		for i, l := range er.Legs {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%.2f ms\t%.2f ms\t%d\t%.2f ms\t%.2f ms\t%.1f KiB\t%.1f KiB\t\n", i+1, l.Streams, l.Blocks,
+				l.Apply.P50, l.Apply.P99, l.Events, l.Delivery.P50, l.Delivery.P99, l.HeapPerStream/1024, l.RSSPerStream/1024)
+		}
+		tw.Flush()
+		fmt.Fprintf(&b, "events: read after the acknowledgement p50 %.2f p99 %.2f max %.2f ms; after the POST's send p50 %.2f p99 %.2f ms\n",
+			er.ReceivedAfterAck.P50, er.ReceivedAfterAck.P99, er.ReceivedAfterAck.Max, er.ReceivedAfterSend.P50, er.ReceivedAfterSend.P99)
 	}
 	for _, c := range r.Configs {
 		if rr := c.Rate.Feed.replication(); rr != nil {

@@ -116,7 +116,7 @@ func (r *runner) managed(ctx context.Context) error {
 		// Blocks are made as the feed posts them, and forgotten once
 		// posted: an hour's script is not held in memory.
 		r.w.forgetPosted = true
-	} else if r.o.Scenario == ScenarioReplicas || r.o.Scenario == ScenarioFanout {
+	} else if r.o.Scenario == ScenarioReplicas || r.o.Scenario == ScenarioFanout || r.o.Scenario == ScenarioEvents {
 		r.w.prepareScript(r.o.ApplyBlocks)
 	} else {
 		r.prepareFeed()
@@ -139,6 +139,9 @@ func (r *runner) managed(ctx context.Context) error {
 	}
 	if r.o.Scenario == ScenarioFanout {
 		return r.fanout(ctx, dataDir, token)
+	}
+	if r.o.Scenario == ScenarioEvents {
+		return r.eventsScenario(ctx, dataDir, token)
 	}
 	needRedis := slices.Contains(r.o.Configs, ConfigRedis) || slices.Contains(r.o.Configs, ConfigFull)
 	if needRedis {

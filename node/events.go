@@ -5,11 +5,15 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 	"github.com/utxo-cache/utxo-cache/events"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/writer"
 )
 
 // DefaultMaxEventStreams is Config.MaxEventStreams' default.
@@ -31,7 +35,9 @@ func (s eventSource) WaitFor(ctx context.Context, minSeq, minHeight uint64, maxW
 // newEventHub starts the event streams of a store (nil when the store keeps
 // no change log: the streams then answer 503): the address, and each index
 // dimension the store keeps.
-func newEventHub(store *disk.Store, reads *query.Server, maxStreams int, lim chain.Limits, log *slog.Logger) (*events.Hub, error) {
+// The hub is subscribed to w, after the reads: it records when each change
+// is published, what its streams' delivery time is measured from.
+func newEventHub(store *disk.Store, reads *query.Server, w *writer.Writer, reg prometheus.Registerer, maxStreams int, lim chain.Limits, log *slog.Logger) (*events.Hub, error) {
 	if store.Options().LogRetention == 0 {
 		return nil, nil
 	}
@@ -41,7 +47,22 @@ func newEventHub(store *disk.Store, reads *query.Server, maxStreams int, lim cha
 			dims[d] = disk.ValuesOf(d, IndexDerivers())
 		}
 	}
-	return events.New(eventSource{store, reads}, events.Options{MaxStreams: maxStreams, Dimensions: dims, BlockLimits: lim, Logger: log})
+	hub, err := events.New(eventSource{store, reads}, events.Options{MaxStreams: maxStreams, Dimensions: dims, BlockLimits: lim,
+		Metrics: events.NewMetrics(reg), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	w.Subscribe(publishClock{hub})
+	return hub, nil
+}
+
+// publishClock tells a hub when each change is published (the writer's
+// goroutine, as it publishes).
+type publishClock struct{ hub *events.Hub }
+
+func (p publishClock) Changed(*changeset.Set) {}
+func (p publishClock) AfterPublish(cs *changeset.Set) {
+	p.hub.MarkPublished(cs.Seq, time.Now())
 }
 
 // eventsOption is hub as the API's Events: a nil interface when there is no

@@ -222,7 +222,7 @@ func (n *Node) start(ctx context.Context) error {
 		follower, followerName = f.Run, "cardano follower"
 		n.cardano = f
 	}
-	if n.hub, err = newEventHub(store, n.reads, cfg.MaxEventStreams, cfg.BlockLimits(), log); err != nil {
+	if n.hub, err = newEventHub(store, n.reads, n.w, reg, cfg.MaxEventStreams, cfg.BlockLimits(), log); err != nil {
 		return err
 	}
 	front, err := esploraFrontend(n.store, n.reads, cfg.EsploraUtxosLimit)

@@ -406,7 +406,7 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 	}
 	// The replica keeps a change log of its own (written by the same
 	// code as the writer's), so its streams send the writer's events.
-	if n.hub, err = newEventHub(store, n.reads, r.cfg.MaxEventStreams, r.cfg.BlockLimits(), r.log); err != nil {
+	if n.hub, err = newEventHub(store, n.reads, n.w, n.reg, r.cfg.MaxEventStreams, r.cfg.BlockLimits(), r.log); err != nil {
 		r.closeNode(n)
 		return nil, err
 	}

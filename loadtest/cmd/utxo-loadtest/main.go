@@ -90,7 +90,13 @@ over its own apply seconds, with no replica and with --replicas replicas
 tailing its change log, the same
 --apply-blocks script posted back to back on a fresh store copy per leg, in
 --apply-rounds ABBA rounds; target ratio ≥ 0.9; the writer on the service's
-CPUs, the replicas on the harness's; each leg is bounded by --apply-timeout).
+CPUs, the replicas on the harness's; each leg is bounded by --apply-timeout),
+events (200k UTXOs, no read load: one writer fed the --apply-blocks script at
+--block-rate, in --apply-rounds ABBA rounds of a leg without and a leg with
+--event-streams event streams of --event-keys addresses each; reports the
+delivery p99 from publish to the event on the wire (target < 50 ms), the
+POST /v1/blocks p99 with and without streams (within 10%) and the memory per
+idle stream (≤ 16 KiB)).
 
 An external run (--target URL, repeatable) loads running services instead:
 reads go round-robin to the targets, the feed posts to --writer (default the
@@ -156,7 +162,7 @@ func runLoadtest(e *env, args []string) error {
 	var o loadtest.Options
 	var targets stringList
 	var profile, configs, mix, writeChain, bareServe, bareBodies string
-	fs.StringVar(&o.Scenario, "scenario", loadtest.ScenarioStandard, "`NAME`: standard, big, smoke, soak, replicas or fanout (sets the defaults of the flags below marked 0)")
+	fs.StringVar(&o.Scenario, "scenario", loadtest.ScenarioStandard, "`NAME`: standard, big, smoke, soak, replicas, events or fanout (sets the defaults of the flags below marked 0)")
 	var fanoutFollowers string
 	fs.StringVar(&fanoutFollowers, "fanout-followers", "10,50,100", "comma-separated follower `COUNTS` of the fanout scenario's legs (each transport also runs one with none)")
 	fs.Float64Var(&o.FanoutRate, "fanout-rate", 10, "`STEPS/S` (blocks and rollbacks) the fanout scenario feeds the writer")
@@ -169,7 +175,9 @@ func runLoadtest(e *env, args []string) error {
 	fs.IntVar(&o.Replicas, "replicas", 3, "replicas tailing the writer in the replicas scenario's legs with replicas")
 	fs.IntVar(&o.ApplyBlocks, "apply-blocks", 300, "`BLOCKS` of the script each leg of the replicas scenario posts")
 	fs.IntVar(&o.ApplyRounds, "apply-rounds", 2, "`ROUNDS` of two legs (without, with replicas; ABBA order) in the replicas scenario")
-	fs.DurationVar(&o.ApplyTimeout, "apply-timeout", 2*time.Minute, "bound of one leg of the replicas scenario (its posts and its replicas catching up)")
+	fs.DurationVar(&o.ApplyTimeout, "apply-timeout", 2*time.Minute, "bound of one leg of the replicas or events scenario (its posts and its replicas catching up)")
+	fs.IntVar(&o.EventStreams, "event-streams", 1000, "event streams the events scenario opens in its legs with streams")
+	fs.IntVar(&o.EventKeys, "event-keys", 10, "addresses of each event stream in the events scenario")
 	fs.DurationVar(&o.Warmup, "warmup", 0, "warmup `DURATION` per configuration (0: the scenario's)")
 	fs.DurationVar(&o.MachineWarmup, "machine-warmup", 0, "unmeasured warm-up `DURATION` before the first configuration (0: the scenario's; standard 5s; -1s: none)")
 	fs.DurationVar(&o.MaxDuration, "max-duration", 0, "max phase `DURATION` (0: the scenario's; standard 8s)")
