@@ -25,6 +25,7 @@ var layers = []struct {
 	{"internal/durable", nil},
 	{"internal/textenc", nil},
 	{"internal/testredis", nil},
+	{"internal/netlab", nil},
 	{"internal/lint", nil},
 	{"api/bare", nil},
 	// Values that cross packages, and the block sources and generators.
