@@ -38,6 +38,16 @@
 // Host.Listen and Host.HTTPClient make sockets inside the host (on a locked
 // thread switched into the namespace for the socket's creation only).
 //
+// # Servers of other kinds
+//
+// Anything that listens on an address runs on a host the same way: a
+// redis-server or a cluster of nats-server nodes started with
+// host.Command, listening on host.AddrPort(port), their routes naming the
+// other hosts' addresses; Cut, Block and StartProxy then act on the links
+// between them as on any other. A helper that starts such a server on
+// loopback (internal/testredis) needs only the command prefix and the
+// address to listen on to start it on a host instead.
+//
 // # Cleanup
 //
 // The lab's cleanup (registered with t.Cleanup when the lab is created, so

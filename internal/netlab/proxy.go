@@ -60,6 +60,9 @@ type Proxy struct {
 	rng   *rand.Rand
 
 	accepted, dropped, dialFailed, bytes atomic.Uint64
+
+	dropsMu sync.Mutex
+	drops   []time.Time // when each drop happened, in order
 }
 
 // StartProxy listens on address inside listen (e.g. "127.0.0.1:0": the
@@ -92,6 +95,20 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // Stats returns the proxy's counts so far.
 func (p *Proxy) Stats() ProxyStats {
 	return ProxyStats{Accepted: p.accepted.Load(), Dropped: p.dropped.Load(), DialFailed: p.dialFailed.Load(), Bytes: p.bytes.Load()}
+}
+
+// DropsBetween counts the connections the proxy dropped on purpose at a
+// moment in [from, to].
+func (p *Proxy) DropsBetween(from, to time.Time) int {
+	p.dropsMu.Lock()
+	defer p.dropsMu.Unlock()
+	n := 0
+	for _, d := range p.drops {
+		if !d.Before(from) && !d.After(to) {
+			n++
+		}
+	}
+	return n
 }
 
 // Close stops listening, closes every connection and waits for the proxy's
@@ -171,6 +188,9 @@ func (p *Proxy) serve(client *net.TCPConn) {
 	select {
 	case <-drop:
 		p.dropped.Add(1)
+		p.dropsMu.Lock()
+		p.drops = append(p.drops, time.Now())
+		p.dropsMu.Unlock()
 		closeBoth(p.reset())
 	case <-ctx.Done():
 		closeBoth(false)
