@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -17,25 +21,27 @@ import (
 )
 
 // The network tests run the writer and its replicas on hosts of their own
-// (internal/netlab: network namespaces on a private switch, each process
-// run inside its host with `ip netns exec`), so that the replication link is
-// a real one the test can cut, block, slow down and break: a replica cut off
+// (internal/netlab: network namespaces on a private switch, each process run
+// inside its host with `ip netns exec`), so that the replication link is a
+// real one the test can cut, block, slow down and break: a replica cut off
 // from its writer (its link down at the switch, or the writer's packets
 // dropped by iptables inside it), and replicas that follow their writer
 // through a fault-injecting proxy (100 ms added each way, connections
-// dropped at random moments). Reads are checked against internal/model at
-// the seq each answer names, and a reader of every replica checks that its
-// X-Commit-Seq never goes back (seqWatch).
+// dropped at random moments); a Redis tier the writer shares with a
+// partitioned replica on a host of its own. Reads are checked against
+// internal/model at the seq each answer names, and a reader of every replica
+// checks that its X-Commit-Seq never goes back (seqWatch).
 //
 // To add a case over another transport (a replica following a distributed
-// log rather than the writer's HTTP change log): netStart the writer with
-// more hosts, run the log's servers on some of them (host.Command(path,
-// args…), listening on host.AddrPort(port), their cluster routes naming the
-// other hosts' addresses), start each replica with nt.replica(host, URL of
-// the log, extra flags…), and cut (host.Cut), block (a.Block(b): a node cut
-// off from the other two, a replica cut off from the log) or proxy
-// (netlab.StartProxy) the links between them; converged, seqWatch and the
-// model checks do not care where the changes came from.
+// log rather than the writer's HTTP change log): netLab with more hosts,
+// startWriter, run the log's servers on some of them, as netRedis runs
+// redis-server (host.Command(path, args…), listening on host.AddrPort(port),
+// their cluster routes naming the other hosts' addresses), start each
+// replica with nt.replica(host, URL of the log, extra flags…), and cut
+// (host.Cut), block (a.Block(b): a node cut off from the other two, a
+// replica cut off from the log) or proxy (netlab.StartProxy) the links
+// between them; converged, seqWatch and the model checks do not care where
+// the changes came from.
 
 // netPort is the port every process listens on inside its own host.
 const netPort = 8080
@@ -57,29 +63,83 @@ type netReplica struct {
 	host *netlab.Host
 }
 
-// netStart builds a lab, starts the writer on a host of it, and returns.
-func netStart(t *testing.T, hosts ...string) (*netTest, []*netlab.Host) {
+// netLab builds a lab with a host for the writer and one for each name.
+func netLab(t *testing.T, names ...string) (*netTest, []*netlab.Host) {
 	t.Helper()
 	seed := e2eSeedFor(t)
 	lab := netlab.New(t)
 	nt := &netTest{lab: lab, writer: lab.Host("writer"), bals: map[uint64]map[string]e2eBalance{}}
 	var hs []*netlab.Host
-	for _, name := range hosts {
+	for _, name := range names {
 		hs = append(hs, lab.Host(name))
 	}
 	nt.replicaTest = &replicaTest{t: t, r: newE2ERun(t, seed), wdir: filepath.Join(t.TempDir(), "writer"),
 		faults: rand.New(rand.NewPCG(seed, 0xfa)), hist: map[uint64]e2eState{}}
 	nt.record()
-	args := []string{"serve", "--listen", nt.writer.AddrPort(netPort), "--data-dir", nt.wdir,
+	return nt, hs
+}
+
+// startWriter starts the writer on its host, with extra flags, and waits
+// until it is ready.
+func (nt *netTest) startWriter(extra ...string) {
+	nt.t.Helper()
+	args := append([]string{"serve", "--listen", nt.writer.AddrPort(netPort), "--data-dir", nt.wdir,
 		"--prune-depth", strconv.Itoa(e2ePruneDepth), "--rollback-window", strconv.Itoa(e2eRollbackWindow),
 		"--shutdown-timeout", e2eShutdownTimeout.String(), "--log-level", "warn",
 		"--admin-token", e2eToken, "--replication-token", replToken,
 		// The change log keeps far more than a partition or a dropped
 		// connection makes a replica miss: it resumes, never bootstraps again.
-		"--replication-retention", "100000"}
-	nt.r.p = launchServeCmd(t, nt.writer.Command(binary, args...), nt.writer.HTTPClient(20*time.Second), args)
+		"--replication-retention", "100000"}, extra...)
+	nt.r.p = launchServeCmd(nt.t, nt.writer.Command(binary, args...), nt.writer.HTTPClient(20*time.Second), args)
 	nt.r.p.waitReady(time.Now().Add(60 * time.Second))
-	return nt, hs
+}
+
+// netRedis starts a redis-server on h (nothing saved) and returns its URL
+// once it answers PING from inside h. It fails the test when redis-server
+// is not installed.
+func netRedis(t *testing.T, h *netlab.Host) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal("redis-server not found: install it with `apt-get install redis-server redis-tools`")
+	}
+	dir := t.TempDir()
+	cmd := h.Command(bin, "--port", "6379", "--bind", h.Addr.String(), "--protected-mode", "no",
+		"--dir", dir, "--save", "", "--appendonly", "no", "--logfile", filepath.Join(dir, "redis.log"))
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server on %s: %v", h, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		c, err := h.DialContext(ctx, "tcp", h.AddrPort(6379))
+		cancel()
+		if err == nil {
+			_ = c.SetDeadline(time.Now().Add(time.Second))
+			buf := make([]byte, 7)
+			_, err = c.Write([]byte("*1\r\n$4\r\nPING\r\n"))
+			if err == nil {
+				_, err = io.ReadFull(c, buf)
+			}
+			c.Close()
+			if err == nil && string(buf) == "+PONG\r\n" {
+				return "redis://" + h.AddrPort(6379)
+			}
+		}
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+			t.Fatalf("redis-server on %s exited:\n%s", h, log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s: no PONG within 10s: %v", h, err)
+		}
+		time.Sleep(10 * time.Millisecond) // not listening yet: nothing to wait on but a retry
+	}
 }
 
 // record notes the writer's state and balances at the model's seq.
@@ -159,9 +219,15 @@ func (rp *netReplica) tip(t *testing.T) netTip {
 // itself and converges to the writer's state and digest.
 func TestReplicaPartitioned(t *testing.T) {
 	t.Parallel()
-	nt, hosts := netStart(t, "cut", "blocked")
+	nt, hosts := netLab(t, "cut", "blocked", "redis")
+	// The writer and the blocked replica share a Redis tier on a host of
+	// its own, which the partition leaves reachable: while the writer
+	// fills it with newer answers, the replica must not serve them.
+	redisURL := netRedis(t, hosts[2])
+	nt.startWriter("--redis-url", redisURL, "--redis-timeout", "250ms")
 	wurl := "http://" + nt.writer.AddrPort(netPort)
-	cut, blocked := nt.replica(hosts[0], wurl), nt.replica(hosts[1], wurl)
+	cut := nt.replica(hosts[0], wurl)
+	blocked := nt.replica(hosts[1], wurl, "--redis-url", redisURL, "--redis-timeout", "250ms", "--memory-cache-bytes", "0")
 	reps := []*netReplica{cut, blocked}
 	began := time.Now()
 	phase := func(name string) {
@@ -184,6 +250,21 @@ func TestReplicaPartitioned(t *testing.T) {
 		nt.steps(1, nil)
 	}
 	want := nt.hist[held]
+	// The writer's reads fill the shared tier at its new seq; the blocked
+	// replica's balances stay those of its own state.
+	nt.sample()
+	hits := blocked.p.redisHits()
+	for _, a := range nt.r.gen.Addresses() {
+		res := blocked.p.get("/v1/addresses/" + escapePath(a) + "/balance")
+		var got e2eBalance
+		strictDecode(t, "balance", res, &got)
+		if seq := res.hdr.Get("X-Commit-Seq"); res.code != http.StatusOK || seq != strconv.FormatUint(held, 10) || jsonOf(got) != jsonOf(nt.bals[held][a]) {
+			t.Fatalf("%s, partitioned at seq %d, sharing the writer's Redis: balance of %s %s at X-Commit-Seq %s; the writer had %s",
+				blocked.name, held, a, res, seq, jsonOf(nt.bals[held][a]))
+		}
+	}
+	t.Logf("%s: balances of its own state while the writer filled the shared tier (%v Redis hits before, %v after)",
+		blocked.name, hits, blocked.p.redisHits())
 	// Each stays ready while it heard from the writer within the last 30 s
 	// (read before /readyz: the contact it reports can only be older
 	// there), and is not ready once it has not for longer (read after).
@@ -300,7 +381,8 @@ func TestReplicasOverAFaultyLink(t *testing.T) {
 		maxLagBlocks = 10
 		lagBound     = maxLagBlocks*interval + delay
 	)
-	nt, hosts := netStart(t, "a", "b")
+	nt, hosts := netLab(t, "a", "b")
+	nt.startWriter()
 	var reps []*netReplica
 	var proxies []*netlab.Proxy
 	for i, h := range hosts {
