@@ -472,7 +472,10 @@ func TestReplicasOverAFaultyLink(t *testing.T) {
 			defer readers.Done()
 			rng := rand.New(rand.NewPCG(uint64(i), 7))
 			addrs := nt.r.gen.Addresses()
-			tick := time.NewTicker(5 * time.Millisecond) // pacing, so the replicas are not starved on two cores
+			// Pacing: a read every 20 ms per replica is enough to sample
+			// every state, and leaves the two cores to the replicas (a
+			// starved replica would measure the machine, not the link).
+			tick := time.NewTicker(20 * time.Millisecond)
 			defer tick.Stop()
 			var last uint64
 			for {
