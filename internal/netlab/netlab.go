@@ -188,7 +188,29 @@ func (l *Lab) Host(name string) *Host {
 	l.ip("-n", l.sw, "link", "set", h.port, "master", "br0", "up")
 	l.ip("-n", h.NS, "addr", "add", netip.PrefixFrom(h.Addr, l.prefix.Bits()).String(), "dev", "eth0")
 	l.ip("-n", h.NS, "link", "set", "eth0", "up")
+	h.waitUp()
 	return h
+}
+
+// waitUp waits until both ends of h's link are operationally up. The
+// kernel brings a device's carrier up asynchronously (up to a second
+// later): until then it drops what is sent through it, so the first
+// packets of a test would be lost and retransmitted a second later.
+func (h *Host) waitUp() {
+	h.lab.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, end := range [][2]string{{h.NS, "eth0"}, {h.lab.sw, h.port}} {
+		for {
+			out, err := exec.Command("ip", "-n", end[0], "-j", "link", "show", "dev", end[1]).Output()
+			if err == nil && strings.Contains(string(out), `"operstate":"UP"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				h.lab.t.Fatalf("netlab: %s: %s in %s not up within 10s: %s %v", h, end[1], end[0], out, err)
+			}
+			time.Sleep(5 * time.Millisecond) // the kernel's link event: nothing to wait on but the state
+		}
+	}
 }
 
 // ip runs `ip args…`, failing the test on an error.
@@ -293,10 +315,11 @@ func (h *Host) Cut() {
 	h.lab.ip("-n", h.lab.sw, "link", "set", h.port, "down")
 }
 
-// Heal puts the host's link back up.
+// Heal puts the host's link back up and returns once it carries packets.
 func (h *Host) Heal() {
 	h.lab.t.Helper()
 	h.lab.ip("-n", h.lab.sw, "link", "set", h.port, "up")
+	h.waitUp()
 }
 
 // Block drops every packet between h and peer, inside h (iptables rules in
