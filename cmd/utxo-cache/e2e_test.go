@@ -100,8 +100,14 @@ func startServe(t *testing.T, dataDir string, extra ...string) *serveProc {
 // once it has printed the address it serves on, ready or not.
 func launchServe(t *testing.T, args []string) *serveProc {
 	t.Helper()
-	p := &serveProc{t: t, cmd: exec.Command(binary, args...), stderr: &syncBuffer{}, exited: make(chan struct{}),
-		client: &http.Client{Timeout: 20 * time.Second}}
+	return launchServeCmd(t, exec.Command(binary, args...), &http.Client{Timeout: 20 * time.Second}, args)
+}
+
+// launchServeCmd is launchServe of a prepared command (the binary with
+// args, perhaps run inside a network host), read through client.
+func launchServeCmd(t *testing.T, cmd *exec.Cmd, client *http.Client, args []string) *serveProc {
+	t.Helper()
+	p := &serveProc{t: t, cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{}), client: client}
 	p.cmd.Env = testEnv(nil)
 	p.cmd.Stdout, p.cmd.Stderr = p.stderr, p.stderr
 	if err := p.cmd.Start(); err != nil {

@@ -280,6 +280,7 @@ func (rp *testReplica) currentStore(t *testing.T) string {
 // not collected; monotonicity is checked all the same.
 type seqWatch struct {
 	name   string
+	client *http.Client
 	base   atomic.Pointer[string]
 	exempt atomic.Bool
 	stop   chan struct{}
@@ -295,7 +296,13 @@ type seqWatch struct {
 }
 
 func newSeqWatch(t *testing.T, name string) *seqWatch {
-	w := &seqWatch{name: name, stop: make(chan struct{}), done: make(chan struct{})}
+	return newSeqWatchClient(t, name, &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1}})
+}
+
+// newSeqWatchClient is newSeqWatch polling through client (which it
+// closes the idle connections of when done).
+func newSeqWatchClient(t *testing.T, name string, client *http.Client) *seqWatch {
+	w := &seqWatch{name: name, client: client, stop: make(chan struct{}), done: make(chan struct{})}
 	w.mu.seen = map[uint64]e2eState{}
 	go w.run()
 	t.Cleanup(w.close)
@@ -321,7 +328,7 @@ func (w *seqWatch) violate(format string, args ...any) {
 
 func (w *seqWatch) run() {
 	defer close(w.done)
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 1}}
+	client := w.client
 	defer client.CloseIdleConnections()
 	pause := time.NewTicker(10 * time.Millisecond) // pacing, so the replicas are not starved on two cores
 	defer pause.Stop()

@@ -26,6 +26,7 @@ var layers = []struct {
 	{"internal/textenc", nil},
 	{"internal/testredis", nil},
 	{"internal/testnats", nil},
+	{"internal/netlab", nil},
 	{"internal/lint", nil},
 	{"api/bare", nil},
 	// Values that cross packages, and the block sources and generators.
