@@ -243,6 +243,32 @@ func TestLargeChangesRetention(t *testing.T) {
 	if len(objectSeqs(t, js, opts)) == 0 {
 		t.Fatal("no change object at all")
 	}
+
+	// A replica bootstraps from a checkpoint larger than a message (put in
+	// chunks that fit) and catches up.
+	last := f.store.Published().Seq
+	waitFor(t, 30*time.Second, "a checkpoint of more than 64 KiB", func() bool {
+		dl, err := src.Checkpoint(context.Background())
+		if err != nil {
+			return false
+		}
+		_ = dl.Body.Close()
+		return dl.Bytes > 64<<10 && dl.Want.Seq+3 >= last
+	})
+	src2, err := NewSource(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, done := replica(t, src2)
+	waitFor(t, 30*time.Second, "the replica at the writer's seq", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("the replica stopped: %v", err)
+		default:
+		}
+		return rs.Published().Seq == last
+	})
+	sameState(t, rs, f)
 }
 
 // TestChangeObjectGone: a replica that meets a pointer whose object is

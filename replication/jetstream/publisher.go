@@ -665,7 +665,7 @@ func (p *Publisher) put(ctx context.Context, obs jetstream.ObjectStore) (replica
 	}
 	defer c.Close()
 	meta := jetstream.ObjectMeta{Name: checkpointObject(c.Manifest.Seq), Headers: nats.Header{},
-		Description: c.Manifest.String()}
+		Description: c.Manifest.String(), Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunkSize(p.nc.MaxPayload())}}
 	replication.ManifestHeaders(c.Manifest, meta.Headers.Set)
 	meta.Headers.Set(headerBytes, strconv.FormatInt(c.Manifest.StoreBytes(), 10))
 	pr, pw := io.Pipe()
