@@ -41,7 +41,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // a watcher of the connection's status and stops it when it ends, and a
 // watcher the scheduler had not run yet by then waits forever (nats.go
 // v1.55.0, jetstream's resetPendingAcksOnReconnect reads the status
-// channel after the put has set it to nil). It holds no connection.
+// channel after the put has set it to nil): a few KiB, at most one per put.
 func noLeaks(t *testing.T) {
 	opts := []goleak.Option{goleak.IgnoreCurrent(),
 		goleak.IgnoreTopFunction("github.com/nats-io/nats.go/jetstream.(*jetStream).resetPendingAcksOnReconnect")}
