@@ -163,10 +163,12 @@ func TestChangeAboveMaxPayload(t *testing.T) {
 	f.bigBlocks(t, 1, model.GenOptions{Addresses: 4, MaxTxs: 6000, MaxOutputs: 12}, 7)
 	big := f.store.Published().Seq
 	f.blocks(t, 2)
-	if n := len(f.record(t, big)); n <= 1<<20 {
+	n := len(f.record(t, big))
+	if n <= 1<<20 {
 		t.Fatalf("change %d is %d bytes: the test needs more than 1 MiB", big, n)
 	}
 	last := f.store.Published().Seq
+	start := time.Now()
 	waitFor(t, 60*time.Second, "the replica at the writer's seq", func() bool {
 		select {
 		case err := <-done:
@@ -176,6 +178,7 @@ func TestChangeAboveMaxPayload(t *testing.T) {
 		return rs.Published().Seq == last
 	})
 	sameState(t, rs, f)
+	t.Logf("change %d of %d bytes on the replica, verified, %v after the writer applied the next two", big, n, time.Since(start))
 	js := client(t, srv.URL())
 	m := streamMsg(t, js, opts, big)
 	if len(m.Data) != 0 || m.Header.Get(headerBodyObject) != changeObject(big) {
