@@ -29,6 +29,7 @@ type Server struct {
 	port    int
 	cluster int   // the route port; 0: not clustered
 	routes  []int // the other servers' route ports
+	payload int   // max_payload; 0: the server's default (1 MiB)
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	done    chan struct{}
@@ -72,6 +73,16 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
+// StartMaxPayload starts one server as Start does, with max_payload set to
+// n bytes (the largest message a client may publish).
+func StartMaxPayload(t testing.TB, n int) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: binary(t), name: "n0", dir: t.TempDir(), port: FreePort(t), payload: n}
+	s.Start()
+	t.Cleanup(s.Kill)
+	return s
+}
+
 // StartCluster starts three servers with JetStream joined in one cluster
 // and waits until each accepts connections and JetStream has a meta leader.
 func StartCluster(t testing.TB) *Cluster {
@@ -110,6 +121,14 @@ func (c *Cluster) URLs() string {
 
 func (s *Server) args() []string {
 	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-n", s.name, "-js", "-sd", filepath.Join(s.dir, "js")}
+	if s.payload > 0 {
+		// No command-line flag sets it: a configuration file does.
+		conf := filepath.Join(s.dir, "nats.conf")
+		if err := os.WriteFile(conf, []byte("max_payload: "+strconv.Itoa(s.payload)+"\n"), 0o644); err != nil {
+			s.t.Fatal(err)
+		}
+		args = append(args, "-c", conf)
+	}
 	if s.cluster != 0 {
 		var routes []string
 		for _, p := range s.routes {

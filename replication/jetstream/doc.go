@@ -18,6 +18,8 @@
 //	subject NAME.status       core NATS: the writer's state, every second
 //	subject NAME.checkpoint   core NATS: a replica asks for a newer checkpoint
 //	bucket  NAME_checkpoints  object store: checkpoint-<seq, 20 digits>
+//	bucket  NAME_changes      object store: <seq, 20 digits>, changes too
+//	                          large for one message
 //
 // # Stream sequence = commit sequence
 //
@@ -32,6 +34,25 @@
 // S consumes from stream message S+1, and a message whose stream sequence is
 // not the one it asked for means the stream lost changes it needs: like the
 // HTTP log's 410, it bootstraps again.
+//
+// # Large changes
+//
+// A change whose record does not fit in one message (the connection's max
+// payload, the servers' max_payload, less 4 KiB for headers: a Bitcoin
+// block with its spent outputs can be several MiB) is put in the bucket
+// NAME_changes as the object named by its seq (the object store chunks it),
+// and only then is a pointer published in its place: stream message S, with
+// the message id S and the same expectations as any change, no body, and
+// headers naming the object, its length and its SHA-256 (body.go). So the
+// stream's sequence is still the commit sequence, and a pointer is never in
+// the stream before its object is whole. A writer that stops between the
+// put and the publish puts the object again when it resumes (the same name
+// replaces it), then publishes the pointer. A replica that meets a pointer
+// reads the object and checks its length and digest (a mismatch is a
+// change that does not decode: it diverges); an object that is gone means
+// the stream moved on without it, and it bootstraps again, as for a gap.
+// After each window the Publisher deletes the objects of changes before the
+// stream's first message, so the bucket keeps what the stream keeps.
 //
 // # The Publisher never holds the writer back
 //

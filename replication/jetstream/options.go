@@ -38,6 +38,11 @@ type Options struct {
 	CheckpointInterval time.Duration
 	// Logger. Default: discard.
 	Logger *slog.Logger
+
+	// afterPut, for tests, runs between a change object's put and its
+	// pointer's publish; an error stops the session there, as a crash
+	// would.
+	afterPut func(seq uint64) error
 }
 
 // DefaultName is Options.Name's default.
@@ -99,6 +104,7 @@ func (o Options) changesSubject() string { return o.Name + ".changes" }
 func (o Options) statusSubject() string  { return o.Name + ".status" }
 func (o Options) requestSubject() string { return o.Name + ".checkpoint" }
 func (o Options) bucket() string         { return o.Name + "_checkpoints" }
+func (o Options) changesBucket() string  { return o.Name + "_changes" }
 func checkpointObject(seq uint64) string { return fmt.Sprintf("checkpoint-%020d", seq) }
 
 // connect opens a connection that keeps reconnecting, to any of the

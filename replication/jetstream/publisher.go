@@ -98,6 +98,12 @@ type Publisher struct {
 	wg      sync.WaitGroup
 	closed  sync.Once
 
+	// The change objects (runStream's goroutine only): the bucket, and
+	// the seqs of the objects it holds, in order, as far as this session
+	// knows (those it found at its start and those it put since).
+	bodies  jetstream.ObjectStore
+	objects []uint64
+
 	streamSeq atomic.Uint64 // last change the stream acknowledged
 	// streamFirst is the first change of the stream as the publisher last
 	// started it (0: it did not): a checkpoint older than the change before
@@ -282,6 +288,7 @@ func (p *Publisher) session(ctx context.Context, ok func()) error {
 			}
 			confirmed = true
 			p.acked(last)
+			p.dropObjects(ctx, last)
 			ok()
 		}
 		select {
@@ -292,11 +299,24 @@ func (p *Publisher) session(ctx context.Context, ok func()) error {
 	}
 }
 
-// prepare creates or updates the stream, and returns the last change it
-// holds, after moving the stream when it cannot continue from there: a
+// prepare creates or updates the stream and the bucket of change objects,
+// and returns the last change the stream holds (see prepareStream).
+func (p *Publisher) prepare(ctx context.Context) (uint64, error) {
+	last, first, err := p.prepareStream(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := p.openBodies(ctx, first); err != nil {
+		return 0, err
+	}
+	return last, nil
+}
+
+// prepareStream creates or updates the stream, and returns the last change
+// it holds and its first (last+1 when it is empty), after moving the stream when it cannot continue from there: a
 // stream beyond the writer (restored) is replaced, and a new stream, or one
 // behind the change log's first kept change, starts at that change.
-func (p *Publisher) prepare(ctx context.Context) (uint64, error) {
+func (p *Publisher) prepareStream(ctx context.Context) (last, first uint64, err error) {
 	cfg := jetstream.StreamConfig{
 		Name: p.opts.stream(), Subjects: []string{p.opts.changesSubject()},
 		Description: "utxo-cache change log: message seq = commit seq",
@@ -306,21 +326,21 @@ func (p *Publisher) prepare(ctx context.Context) (uint64, error) {
 	}
 	s, err := p.js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", cfg.Name, err)
+		return 0, 0, fmt.Errorf("stream %s: %w", cfg.Name, err)
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", cfg.Name, err)
+		return 0, 0, fmt.Errorf("stream %s: %w", cfg.Name, err)
 	}
 	v, err := p.store.PublishedView()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	seq := v.State().Seq
-	first, err := v.FirstKept()
+	first, err = v.FirstKept()
 	_ = v.Close()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if first == 0 {
 		first = seq + 1 // the log keeps nothing: start with the next change
@@ -330,21 +350,21 @@ func (p *Publisher) prepare(ctx context.Context) (uint64, error) {
 		p.opts.Logger.Warn("the JetStream stream holds changes beyond the writer's state (a writer restored from a backup?): replacing it",
 			"stream_seq", st.LastSeq, "writer_seq", seq)
 		if err := p.js.DeleteStream(ctx, cfg.Name); err != nil {
-			return 0, fmt.Errorf("delete stream %s: %w", cfg.Name, err)
+			return 0, 0, fmt.Errorf("delete stream %s: %w", cfg.Name, err)
 		}
 		if s, err = p.js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return 0, fmt.Errorf("stream %s: %w", cfg.Name, err)
+			return 0, 0, fmt.Errorf("stream %s: %w", cfg.Name, err)
 		}
 		if info, err = s.Info(ctx); err != nil {
-			return 0, fmt.Errorf("stream %s: %w", cfg.Name, err)
+			return 0, 0, fmt.Errorf("stream %s: %w", cfg.Name, err)
 		}
 		st = info.State
 	}
 	if st.Msgs > 0 && st.LastSeq+1 >= first {
-		return st.LastSeq, nil // the log has what follows the stream
+		return st.LastSeq, st.FirstSeq, nil // the log has what follows the stream
 	}
 	if st.Msgs == 0 && st.LastSeq+1 == first {
-		return st.LastSeq, nil
+		return st.LastSeq, first, nil
 	}
 	// Empty, or behind the log: the stream starts at the log's first kept
 	// change (replicas that need older ones bootstrap). A stream that holds
@@ -353,24 +373,98 @@ func (p *Publisher) prepare(ctx context.Context) (uint64, error) {
 		p.opts.Logger.Warn("the JetStream stream is further behind than the writer's change log keeps: it restarts at the log's first change",
 			"stream_seq", st.LastSeq, "log_first", first)
 		if err := p.js.DeleteStream(ctx, cfg.Name); err != nil {
-			return 0, fmt.Errorf("delete stream %s: %w", cfg.Name, err)
+			return 0, 0, fmt.Errorf("delete stream %s: %w", cfg.Name, err)
 		}
 		if s, err = p.js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return 0, fmt.Errorf("stream %s: %w", cfg.Name, err)
+			return 0, 0, fmt.Errorf("stream %s: %w", cfg.Name, err)
 		}
 	}
 	if err := s.Purge(ctx, jetstream.WithPurgeSequence(first)); err != nil {
-		return 0, fmt.Errorf("start stream %s at %d: %w", cfg.Name, first, err)
+		return 0, 0, fmt.Errorf("start stream %s at %d: %w", cfg.Name, first, err)
 	}
 	if info, err = s.Info(ctx); err != nil {
-		return 0, fmt.Errorf("stream %s: %w", cfg.Name, err)
+		return 0, 0, fmt.Errorf("stream %s: %w", cfg.Name, err)
 	}
 	if info.State.LastSeq+1 != first || info.State.Msgs != 0 {
-		return 0, fmt.Errorf("stream %s: asked to start at %d, it is at first %d last %d: this NATS server cannot start a stream at a sequence",
+		return 0, 0, fmt.Errorf("stream %s: asked to start at %d, it is at first %d last %d: this NATS server cannot start a stream at a sequence",
 			cfg.Name, first, info.State.FirstSeq, info.State.LastSeq)
 	}
 	p.streamFirst.Store(first)
-	return first - 1, nil
+	return first - 1, first, nil
+}
+
+// openBodies opens (or creates) the bucket of change objects, lists what
+// it holds, and deletes the objects of changes before first, the stream's
+// first message: no replica reads them any more. Objects beyond the
+// stream's last message (put before a crash, or of a replaced stream) are
+// left: each is put again before its pointer is published.
+func (p *Publisher) openBodies(ctx context.Context, first uint64) error {
+	obs, err := p.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: p.opts.changesBucket(),
+		Description: "utxo-cache changes too large for one message", Storage: jetstream.FileStorage, Replicas: p.opts.Replicas})
+	if err != nil {
+		return fmt.Errorf("object store %s: %w", p.opts.changesBucket(), err)
+	}
+	infos, err := obs.List(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return fmt.Errorf("list %s: %w", p.opts.changesBucket(), err)
+	}
+	p.bodies, p.objects = obs, p.objects[:0]
+	for _, in := range infos {
+		if seq, err := strconv.ParseUint(in.Name, 10, 64); err == nil && !in.Deleted && in.Name == changeObject(seq) {
+			p.objects = append(p.objects, seq)
+		}
+	}
+	sort.Slice(p.objects, func(i, j int) bool { return p.objects[i] < p.objects[j] })
+	p.deleteObjects(ctx, first)
+	return nil
+}
+
+// dropObjects deletes the objects of changes the stream no longer holds,
+// now that it has last: it asks the stream where it starts only when an
+// object may be before it.
+func (p *Publisher) dropObjects(ctx context.Context, last uint64) {
+	if len(p.objects) == 0 || p.objects[0]+p.opts.Retention > last {
+		return
+	}
+	s, err := p.js.Stream(ctx, p.opts.stream())
+	if err != nil {
+		p.opts.Logger.Warn("could not read the stream's first change to delete older change objects", "err", err)
+		return
+	}
+	st := s.CachedInfo().State
+	first := st.FirstSeq
+	if st.Msgs == 0 {
+		first = st.LastSeq + 1
+	}
+	p.deleteObjects(ctx, first)
+}
+
+// deleteObjects deletes the objects of changes before first.
+func (p *Publisher) deleteObjects(ctx context.Context, first uint64) {
+	for len(p.objects) > 0 && p.objects[0] < first {
+		name := changeObject(p.objects[0])
+		if err := p.bodies.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			p.opts.Logger.Warn("could not delete a change object the stream no longer needs: retried later", "object", name, "err", err)
+			return
+		}
+		p.objects = p.objects[1:]
+	}
+}
+
+// putBody puts rec, change seq, in the bucket of change objects, replacing
+// any object of that name (put before a crash, or of a replaced stream).
+func (p *Publisher) putBody(ctx context.Context, seq uint64, rec []byte) error {
+	meta := jetstream.ObjectMeta{Name: changeObject(seq), Description: "change " + strconv.FormatUint(seq, 10),
+		Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunkSize(p.nc.MaxPayload())}}
+	ctx, cancel := context.WithTimeout(ctx, 3*ackTimeout)
+	defer cancel()
+	if _, err := p.bodies.Put(ctx, meta, bytes.NewReader(rec)); err != nil {
+		return fmt.Errorf("put change %d (%d bytes) in %s: %w", seq, len(rec), p.opts.changesBucket(), err)
+	}
+	if n := len(p.objects); n == 0 || p.objects[n-1] < seq {
+		p.objects = append(p.objects, seq)
+	}
+	return nil
 }
 
 // window sends the changes after last, at most maxWindow and MaxWindowBytes
@@ -411,18 +505,31 @@ func (p *Publisher) window(ctx context.Context, last uint64, confirmed bool) (ui
 			break
 		}
 		seq := last + 1 + uint64(len(futures))
-		if limit := p.nc.MaxPayload(); limit > 0 && int64(len(rec))+4096 > limit {
-			if len(futures) > 0 {
-				break // what was sent is awaited below
-			}
-			_ = cur.Close()
-			_ = v.Close()
-			return last, fmt.Errorf("change %d is %d bytes, above the NATS servers' max_payload of %d: raise max_payload on every server (to the largest block plus its spent outputs)",
-				seq, len(rec), limit)
-		}
 		msg := nats.NewMsg(p.opts.changesSubject())
-		msg.Data = bytes.Clone(rec) // Pebble's bytes are the cursor's until Next
 		replication.WriterLimitsHeaders(msg.Header, p.limits)
+		if limit := p.nc.MaxPayload(); limit > 0 && int64(len(rec))+headerRoom > limit {
+			// Too large for a message: the record goes to the object store
+			// first, then a pointer to it takes its place in the stream.
+			if len(futures) > 0 {
+				break // what was sent is awaited first
+			}
+			body := bytes.Clone(rec)
+			if err := p.putBody(ctx, seq, body); err != nil {
+				_ = cur.Close()
+				_ = v.Close()
+				return last, err
+			}
+			if p.opts.afterPut != nil {
+				if err := p.opts.afterPut(seq); err != nil {
+					_ = cur.Close()
+					_ = v.Close()
+					return last, err
+				}
+			}
+			setPointer(msg.Header, seq, body)
+		} else {
+			msg.Data = bytes.Clone(rec) // Pebble's bytes are the cursor's until Next
+		}
 		opts := []jetstream.PublishOpt{jetstream.WithMsgID(strconv.FormatUint(seq, 10))}
 		if confirmed {
 			opts = append(opts, jetstream.WithExpectLastMsgID(strconv.FormatUint(seq-1, 10)))
@@ -558,7 +665,7 @@ func (p *Publisher) put(ctx context.Context, obs jetstream.ObjectStore) (replica
 	}
 	defer c.Close()
 	meta := jetstream.ObjectMeta{Name: checkpointObject(c.Manifest.Seq), Headers: nats.Header{},
-		Description: c.Manifest.String()}
+		Description: c.Manifest.String(), Opts: &jetstream.ObjectMetaOptions{ChunkSize: chunkSize(p.nc.MaxPayload())}}
 	replication.ManifestHeaders(c.Manifest, meta.Headers.Set)
 	meta.Headers.Set(headerBytes, strconv.FormatInt(c.Manifest.StoreBytes(), 10))
 	pr, pw := io.Pipe()

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -52,8 +53,9 @@ type Source struct {
 	}
 
 	// The consumer (one goroutine at a time).
-	it   jetstream.MessagesContext
-	next uint64 // the stream sequence it delivers next
+	bodies jetstream.ObjectStore // the change objects; nil: not opened yet
+	it     jetstream.MessagesContext
+	next   uint64 // the stream sequence it delivers next
 }
 
 // NewSource connects to opts.URLs and listens to the writer's status. It
@@ -144,12 +146,21 @@ func (s *Source) Changes(ctx context.Context, req replication.ChangesRequest) (*
 		}
 		lim := replication.LimitsFrom(req.Limits, msg.Headers().Get)
 		s.limits.Note(req.Limits, lim)
+		data, err := s.body(ctx, msg, meta.Sequence.Stream, lim)
+		if errors.Is(err, errBody) {
+			batch.DecodeErr = err // not what the writer publishes: as a change that does not decode
+		} else if err != nil {
+			s.stopConsumer()
+			return nil, err
+		}
 		n := len(batch.Changes)
-		replication.DecodeChanges(msg.Data(), lim, batch)
+		if batch.DecodeErr == nil {
+			replication.DecodeChanges(data, lim, batch)
+		}
 		if len(batch.Changes) != n+1 && batch.DecodeErr == nil {
 			batch.DecodeErr = fmt.Errorf("stream message %d holds %d changes, not one", meta.Sequence.Stream, len(batch.Changes)-n)
 		}
-		batch.Bytes += len(msg.Data())
+		batch.Bytes += len(data)
 		if len(batch.Changes) > n {
 			lastChange = batch.Changes[len(batch.Changes)-1]
 		}
@@ -172,6 +183,28 @@ func (s *Source) Changes(ctx context.Context, req replication.ChangesRequest) (*
 		batch.WriterHeight = writerHeight
 	}
 	return batch, nil
+}
+
+// body returns the record of stream message seq: its data, or the object a
+// pointer names (see body.go), checked against the pointer.
+func (s *Source) body(ctx context.Context, msg jetstream.Msg, seq uint64, lim chain.Limits) ([]byte, error) {
+	ref, ok, err := parsePointer(msg.Headers().Get, seq, len(msg.Data()), maxRecordBytes(lim))
+	if err != nil || !ok {
+		return msg.Data(), err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*ackTimeout)
+	defer cancel()
+	if s.bodies == nil {
+		obs, err := s.js.ObjectStore(ctx, s.opts.changesBucket())
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, fmt.Errorf("change %d is in bucket %s, which is gone: %w: %w", seq, s.opts.changesBucket(), replication.ErrNeedBootstrap, replication.ErrLogTruncated)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bucket %s: %w", s.opts.changesBucket(), err)
+		}
+		s.bodies = obs
+	}
+	return readBody(ctx, s.bodies, ref)
 }
 
 // nextMsg waits up to wait for the consumer's next message (nil, nil when
