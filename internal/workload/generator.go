@@ -47,20 +47,20 @@ type Generator struct {
 
 // Shape constants that are not worth an option.
 const (
-	cardanoPolicies        = 2000 // distinct asset policies
-	cardanoAssetOutputs    = 0.25 // fraction of outputs carrying assets
-	cardanoMaxAssets       = 12   // assets of one output, at most
-	cardanoScriptTxs       = 0.10 // valid txs that list (unspent) collateral
-	cardanoInlineDatum     = 0.20 // script outputs with an inline datum instead of a hash
-	bitcoinSubsidy         = 312_500_000
-	genesisTime            = 1_700_000_000
-	youngDraws             = 4 // tries at a still-live young output before falling back
-	referDraws             = 8 // tries at a distinct output to list without spending
-	nftPolicyEvery         = 4 // every 4th policy is an NFT collection
+	cardanoPolicies     = 2000 // distinct asset policies
+	cardanoAssetOutputs = 0.25 // fraction of outputs carrying assets
+	cardanoMaxAssets    = 12   // assets of one output, at most
+	cardanoScriptTxs    = 0.10 // valid txs that list (unspent) collateral
+	cardanoInlineDatum  = 0.20 // script outputs with an inline datum instead of a hash
+	bitcoinSubsidy      = 312_500_000
+	genesisTime         = 1_700_000_000
+	youngDraws          = 4 // tries at a still-live young output before falling back
+	referDraws          = 8 // tries at a distinct output to list without spending
+	nftPolicyEvery      = 4 // every 4th policy is an NFT collection
 	// addressCache is how many of the most popular ordinary addresses keep
 	// their string once derived (some 10 MB at most): Zipf sends most
 	// outputs to them; the rest are derived again on every use.
-	addressCache = 1 << 16
+	addressCache           = 1 << 16
 	bitcoinMeanBlockSecond = 600
 	cardanoMeanBlockSecond = 20
 )
