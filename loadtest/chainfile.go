@@ -59,9 +59,10 @@ const streamSpendable = 4_000_000
 // ChainStats describe a streamed chain.
 type ChainStats struct {
 	Blocks int `json:"blocks"`
-	// Changes counts the UTXO changes the chain makes: outputs created plus
-	// outputs spent (a phase-2-invalid transaction's collateral and
-	// collateral return included).
+	// Changes counts the UTXO changes the chain makes as the store counts
+	// them: outputs created plus outputs spent (a phase-2-invalid
+	// transaction's collateral and collateral return included), an output
+	// created and spent in the same block in neither.
 	Changes int64 `json:"changes"`
 	// UTXOs is the live set at the chain's tip; Frozen of them are outputs
 	// the generator no longer kept to spend (workload's bounded live set).
@@ -75,12 +76,24 @@ type ChainStats struct {
 // blocks world.preload makes from the same generator.
 func streamChain(g *workload.Generator, plan preloadPlan, emit func(*chain.Block) error) (ChainStats, error) {
 	var st ChainStats
+	fresh := map[chain.OutPoint]struct{}{} // created by the block so far
 	step := func(b *chain.Block) error {
 		st.Blocks++
+		clear(fresh)
 		for i := range b.Txs {
 			tx := &b.Txs[i]
-			st.Changes += int64(len(tx.Spends()))
-			tx.Creates(func(uint32, *chain.Output, bool) { st.Changes++ })
+			for _, op := range tx.Spends() {
+				if _, ok := fresh[op]; ok {
+					delete(fresh, op)
+					st.Changes-- // its creation no longer counts
+				} else {
+					st.Changes++
+				}
+			}
+			tx.Creates(func(index uint32, _ *chain.Output, _ bool) {
+				fresh[chain.OutPoint{TxHash: tx.Hash, Index: index}] = struct{}{}
+				st.Changes++
+			})
 		}
 		return emit(b)
 	}

@@ -331,6 +331,11 @@ func (o Options) EnsureDefaults() Options {
 	if d.blockRate > 0 {
 		setFloat(&o.BlockRate, d.blockRate)
 	}
+	if o.Scenario == ScenarioScale {
+		// No model: no feed and no correctness sample (Validate).
+		setFloat(&o.BlockRate, -1)
+		setFloat(&o.CheckFraction, -1)
+	}
 	setFloat(&o.BlockRate, 10)
 	if o.Scenario == ScenarioSoak {
 		setDur(&o.Duration, time.Hour)
@@ -346,11 +351,6 @@ func (o Options) EnsureDefaults() Options {
 	setInt(&o.ApplyBlocks, 300)
 	setInt(&o.ApplyRounds, 2)
 	setDur(&o.ApplyTimeout, 2*time.Minute)
-	if o.Scenario == ScenarioScale {
-		// No model: no feed and no correctness sample (Validate).
-		setFloat(&o.BlockRate, -1)
-		setFloat(&o.CheckFraction, -1)
-	}
 	setFloat(&o.CheckFraction, 0.01)
 	setFloat(&o.CheckBudget, 0.25)
 	if o.Log == nil {

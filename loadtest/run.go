@@ -108,10 +108,18 @@ func (r *runner) managed(ctx context.Context) error {
 	if err := os.RemoveAll(dataDir); err != nil {
 		return err
 	}
-	if err := r.preloadIngest(ctx, dataDir); err != nil {
+	if r.o.Scenario == ScenarioScale {
+		if err := r.scaleImport(ctx, dataDir); err != nil {
+			return err
+		}
+	} else if err := r.preloadIngest(ctx, dataDir); err != nil {
 		return err
 	}
 	r.w.freeze()
+	if r.o.Scenario == ScenarioScale {
+		// No model: the store's own figures are the ones to start from.
+		r.w.base.state = r.report.Scale.State
+	}
 	r.report.Preload.State = r.w.base.state
 	if r.o.Scenario == ScenarioSoak {
 		// Blocks are made as the feed posts them, and forgotten once

@@ -147,6 +147,13 @@ func (g *Generator) HotAddresses() []string {
 	return out
 }
 
+// OrdinaryAddress returns the ordinary address of popularity rank (0 the
+// most popular, below Options.Addresses): the address the generator sends
+// outputs of that rank to. A pure function of the seed, profile and rank.
+func (g *Generator) OrdinaryAddress(rank int) string {
+	return deriveAddress(g.opts.Profile, g.opts.Seed, domainOrdinary, rank).s
+}
+
 // Tip returns the height and hash of the last block returned, Empty before
 // the first.
 func (g *Generator) Tip() chain.Tip {
