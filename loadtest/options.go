@@ -258,8 +258,11 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 		return scenarioDefaults{
 			utxos: 12_000_000, txs: 300, warmup: 10 * time.Second, max: 20 * time.Second, rate: 20 * time.Second,
 			machineWarmup: -1, configs: ScaleConfigs, rollbackEvery: 50,
+			// Seed blocks of n/2000 outputs (1k to 25k): some 2,000 of
+			// them, so that ingest's progress lines, one per run of up to
+			// 64 blocks, time each tenth of the import to a few percent.
 			plan: func(n int) preloadPlan {
-				return preloadPlan{utxos: n, seedUTXOs: n * 19 / 20, seedBlockOutputs: 25_000, minBlocks: 100}
+				return preloadPlan{utxos: n, seedUTXOs: n * 19 / 20, seedBlockOutputs: min(25_000, max(1000, n/2000)), minBlocks: 100}
 			},
 			// Mainnet's ratios: Cardano about 5M addresses for 12M
 			// UTXOs, Bitcoin about 50M for 180M.
