@@ -244,7 +244,7 @@ func (r *Report) Markdown() string {
 		b.WriteString(r.Soak.markdown())
 	}
 	if r.Scale != nil {
-		b.WriteString(r.Scale.markdown())
+		b.WriteString(r.Scale.markdown(r.Configs))
 	}
 	if len(r.Fairness.Comparable) > 0 {
 		b.WriteString("## Comparability\n\n")

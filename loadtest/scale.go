@@ -442,7 +442,7 @@ func (r *runner) scaleSettle(ctx context.Context, s *ScaleResult, dataDir string
 
 // markdown is the report's import section: every figure of scaleFigures
 // and the settle windows.
-func (s *ScaleResult) markdown() string {
+func (s *ScaleResult) markdown(configs []ConfigResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Import (scale)\n\n%d blocks, %d UTXO changes, %d live UTXOs (%d of them frozen by the bounded generator); chain file %d MiB written in %.1f s; indexes %s; import %.1f s; store %d MiB right after the import, %d MiB settled (ballast excluded).\n\n",
 		s.Chain.Blocks, s.Chain.Changes, s.Chain.UTXOs, s.Chain.Frozen, s.ChainFileBytes>>20, s.GenerateSeconds, s.Indexes, s.ImportSeconds,
@@ -455,6 +455,32 @@ func (s *ScaleResult) markdown() string {
 		b.WriteString("\nSettle windows (disk only, standard mix):\n\n| s | req/s | debt MiB | compactions (running) | L0 files | read amp |\n|---|---|---|---|---|---|\n")
 		for _, w := range s.Windows {
 			fmt.Fprintf(&b, "| %.1f | %.0f | %.1f | %.0f (%.0f) | %.0f | %.0f |\n", w.Seconds, w.ReqPerSec, w.DebtBytes/(1<<20), w.Compactions, w.CompactionsRunning, w.L0Files, w.ReadAmp)
+		}
+	}
+	if len(configs) > 0 {
+		b.WriteString("\nReads on the imported store (max phase; p99 per kind in ms):\n\n" +
+			"| config | req/s | balance | page | deep | outpoint | lookup | tier hit ratios | block cache hit ratio | block-cache misses / request | disk reads / request |\n" +
+			"|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, c := range configs {
+			p99 := func(kind string) string {
+				if e, ok := c.Max.Endpoints[kind]; ok && e.Latency.Count > 0 {
+					return fmt.Sprintf("%.2f", e.Latency.P99)
+				}
+				return "-"
+			}
+			hits, bc, misses, reads := "-", "-", "-", "-"
+			if ts := c.Max.Cache; ts != nil {
+				hits = hitRatios(ts)
+				if ts.BlockCacheHits+ts.BlockCacheMisses > 0 {
+					bc = fmt.Sprintf("%.3f", ts.BlockCacheHitRatio)
+				}
+				if c.Max.Requests > 0 {
+					misses = fmt.Sprintf("%.2f", ts.BlockCacheMisses/float64(c.Max.Requests))
+					reads = fmt.Sprintf("%.2f", ts.DiskReads/float64(c.Max.Requests))
+				}
+			}
+			fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Name, c.Max.AchievedRate,
+				p99("balance"), p99("page"), p99("deep"), p99("outpoint"), p99("lookup"), hits, bc, misses, reads)
 		}
 	}
 	b.WriteString("\n")

@@ -88,3 +88,23 @@ func TestCompare(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleMarkdown: the report's scale section lists every figure, the
+// settle windows and, per configuration, the block cache's hit ratio and
+// misses per request from the phase's scraped deltas.
+func TestScaleMarkdown(t *testing.T) {
+	s := &ScaleResult{ChangesPerSec: 12345, Windows: []SettleWindow{{Seconds: 2, ReqPerSec: 900, DebtBytes: 3 << 20, Compactions: 4, CompactionsRunning: 1}}}
+	configs := []ConfigResult{{Name: "disk", Max: PhaseResult{AchievedRate: 1000, Requests: 200,
+		Endpoints: map[string]EndpointResult{"page": {Latency: LatencySummary{Count: 5, P99: 7.5}}},
+		Cache:     &TierStats{Tiers: map[string]TierLookups{}, DiskReads: 100, BlockCacheHits: 300, BlockCacheMisses: 100, BlockCacheHitRatio: 0.75}}}}
+	md := s.markdown(configs)
+	for _, want := range []string{
+		"| import changes/s | 12345 |",
+		"| 2.0 | 900 | 3.0 | 4 (1) |",
+		"| disk | 1000 | - | 7.50 | - | - | - | none | 0.750 | 0.50 | 0.50 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("no %q in\n%s", want, md)
+		}
+	}
+}
