@@ -55,7 +55,7 @@ func TestWriteChainBoundedReplays(t *testing.T) {
 	}{{workload.Cardano, ".cbor"}, {workload.Bitcoin, ".jsonl"}} {
 		t.Run(c.profile.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "chain"+c.ext)
-			o := Options{Scenario: ScenarioScale, Profile: c.profile, Seed: 9, UTXOs: 60_000}
+			o := Options{Scenario: ScenarioScale, Profile: c.profile, Seed: 9, UTXOs: 60_000, TxsPerBlock: 5}
 			st, err := writeChain(o, path, 4000)
 			if err != nil {
 				t.Fatal(err)

@@ -48,6 +48,10 @@ const (
 	ScenarioScale = "scale"
 )
 
+// scaleTailBlocks is the scale scenario's ordinary blocks after its seed
+// blocks: more than the default rollback window (4320 blocks).
+const scaleTailBlocks = 4400
+
 // ScaleConfigs are the scale scenario's default configurations: every tier
 // layout on the imported store.
 var ScaleConfigs = []string{ConfigDisk, ConfigMemory, ConfigRedis, ConfigFull}
@@ -261,8 +265,14 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 			// Seed blocks of n/2000 outputs (1k to 25k): some 2,000 of
 			// them, so that ingest's progress lines, one per run of up to
 			// 64 blocks, time each tenth of the import to a few percent.
+			// Then scaleTailBlocks ordinary blocks (each adds some 150
+			// UTXOs), so that the seed blocks end up below the default
+			// rollback window and prune depth, as the bulk of a real
+			// chain does after an import: the store prunes their undo
+			// data and spent records.
 			plan: func(n int) preloadPlan {
-				return preloadPlan{utxos: n, seedUTXOs: n * 19 / 20, seedBlockOutputs: min(25_000, max(1000, n/2000)), minBlocks: 100}
+				return preloadPlan{utxos: n, seedUTXOs: max(n/2, n-scaleTailBlocks*150),
+					seedBlockOutputs: min(25_000, max(1000, n/2000)), minBlocks: scaleTailBlocks}
 			},
 			// Mainnet's ratios: Cardano about 5M addresses for 12M
 			// UTXOs, Bitcoin about 50M for 180M.
