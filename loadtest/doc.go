@@ -106,6 +106,16 @@
 // replica and with Replicas replicas, each leg on a fresh copy, in ABBA
 // rounds, and reports the ratio of the writer's blocks/s.
 //
+// # Scale
+//
+// The scale scenario (scale.go) measures a store of a real chain's size: it
+// streams the chain to a file with a bounded generator (memory independent
+// of the chain's size), imports it with `utxo-cache ingest`, times the
+// import from ingest's progress lines, waits for Pebble's compactions to
+// settle under a disk-only read load, then runs the read configurations on
+// copies of the store. It keeps no model: no feed, no correctness sample.
+// Compare (--compare) prints two reports' targets and figures in one table.
+//
 // # Rollbacks without a rewindable generator
 //
 // The workload generator only moves forward. The feed rolls the service and

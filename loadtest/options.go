@@ -49,7 +49,21 @@ const (
 	// delivery latency, their cost to the writer's apply, and the memory
 	// of an idle stream.
 	ScenarioEvents = "events"
+	// ScenarioScale measures a store of mainnet size (scale.go): it streams
+	// the chain to a file in bounded memory, imports it with `utxo-cache
+	// ingest`, measures the import, then runs the read configurations on
+	// the result. It keeps no model of the chain (it would not fit): no
+	// feed, no correctness sample. Not for CI: 12M UTXOs by default.
+	ScenarioScale = "scale"
 )
+
+// scaleTailBlocks is the scale scenario's ordinary blocks after its seed
+// blocks: more than the default rollback window (4320 blocks).
+const scaleTailBlocks = 4400
+
+// ScaleConfigs are the scale scenario's default configurations: every tier
+// layout on the imported store.
+var ScaleConfigs = []string{ConfigDisk, ConfigMemory, ConfigRedis, ConfigFull}
 
 // Options configure a run. The zero value of a field means the default of
 // the Scenario (see EnsureDefaults); durations are wall time per phase.
@@ -213,6 +227,9 @@ type scenarioDefaults struct {
 	hotFraction         float64
 	soakRate, blockRate float64 // 0: the general defaults
 	inFlight            int     // 0: the general default
+	// addresses returns the ordinary addresses of a chain of n UTXOs; nil:
+	// the generator's default.
+	addresses func(n int, p workload.Profile) int
 }
 
 func defaultsOf(scenario string) (scenarioDefaults, error) {
@@ -271,8 +288,33 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 				return preloadPlan{utxos: n, seedUTXOs: n * 9 / 10, seedBlockOutputs: 20_000, minBlocks: 60}
 			},
 		}, nil
+	case ScenarioScale:
+		return scenarioDefaults{
+			utxos: 12_000_000, txs: 300, warmup: 10 * time.Second, max: 20 * time.Second, rate: 20 * time.Second,
+			machineWarmup: -1, configs: ScaleConfigs, rollbackEvery: 50,
+			// Seed blocks of n/2000 outputs (1k to 25k): some 2,000 of
+			// them, so that ingest's progress lines, one per run of up to
+			// 64 blocks, time each tenth of the import to a few percent.
+			// Then scaleTailBlocks ordinary blocks (each adds some 150
+			// UTXOs), so that the seed blocks end up below the default
+			// rollback window and prune depth, as the bulk of a real
+			// chain does after an import: the store prunes their undo
+			// data and spent records.
+			plan: func(n int) preloadPlan {
+				return preloadPlan{utxos: n, seedUTXOs: max(n/2, n-scaleTailBlocks*150),
+					seedBlockOutputs: min(25_000, max(1000, n/2000)), minBlocks: scaleTailBlocks}
+			},
+			// Mainnet's ratios: Cardano about 5M addresses for 12M
+			// UTXOs, Bitcoin about 50M for 180M.
+			addresses: func(n int, p workload.Profile) int {
+				if p == workload.Cardano {
+					return max(1000, n*5/12)
+				}
+				return max(1000, n*5/18)
+			},
+		}, nil
 	}
-	return scenarioDefaults{}, fmt.Errorf("loadtest: unknown scenario %q (want standard, big, smoke, soak, replicas, events or fanout)", scenario)
+	return scenarioDefaults{}, fmt.Errorf("loadtest: unknown scenario %q (want standard, big, smoke, soak, replicas, events, fanout or scale)", scenario)
 }
 
 // EnsureDefaults returns o with every zero field set to its default. An
@@ -331,6 +373,11 @@ func (o Options) EnsureDefaults() Options {
 	}
 	if d.blockRate > 0 {
 		setFloat(&o.BlockRate, d.blockRate)
+	}
+	if o.Scenario == ScenarioScale {
+		// No model: no feed and no correctness sample (Validate).
+		setFloat(&o.BlockRate, -1)
+		setFloat(&o.CheckFraction, -1)
 	}
 	setFloat(&o.BlockRate, 10)
 	if o.Scenario == ScenarioSoak {
@@ -424,6 +471,16 @@ func (o Options) Validate() error {
 	} else if o.MaxDuration <= 0 || o.RateDuration <= 0 {
 		errs = append(errs, errors.New("phase durations must be positive"))
 	}
+	if o.Scenario == ScenarioScale {
+		switch {
+		case len(o.Targets) > 0:
+			errs = append(errs, errors.New("the scale scenario is a managed run: it imports the chain with utxo-cache ingest"))
+		case o.BlockRate > 0 || o.CheckFraction > 0:
+			errs = append(errs, errors.New("the scale scenario keeps no model of the chain: no feed (--block-rate) and no correctness sample (--check-fraction)"))
+		case slices.Contains(o.Configs, ConfigReplica) || slices.Contains(o.Configs, ConfigBare):
+			errs = append(errs, fmt.Errorf("the scale scenario runs %v, not the replica or bare configurations", ScaleConfigs))
+		}
+	}
 	if o.Scenario == ScenarioSoak {
 		switch {
 		case len(o.Targets) > 0:
@@ -458,10 +515,14 @@ func (o Options) Validate() error {
 
 func (o Options) workloadOptions() workload.Options {
 	d, _ := defaultsOf(o.Scenario)
-	return workload.Options{
+	wo := workload.Options{
 		Seed: o.Seed, Profile: o.Profile, TxsPerBlock: o.TxsPerBlock,
 		HotAddresses: d.hotAddresses, HotOutputFraction: d.hotFraction,
 	}
+	if d.addresses != nil {
+		wo.Addresses = d.addresses(o.UTXOs, o.Profile)
+	}
+	return wo
 }
 
 func (o Options) plan() preloadPlan {

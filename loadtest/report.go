@@ -40,7 +40,8 @@ type Report struct {
 	// cost to the writer, idle memory); nil in the other scenarios.
 	Events      *EventsResult `json:"events,omitempty"`
 	Targets     []Verdict     `json:"targets"`
-	Soak        *SoakResult   `json:"soak,omitempty"` // the soak scenario's samples and verdict
+	Soak        *SoakResult   `json:"soak,omitempty"`  // the soak scenario's samples and verdict
+	Scale       *ScaleResult  `json:"scale,omitempty"` // the scale scenario's generation, import and settling
 	Failed      bool          `json:"failed"`
 	FailReasons []string      `json:"fail_reasons,omitempty"`
 	Error       string        `json:"error,omitempty"`
@@ -327,6 +328,9 @@ func (r *Report) evaluate(o Options) {
 		r.Targets = r.eventsVerdicts()
 	} else {
 		r.Targets = append(r.tierVerdicts(o, ceiling, hotCeiling), r.feedVerdicts(o)...)
+	}
+	if r.Scale != nil {
+		r.Targets = append(r.Targets, r.Scale.verdicts(r)...)
 	}
 	reasons := r.failures(o)
 	r.Failed, r.FailReasons = len(reasons) > 0, reasons

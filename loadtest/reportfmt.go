@@ -243,6 +243,9 @@ func (r *Report) Markdown() string {
 	if r.Soak != nil {
 		b.WriteString(r.Soak.markdown())
 	}
+	if r.Scale != nil {
+		b.WriteString(r.Scale.markdown(r.Configs))
+	}
 	if len(r.Fairness.Comparable) > 0 {
 		b.WriteString("## Comparability\n\n")
 		for _, l := range r.Fairness.Comparable {

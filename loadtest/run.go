@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/internal/workload"
 )
 
 // runner is one run of the harness: the world, the client, the processes it
@@ -107,10 +108,18 @@ func (r *runner) managed(ctx context.Context) error {
 	if err := os.RemoveAll(dataDir); err != nil {
 		return err
 	}
-	if err := r.preloadIngest(ctx, dataDir); err != nil {
+	if r.o.Scenario == ScenarioScale {
+		if err := r.scaleImport(ctx, dataDir); err != nil {
+			return err
+		}
+	} else if err := r.preloadIngest(ctx, dataDir); err != nil {
 		return err
 	}
 	r.w.freeze()
+	if r.o.Scenario == ScenarioScale {
+		// No model: the store's own figures are the ones to start from.
+		r.w.base.state = r.report.Scale.State
+	}
 	r.report.Preload.State = r.w.base.state
 	if r.o.Scenario == ScenarioSoak {
 		// Blocks are made as the feed posts them, and forgotten once
@@ -865,26 +874,35 @@ func storeState(ctx context.Context, c *http.Client, base string) (StoreState, e
 }
 
 // WriteChain writes the preload chain of o's scenario to path (.jsonl or
-// .cbor), for `utxo-cache ingest`, and returns how many blocks it wrote.
+// .cbor), for `utxo-cache ingest`, and returns how many blocks it wrote. It
+// streams: its memory does not grow with the chain (streamChain), and no
+// model of the chain is kept.
 func WriteChain(o Options, path string) (blocks int, utxos int, err error) {
+	st, err := writeChain(o, path, streamSpendable)
+	return st.Blocks, st.UTXOs, err
+}
+
+func writeChain(o Options, path string, spendable int) (ChainStats, error) {
 	o.Bin = "-" // not needed: nothing is started
 	o = o.EnsureDefaults()
 	if _, err := defaultsOf(o.Scenario); err != nil {
-		return 0, 0, err
+		return ChainStats{}, err
 	}
-	w, err := newWorld(o.workloadOptions())
+	wo := o.workloadOptions()
+	wo.Spendable = spendable
+	g, err := workload.New(wo)
 	if err != nil {
-		return 0, 0, err
+		return ChainStats{}, err
 	}
 	bf, err := createBlockFile(path)
 	if err != nil {
-		return 0, 0, err
+		return ChainStats{}, err
 	}
-	blocks, err = w.preload(o.plan(), bf.write)
+	st, err := streamChain(g, o.plan(), bf.write)
 	if cerr := bf.Close(); err == nil {
 		err = cerr
 	}
-	return blocks, w.gen.Live(), err
+	return st, err
 }
 
 func redactToken(args []string, token string) []string {

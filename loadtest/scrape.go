@@ -139,6 +139,9 @@ func labelsMatch(have, want map[string]string) bool {
 const (
 	metricTierLookups = "utxo_cache_tier_lookups_total" // {tier, result=hit|miss}
 	metricDiskReads   = "utxo_cache_disk_reads_total"
+	// Pebble's block cache, for the scale scenario's cold reads.
+	metricBlockCacheHits   = "utxo_cache_store_block_cache_hits_total"
+	metricBlockCacheMisses = "utxo_cache_store_block_cache_misses_total"
 )
 
 // TierStats is the cache activity of a phase: the difference of two scrapes.
@@ -147,6 +150,12 @@ type TierStats struct {
 	Tiers map[string]TierLookups `json:"tiers"`
 	// DiskReads is the number of answers computed from a disk snapshot.
 	DiskReads float64 `json:"disk_reads"`
+	// BlockCacheHits and BlockCacheMisses are Pebble's block cache
+	// lookups in the phase (a miss reads a block from the file system);
+	// BlockCacheHitRatio is hits / (hits + misses), 0 without lookups.
+	BlockCacheHits     float64 `json:"block_cache_hits,omitempty"`
+	BlockCacheMisses   float64 `json:"block_cache_misses,omitempty"`
+	BlockCacheHitRatio float64 `json:"block_cache_hit_ratio,omitempty"`
 }
 
 // TierLookups counts one tier's hits and misses.
@@ -174,6 +183,11 @@ func tierDelta(before, after Samples) TierStats {
 		st.Tiers[tier] = t
 	}
 	st.DiskReads = after.Sum(metricDiskReads, nil) - before.Sum(metricDiskReads, nil)
+	st.BlockCacheHits = after.Sum(metricBlockCacheHits, nil) - before.Sum(metricBlockCacheHits, nil)
+	st.BlockCacheMisses = after.Sum(metricBlockCacheMisses, nil) - before.Sum(metricBlockCacheMisses, nil)
+	if n := st.BlockCacheHits + st.BlockCacheMisses; n > 0 {
+		st.BlockCacheHitRatio = st.BlockCacheHits / n
+	}
 	return st
 }
 

@@ -3,7 +3,6 @@ package query
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -759,15 +758,4 @@ func fill(ctx context.Context, t cache.Tier, key, guard string, e cache.Entry) {
 
 func answerOf(e cache.Entry, tip chain.Tip, seq uint64, tier string) Answer {
 	return Answer{Status: e.Status, Tip: tip, Seq: seq, ETag: e.ETag, Body: e.Body, Tier: tier}
-}
-
-// etagOf is a weak validator of the content: the tip is not part of it, so
-// a polling wallet revalidates with 304 for as long as its answer is
-// unchanged, across blocks that do not touch it.
-func etagOf(body []byte) string {
-	sum := sha256.Sum256(body)
-	var b [3 + 24 + 1]byte
-	t := append(b[:0], `W/"`...)
-	t = hex.AppendEncode(t, sum[:12])
-	return string(append(t, '"'))
 }

@@ -80,6 +80,10 @@ func (m *Metrics) observeStore(s *disk.Store) {
 		func(h disk.Health, _ disk.State) float64 { return float64(h.ReadAmplification) })
 	gauge("utxo_cache_store_l0_files", "Pebble L0 sstables.",
 		func(h disk.Health, _ disk.State) float64 { return float64(h.L0Files) })
+	gauge("utxo_cache_store_compaction_debt_bytes", "Bytes Pebble estimates it must compact to bring the LSM into shape (0: none owed).",
+		func(h disk.Health, _ disk.State) float64 { return float64(h.CompactionDebt) })
+	gauge("utxo_cache_store_compactions_running", "Pebble compactions in progress.",
+		func(h disk.Health, _ disk.State) float64 { return float64(h.CompactionsRunning) })
 	gauge("utxo_cache_store_memtable_bytes", "Pebble memtable bytes.",
 		func(h disk.Health, _ disk.State) float64 { return float64(h.MemTableBytes) })
 	gauge("utxo_cache_store_memtables", "Pebble memtables: the mutable one and those queued for flushing.",

@@ -15,8 +15,8 @@ import (
 )
 
 // etag is the one entity tag of every bare answer, as long as the
-// service's (query.etagOf: W/ and 24 hex digits in quotes).
-const etag = `W/"000000000000000000000000"`
+// service's (query.etagOf: W/ and 16 hex digits in quotes).
+const etag = `W/"0000000000000000"`
 
 // The tip headers every service answer carries (docs/api.md), with values of
 // a mainnet-sized state: the ceiling sends what the contract makes every

@@ -66,6 +66,9 @@ func runIngest(e *env, args []string) error {
 	skipUnknown := cl.fs.Bool("skip-unknown-inputs", false,
 		"skip (and count) inputs that are not live unspent outputs instead of rejecting\n"+
 			"the block, for a store that starts mid-chain")
+	progressEvery := cl.fs.Duration("progress-every", 0,
+		"also print a progress line with running totals to standard error at most every `DURATION`,\n"+
+			"terminal or not, for logs (0: only the redrawn line, on a terminal)")
 	pruneDepth := pruneDepthFlag(cl.fs)
 	window := rollbackWindowFlag(cl.fs)
 	indexes := indexesFlag(cl.fs)
@@ -73,6 +76,9 @@ func runIngest(e *env, args []string) error {
 	df.registerReserve(cl.fs)
 	if err := cl.parse(e, args); err != nil {
 		return err
+	}
+	if *progressEvery < 0 {
+		return usagef("--progress-every %s: want a duration of 0 or more", *progressEvery)
 	}
 	windowBytes, err := catchUpWindowBytes(*catchUp)
 	if err != nil {
@@ -140,12 +146,14 @@ func runIngest(e *env, args []string) error {
 	space, reserve := writerSpace(*dataDir, reserveBytes)
 	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, Space: space, Reserve: reserve, WindowBytes: windowBytes})
 
+	prog := newProgress(e.stderr, e.stderrIsTerminal)
+	prog.logEvery = *progressEvery
 	g := &ingester{
 		e:        e,
 		w:        w,
 		store:    store,
 		sigs:     sigs,
-		progress: newProgress(e.stderr, e.stderrIsTerminal),
+		progress: prog,
 		dataDir:  *dataDir,
 		window:   *window,
 		limits:   chain.Limits{MaxBlockMemory: blockMemory},

@@ -16,9 +16,21 @@ const progressInterval = 250 * time.Millisecond
 // place with '\r'. Disabled (not a terminal) it prints nothing, so logs and
 // pipes get only the summary. Rates are measured over the time since the
 // previous redraw. Not safe for concurrent use.
+//
+// With logEvery set (ingest's --progress-every) it also prints, whether or
+// not on a terminal, a log line at most that often, newline-terminated and
+// with running totals, for logs and for harnesses that time an import:
+//
+//	ingest: progress 12.345s: applied 640 blocks, 3407211 UTXO changes, tip 640
+//
+// On a terminal the redrawn line is blanked before a log line.
 type progress struct {
 	w       io.Writer
 	enabled bool
+
+	logEvery time.Duration
+	logAt    time.Time
+	start    time.Time
 
 	lastAt    time.Time
 	last      ingestCounts
@@ -26,7 +38,8 @@ type progress struct {
 }
 
 func newProgress(w io.Writer, enabled bool) *progress {
-	return &progress{w: w, enabled: enabled, lastAt: time.Now()}
+	now := time.Now()
+	return &progress{w: w, enabled: enabled, lastAt: now, start: now, logAt: now}
 }
 
 // update redraws the line if progressInterval has passed since the last one.
@@ -34,6 +47,13 @@ func newProgress(w io.Writer, enabled bool) *progress {
 // mode is "catch-up" while blocks go in catch-up windows, "live" while they
 // go one by one.
 func (p *progress) update(now time.Time, c ingestCounts, tip chain.Tip, mode string) {
+	if p.logEvery > 0 && now.Sub(p.logAt) >= p.logEvery {
+		p.clear()
+		fmt.Fprintf(p.w, "ingest: progress %.3fs: applied %d blocks, %d UTXO changes, tip %d\n",
+			now.Sub(p.start).Seconds(), c.applied, c.changes, tip.Height)
+		p.logAt = now
+		p.lineWidth = 0
+	}
 	if !p.enabled {
 		return
 	}

@@ -25,3 +25,21 @@ func TestProgressReportsMode(t *testing.T) {
 		t.Fatalf("progress line %q", line)
 	}
 }
+
+// TestProgressLogLines: with logEvery, a newline-terminated line with
+// running totals goes out at most that often, terminal or not.
+func TestProgressLogLines(t *testing.T) {
+	var out bytes.Buffer
+	p := newProgress(&out, false)
+	p.logEvery = time.Second
+	start := p.start
+	p.update(start.Add(500*time.Millisecond), ingestCounts{applied: 64, changes: 1000}, chain.Tip{Height: 64}, "catch-up")
+	if out.Len() != 0 {
+		t.Fatalf("a line before logEvery: %q", out.String())
+	}
+	p.update(start.Add(1250*time.Millisecond), ingestCounts{applied: 128, changes: 2500}, chain.Tip{Height: 128}, "catch-up")
+	p.update(start.Add(1500*time.Millisecond), ingestCounts{applied: 192, changes: 3000}, chain.Tip{Height: 192}, "catch-up")
+	if got, want := out.String(), "ingest: progress 1.250s: applied 128 blocks, 2500 UTXO changes, tip 128\n"; got != want {
+		t.Fatalf("log lines %q, want %q", got, want)
+	}
+}

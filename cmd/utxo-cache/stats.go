@@ -86,6 +86,7 @@ func printStats(w io.Writer, dir string, st disk.State, h disk.Health) {
 	row("disk size", "%s", bytesHuman(h.DiskBytes))
 	row("read amplification", "%d", h.ReadAmplification)
 	row("L0 files", "%d", h.L0Files)
+	row("compaction debt", "%s", bytesHuman(h.CompactionDebt))
 	row("memtable", "%s", bytesHuman(h.MemTableBytes))
 	tw.Flush()
 }

@@ -22,6 +22,24 @@
 // (BenchmarkNext: 0.5 to 1.3 ms with a million live outputs on a busy 2-core
 // VM), some fifty times less than applying it with Sync commits.
 //
+// # Bounded live set
+//
+// A chain of tens of millions of live outputs would take gigabytes that way,
+// so Options.Spendable bounds what is kept: at most Spendable ordinary
+// outputs older than the young window (a uniform reservoir sample of them,
+// algorithm R, refilled as outputs age out of the window and as spends empty
+// it) and Spendable/4 hot ones. An output left out of the sample is frozen:
+// live in the chain for good (the dust every real chain carries), never
+// spent, only counted. The chain stays valid (every input spends a live
+// output, once) and deterministic, the shapes of its blocks do not change,
+// and the generator's memory is O(Spendable + addressCache) whatever the
+// chain's length: uniform spends then choose among the kept outputs, which
+// skews them towards the outputs that aged out of the window lately, as
+// real spends are. Ordinary addresses are derived from their rank (a hash of
+// seed and rank), and only the most popular ones keep their string, so
+// Options.Addresses costs no memory either. TestGeneratorMemoryBounded
+// measures the heap at two chain sizes.
+//
 // # What it does not model
 //
 // Values are plausible but not conserved (outputs are not funded by the

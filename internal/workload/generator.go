@@ -15,8 +15,9 @@ import (
 //
 // Invariant: old, the live slots of young, and hot together hold exactly the
 // outputs created and not yet spent by the blocks returned so far, each in
-// one place: an ordinary output enters young and moves to old when
-// youngWindow newer ones have been created; a hot one enters hot. Blocks
+// one place (pooled, or counted as frozen in old or hot when Spendable
+// bounds them): an ordinary output enters young and is offered to old when
+// youngWindow newer ones have been created; a hot one is offered to hot. Blocks
 // returned are never touched again, but their Assets' policy and name bytes
 // are shared between outputs and blocks: treat blocks as read-only.
 type Generator struct {
@@ -24,11 +25,14 @@ type Generator struct {
 	rng  *rand.Rand
 	zipf *rand.Zipf
 
-	old   pool      // ordinary live outputs older than the young window
+	old   reservoir // ordinary live outputs older than the young window
 	young youngRing // the youngWindow newest ordinary outputs, live or not
-	hot   pool      // live outputs to hot addresses, spent by consolidations
+	hot   reservoir // live outputs to hot addresses, spent by consolidations
 
-	addrs    []address // by popularity rank, derived on first use (s == "")
+	// addrs caches the addressCache most popular ordinary addresses, by
+	// rank, derived on first use (s == ""); the others are derived on
+	// every use, so that memory does not grow with Options.Addresses.
+	addrs    []address
 	hotAddrs []address
 
 	policies   []policy // Cardano asset policies by popularity rank
@@ -43,16 +47,20 @@ type Generator struct {
 
 // Shape constants that are not worth an option.
 const (
-	cardanoPolicies        = 2000 // distinct asset policies
-	cardanoAssetOutputs    = 0.25 // fraction of outputs carrying assets
-	cardanoMaxAssets       = 12   // assets of one output, at most
-	cardanoScriptTxs       = 0.10 // valid txs that list (unspent) collateral
-	cardanoInlineDatum     = 0.20 // script outputs with an inline datum instead of a hash
-	bitcoinSubsidy         = 312_500_000
-	genesisTime            = 1_700_000_000
-	youngDraws             = 4 // tries at a still-live young output before falling back
-	referDraws             = 8 // tries at a distinct output to list without spending
-	nftPolicyEvery         = 4 // every 4th policy is an NFT collection
+	cardanoPolicies     = 2000 // distinct asset policies
+	cardanoAssetOutputs = 0.25 // fraction of outputs carrying assets
+	cardanoMaxAssets    = 12   // assets of one output, at most
+	cardanoScriptTxs    = 0.10 // valid txs that list (unspent) collateral
+	cardanoInlineDatum  = 0.20 // script outputs with an inline datum instead of a hash
+	bitcoinSubsidy      = 312_500_000
+	genesisTime         = 1_700_000_000
+	youngDraws          = 4 // tries at a still-live young output before falling back
+	referDraws          = 8 // tries at a distinct output to list without spending
+	nftPolicyEvery      = 4 // every 4th policy is an NFT collection
+	// addressCache is how many of the most popular ordinary addresses keep
+	// their string once derived (some 10 MB at most): Zipf sends most
+	// outputs to them; the rest are derived again on every use.
+	addressCache           = 1 << 16
 	bitcoinMeanBlockSecond = 600
 	cardanoMeanBlockSecond = 20
 )
@@ -78,9 +86,13 @@ func New(opts Options) (*Generator, error) {
 		rng:      rng,
 		zipf:     rand.NewZipf(rng, opts.ZipfS, opts.ZipfV, uint64(opts.Addresses-1)),
 		young:    newYoungRing(youngWindow),
-		addrs:    make([]address, opts.Addresses),
+		addrs:    make([]address, min(opts.Addresses, addressCache)),
 		hotAddrs: make([]address, opts.HotAddresses),
 		time:     genesisTime,
+	}
+	if opts.Spendable > 0 {
+		g.old.bound = opts.Spendable
+		g.hot.bound = max(1, opts.Spendable/4)
 	}
 	for i := range g.hotAddrs {
 		g.hotAddrs[i] = deriveAddress(opts.Profile, opts.Seed, domainHot, i)
@@ -96,14 +108,19 @@ func New(opts Options) (*Generator, error) {
 func (g *Generator) Options() Options { return g.opts }
 
 // Live returns the number of outputs live after the blocks returned so far.
-func (g *Generator) Live() int { return len(g.old) + g.young.live + len(g.hot) }
+func (g *Generator) Live() int { return g.old.live() + g.young.live + g.hot.live() }
 
-// LiveOutPoints yields every output live after the blocks returned so far,
-// in an arbitrary but deterministic order. The generator must not be used
+// Frozen returns how many of the Live outputs the generator no longer keeps
+// (Options.Spendable): they stay live for good. Always 0 without a bound.
+func (g *Generator) Frozen() int { return g.old.frozen + g.hot.frozen }
+
+// LiveOutPoints yields every output live after the blocks returned so far
+// that the generator keeps (Live - Frozen of them: all without a bound), in
+// an arbitrary but deterministic order. The generator must not be used
 // while the iteration runs.
 func (g *Generator) LiveOutPoints() iter.Seq[chain.OutPoint] {
 	return func(yield func(chain.OutPoint) bool) {
-		for _, op := range g.old {
+		for _, op := range g.old.pool {
 			if !yield(op) {
 				return
 			}
@@ -113,7 +130,7 @@ func (g *Generator) LiveOutPoints() iter.Seq[chain.OutPoint] {
 				return
 			}
 		}
-		for _, op := range g.hot {
+		for _, op := range g.hot.pool {
 			if !yield(op) {
 				return
 			}
@@ -128,6 +145,13 @@ func (g *Generator) HotAddresses() []string {
 		out[i] = a.s
 	}
 	return out
+}
+
+// OrdinaryAddress returns the ordinary address of popularity rank (0 the
+// most popular, below Options.Addresses): the address the generator sends
+// outputs of that rank to. A pure function of the seed, profile and rank.
+func (g *Generator) OrdinaryAddress(rank int) string {
+	return deriveAddress(g.opts.Profile, g.opts.Seed, domainOrdinary, rank).s
 }
 
 // Tip returns the height and hash of the last block returned, Empty before
@@ -245,28 +269,29 @@ func (g *Generator) spend(n int) []chain.OutPoint {
 }
 
 func (g *Generator) pickSpend() (chain.OutPoint, bool) {
-	if len(g.hot) > 0 && g.chance(hotInputFraction) {
-		return g.hot.takeAt(g.rng.IntN(len(g.hot))), true
+	if len(g.hot.pool) > 0 && g.chance(hotInputFraction) {
+		return g.hot.takeAt(g.rng.IntN(len(g.hot.pool))), true
 	}
 	if g.young.live > 0 && g.chance(g.opts.YoungProb) {
 		if i := g.young.find(g.rng, youngDraws, false); i >= 0 {
 			return g.young.take(i), true
 		}
 	}
-	// Uniform over every ordinary live output, young ones included.
+	// Uniform over every ordinary live output kept, young ones included.
 	if n := g.ordinaryLive(); n > 0 {
-		if i := g.rng.IntN(n); i < len(g.old) {
+		if i := g.rng.IntN(n); i < len(g.old.pool) {
 			return g.old.takeAt(i), true
 		}
 		return g.young.take(g.young.find(g.rng, youngDraws, true)), true
 	}
-	if len(g.hot) > 0 {
-		return g.hot.takeAt(g.rng.IntN(len(g.hot))), true
+	if len(g.hot.pool) > 0 {
+		return g.hot.takeAt(g.rng.IntN(len(g.hot.pool))), true
 	}
 	return chain.OutPoint{}, false
 }
 
-func (g *Generator) ordinaryLive() int { return len(g.old) + g.young.live }
+// ordinaryLive returns the ordinary live outputs kept (frozen ones are not).
+func (g *Generator) ordinaryLive() int { return len(g.old.pool) + g.young.live }
 
 // refer chooses up to n distinct live ordinary outputs, uniformly, without
 // spending them: the inputs of an invalid transaction, a valid one's
@@ -275,8 +300,8 @@ func (g *Generator) refer(n int) []chain.OutPoint {
 	ops := g.mem.outPoints(n)[:0]
 	for tries := 0; len(ops) < n && tries < n*referDraws && g.ordinaryLive() > 0; tries++ {
 		var op chain.OutPoint
-		if i := g.rng.IntN(g.ordinaryLive()); i < len(g.old) {
-			op = g.old[i]
+		if i := g.rng.IntN(g.ordinaryLive()); i < len(g.old.pool) {
+			op = g.old.pool[i]
 		} else {
 			op = g.young.slots[g.young.find(g.rng, youngDraws, true)].op
 		}
@@ -322,12 +347,12 @@ func (g *Generator) created(txHash chain.Hash, index uint32, hot bool) {
 	op := chain.OutPoint{TxHash: txHash, Index: index}
 	switch {
 	case hot:
-		g.hot.add(op)
+		g.hot.offer(g.rng, op)
 	case cap(g.young.slots) == 0:
-		g.old.add(op)
+		g.old.offer(g.rng, op)
 	default:
 		if aged, live := g.young.push(op); live {
-			g.old.add(aged)
+			g.old.offer(g.rng, aged)
 		}
 	}
 }
@@ -402,6 +427,9 @@ func (g *Generator) datum() []byte {
 }
 
 func (g *Generator) address(rank int) address {
+	if rank >= len(g.addrs) {
+		return deriveAddress(g.opts.Profile, g.opts.Seed, domainOrdinary, rank)
+	}
 	a := &g.addrs[rank]
 	if a.s == "" {
 		*a = deriveAddress(g.opts.Profile, g.opts.Seed, domainOrdinary, rank)

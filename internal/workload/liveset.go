@@ -30,6 +30,36 @@ func (p *pool) takeAt(i int) chain.OutPoint {
 	return op
 }
 
+// reservoir is a pool with an optional bound. Unbounded (bound 0) it holds
+// every output offered and not taken since. Bounded, once full it keeps a
+// uniform sample of the outputs offered and not taken (Vitter's algorithm R:
+// the k-th offer enters with probability bound/k, replacing a uniformly
+// chosen member); an output left out or replaced is frozen: live in the chain
+// for good, never chosen again, and only counted. Until the bound is reached
+// it draws no randomness, so a bounded generator makes the same blocks as an
+// unbounded one up to that point.
+type reservoir struct {
+	pool
+	bound  int // 0: unbounded
+	frozen int // live outputs left out of the pool
+}
+
+// offer adds op to the pool or freezes it (or a member it replaces).
+func (r *reservoir) offer(rng *rand.Rand, op chain.OutPoint) {
+	if r.bound == 0 || len(r.pool) < r.bound {
+		r.add(op)
+		return
+	}
+	total := len(r.pool) + r.frozen + 1
+	r.frozen++
+	if j := rng.IntN(total); j < len(r.pool) {
+		r.pool[j] = op
+	}
+}
+
+// live returns the outputs offered and not taken: pooled and frozen.
+func (r *reservoir) live() int { return len(r.pool) + r.frozen }
+
 // youngRing holds the most recently created outputs, up to its capacity, in
 // creation order; a spent one stays as a dead slot until overwritten. Pushing
 // into a full ring evicts the oldest slot, which the caller moves to the pool

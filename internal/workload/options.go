@@ -78,6 +78,15 @@ type Options struct {
 	// youngWindow youngest outputs (still live) rather than one chosen
 	// uniformly from the whole live set. Default 0.5; negative: never.
 	YoungProb float64
+	// Spendable bounds the older live outputs the generator keeps to choose
+	// spends from, and so its memory: 0 (the default) keeps every live
+	// output, O(live) memory, 36 bytes an output; a positive bound keeps at
+	// most Spendable ordinary outputs older than the young window and, apart,
+	// at most Spendable/4 (at least 1) hot ones, so that the memory of a
+	// chain of any length is O(Spendable) (see "Bounded live set" in the
+	// package doc). Until a bound is reached the blocks are those of an
+	// unbounded generator, byte for byte. Negative is invalid.
+	Spendable int
 }
 
 // Fixed shapes of the workload.
@@ -162,6 +171,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("workload: zipf v %v must be >= 1", o.ZipfV)
 	case !fraction(o.HotOutputFraction) || !fraction(o.YoungProb):
 		return fmt.Errorf("workload: fractions must be in [0, 1]")
+	case o.Spendable < 0:
+		return fmt.Errorf("workload: spendable bound %d must not be negative", o.Spendable)
 	}
 	return nil
 }

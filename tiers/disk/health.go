@@ -7,6 +7,8 @@ type Health struct {
 	DiskBytes          uint64 // total on-disk size of the store
 	ReadAmplification  int    // sublevels a point read may visit
 	L0Files            int64
+	CompactionDebt     uint64 // bytes Pebble estimates it must compact to bring the LSM into shape
+	CompactionsRunning int64  // compactions in progress
 	Compactions        int64
 	Flushes            int64
 	MemTableBytes      uint64
@@ -35,6 +37,8 @@ func (s *Store) Health() Health {
 		DiskBytes:          m.DiskSpaceUsage(),
 		ReadAmplification:  m.ReadAmp(),
 		L0Files:            m.Levels[0].TablesCount,
+		CompactionDebt:     m.Compact.EstimatedDebt,
+		CompactionsRunning: m.Compact.NumInProgress,
 		Compactions:        m.Compact.Count,
 		Flushes:            m.Flush.Count,
 		MemTableBytes:      m.MemTable.Size,

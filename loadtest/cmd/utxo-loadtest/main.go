@@ -98,6 +98,16 @@ delivery p99 from publish to the event on the wire (target < 50 ms), the
 POST /v1/blocks p99 with and without streams (within 10%) and the memory per
 idle stream (≤ 16 KiB)).
 
+scale (12M UTXOs by default, not for CI: streams the chain to a file in
+bounded memory, imports it with 'utxo-cache ingest' (every Cardano index for
+--chain-profile cardano), measures the import (changes/s overall and in its
+first and last tenths, peak RSS, bytes on disk per live UTXO, compaction debt)
+and how long reads take to settle on a disk-only service, then runs disk,
+memory, redis and full on copies of the store; no model, so no feed and no
+correctness sample).
+
+--compare A.json B.json prints two reports' targets and figures side by side.
+
 An external run (--target URL, repeatable) loads running services instead:
 reads go round-robin to the targets, the feed posts to --writer (default the
 first target) with --admin-token, whose store must be empty (the harness
@@ -162,7 +172,8 @@ func runLoadtest(e *env, args []string) error {
 	var o loadtest.Options
 	var targets stringList
 	var profile, configs, mix, writeChain, bareServe, bareBodies string
-	fs.StringVar(&o.Scenario, "scenario", loadtest.ScenarioStandard, "`NAME`: standard, big, smoke, soak, replicas, events or fanout (sets the defaults of the flags below marked 0)")
+	var compare bool
+	fs.StringVar(&o.Scenario, "scenario", loadtest.ScenarioStandard, "`NAME`: standard, big, smoke, soak, replicas, events, fanout or scale (sets the defaults of the flags below marked 0)")
 	var fanoutFollowers string
 	fs.StringVar(&fanoutFollowers, "fanout-followers", "10,50,100", "comma-separated follower `COUNTS` of the fanout scenario's legs (each transport also runs one with none)")
 	fs.Float64Var(&o.FanoutRate, "fanout-rate", 10, "`STEPS/S` (blocks and rollbacks) the fanout scenario feeds the writer")
@@ -213,13 +224,28 @@ func runLoadtest(e *env, args []string) error {
 	fs.BoolVar(&o.CPUProfile, "cpu-profile", false, "record the service's CPU profile in each max, rate and hot phase (pprof via serve's --admin-listen) and summarize it")
 	fs.BoolVar(&o.Strict, "strict", false, "exit 1 when a performance target is missed")
 	fs.StringVar(&writeChain, "write-chain", "", "write the scenario's preload chain to `FILE` (.jsonl or .cbor) and exit")
+	fs.BoolVar(&compare, "compare", false, "print the two report.json files given as arguments (A B) side by side, targets and figures in one table, and exit")
 	fs.StringVar(&bareServe, "bare-serve", "", "internal: serve the bare handler on `ADDRESS` (the harness starts this)")
 	fs.StringVar(&bareBodies, "bare-bodies", "", "internal: the bare handler's bodies `FILE`")
 	if err := cl.parse(e, args); err != nil {
 		return err
 	}
+	if compare {
+		if fs.NArg() != 2 {
+			return usagef("--compare takes two report.json files (A B), got %q", fs.Args())
+		}
+		a, err := loadtest.ReadReport(fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		b, err := loadtest.ReadReport(fs.Arg(1))
+		if err != nil {
+			return err
+		}
+		return loadtest.Compare(e.stdout, a, b, fs.Arg(0), fs.Arg(1))
+	}
 	if fs.NArg() > 0 {
-		return usagef("utxo-loadtest takes no arguments, got %q", fs.Args())
+		return usagef("utxo-loadtest takes no arguments (but with --compare), got %q", fs.Args())
 	}
 	for _, f := range strings.Split(fanoutFollowers, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -262,6 +288,16 @@ func runLoadtest(e *env, args []string) error {
 	}
 	if o.CheckFraction == 0 {
 		o.CheckFraction = -1
+	}
+	if o.Scenario == loadtest.ScenarioScale {
+		// No model: no feed and no correctness sample, unless given (and
+		// refused).
+		if !cl.given("block-rate") {
+			o.BlockRate = 0
+		}
+		if !cl.given("check-fraction") {
+			o.CheckFraction = 0
+		}
 	}
 	if o.Scenario == loadtest.ScenarioSoak {
 		// The soak's own defaults, unless given.

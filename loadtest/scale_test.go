@@ -1,0 +1,110 @@
+package loadtest
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+)
+
+// TestParseIngestLog reads ingest's progress and summary lines as ingest
+// prints them (cmd/utxo-cache's TestProgressLogLines pins that form).
+func TestParseIngestLog(t *testing.T) {
+	log := "ingest: progress 1.031s: applied 1 blocks, 24951 UTXO changes, tip 1\n" +
+		"some other line\n" +
+		"ingest: progress 8.850s: applied 65 blocks, 171907 UTXO changes, tip 65\n" +
+		"ingest: applied 105 blocks, skipped 0 already applied, 223051 UTXO changes in 1m2.5s; tip 105/a8f2; 109333 UTXOs; 91 blocks in 3 catch-up windows\n"
+	pts, secs, changes, err := parseIngestLog(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pts) != 2 || pts[1] != (ImportPoint{Seconds: 8.85, Changes: 171907}) || secs != 62.5 || changes != 223051 {
+		t.Fatalf("points %v, %v s, %d changes", pts, secs, changes)
+	}
+	if _, _, _, err := parseIngestLog("ingest: progress 1.0s: applied 1 blocks, 5 UTXO changes, tip 1\n"); err == nil {
+		t.Fatal("a log without a summary line accepted")
+	}
+}
+
+// TestTenthRates: an import at 100 changes/s for 9 s, then 10 changes/s:
+// the first tenth runs at 100/s, the last tenth (the 100 changes from 900
+// to 1000, in the slow part) at 10/s; the times are interpolated between
+// progress points.
+func TestTenthRates(t *testing.T) {
+	var pts []ImportPoint
+	for s := 1; s <= 9; s++ {
+		pts = append(pts, ImportPoint{Seconds: float64(s), Changes: int64(100 * s)})
+	}
+	// 900 changes at 9 s, then 10/s: 1000 at 19 s.
+	pts = append(pts, ImportPoint{Seconds: 14, Changes: 950})
+	first, last := tenthRates(pts, 19, 1000)
+	if math.Abs(first-100) > 1e-9 || math.Abs(last-10) > 1e-9 {
+		t.Fatalf("first %v, last %v; want 100 and 10", first, last)
+	}
+	if f, l := tenthRates(nil, 10, 1000); math.Abs(f-100) > 1e-9 || math.Abs(l-100) > 1e-9 {
+		t.Fatalf("no progress points: %v, %v; want the mean rate", f, l)
+	}
+}
+
+// TestCompare: one table with both reports' targets (matched by name and
+// configuration, B's own appended), configuration figures with B/A, and
+// the scale figures.
+func TestCompare(t *testing.T) {
+	a := &Report{Version: ReportVersion, Scenario: ScenarioScale,
+		Targets: []Verdict{{Target: "t1", Config: "disk", Value: "1.0", Status: "PASS"}, {Target: "t2", Value: "x", Status: "MISS"}},
+		Configs: []ConfigResult{{Name: "disk", Max: PhaseResult{AchievedRate: 1000}}},
+		Scale:   &ScaleResult{ChangesPerSec: 50_000, BytesPerUTXO: 200}}
+	b := &Report{Version: ReportVersion, Scenario: ScenarioScale,
+		Targets: []Verdict{{Target: "t1", Config: "disk", Value: "2.0", Status: "PASS"}, {Target: "t3", Value: "y", Status: "PASS"}},
+		Configs: []ConfigResult{{Name: "disk", Max: PhaseResult{AchievedRate: 1500}}},
+		Scale:   &ScaleResult{ChangesPerSec: 100_000, BytesPerUTXO: 150}}
+	var out bytes.Buffer
+	if err := Compare(&out, a, b, "a.json", "b.json"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"t1 [disk]":                   {"PASS 1.0", "PASS 2.0"},
+		"t2":                          {"MISS x", "-"},
+		"t3":                          {"-", "PASS y"},
+		"disk max req/s":              {"1000.00", "1500.00", "1.50"},
+		"import changes/s":            {"50000", "100000", "2.00"},
+		"bytes per UTXO after import": {"200.0", "150.0", "0.75"},
+	}
+	lines := strings.Split(out.String(), "\n")
+	for name, cells := range want {
+		found := false
+		for _, l := range lines {
+			if !strings.HasPrefix(l, name+"  ") {
+				continue
+			}
+			found = true
+			f := strings.Fields(strings.TrimPrefix(l, name))
+			if strings.Join(f, " ") != strings.Join(cells, " ") {
+				t.Errorf("row %q: %q, want %q", name, f, cells)
+			}
+		}
+		if !found {
+			t.Errorf("no row %q in\n%s", name, out.String())
+		}
+	}
+}
+
+// TestScaleMarkdown: the report's scale section lists every figure, the
+// settle windows and, per configuration, the block cache's hit ratio and
+// misses per request from the phase's scraped deltas.
+func TestScaleMarkdown(t *testing.T) {
+	s := &ScaleResult{ChangesPerSec: 12345, Windows: []SettleWindow{{Seconds: 2, ReqPerSec: 900, DebtBytes: 3 << 20, Compactions: 4, CompactionsRunning: 1}}}
+	configs := []ConfigResult{{Name: "disk", Max: PhaseResult{AchievedRate: 1000, Requests: 200,
+		Endpoints: map[string]EndpointResult{"page": {Latency: LatencySummary{Count: 5, P99: 7.5}}},
+		Cache:     &TierStats{Tiers: map[string]TierLookups{}, DiskReads: 100, BlockCacheHits: 300, BlockCacheMisses: 100, BlockCacheHitRatio: 0.75}}}}
+	md := s.markdown(configs)
+	for _, want := range []string{
+		"| import changes/s | 12345 |",
+		"| 2.0 | 900 | 3.0 | 4 (1) |",
+		"| disk | 1000 | - | 7.50 | - | - | - | none | 0.750 | 0.50 | 0.50 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("no %q in\n%s", want, md)
+		}
+	}
+}
