@@ -880,6 +880,13 @@ func (s *Store) pendingRollback(b *keyBatch, height uint64, st *State, live func
 		_ = b.Delete(heightKey(prefixPendingBlock, height), nil)
 	}
 	spendableNow := func(op chain.OutPoint) (chain.Utxo, bool, error) {
+		if e := s.pending.get(op.TxHash); e != nil {
+			// An output of a transaction pending again (returned just
+			// before, in posting order): the undo removed its confirmed
+			// row.
+			u, ok := pendingOutput(e, op)
+			return u, ok, nil
+		}
 		if u, found := live(op); found {
 			if u == nil {
 				return chain.Utxo{}, false, nil
