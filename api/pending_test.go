@@ -31,7 +31,7 @@ func (s *stack) pending(method, target, ctype string, body []byte, header ...str
 	if header == nil {
 		header = []string{"Authorization", "Bearer " + walletToken}
 	}
-	return s.do(call{method: method, target: target, body: body, ctype: ctype, header: header, noSpec: true})
+	return s.do(call{method: method, target: target, body: body, ctype: ctype, header: header})
 }
 
 // TestPendingHTTP: the pending routes through the handler: a post, its
@@ -40,7 +40,7 @@ func (s *stack) pending(method, target, ctype string, body []byte, header ...str
 // and the refusals: unknown input, bad body, no raw reader, wrong token,
 // no wallet token, a replica.
 func TestPendingHTTP(t *testing.T) {
-	s := newStack(t, stackConfig{noSpec: true, api: api.Options{WalletToken: walletToken}})
+	s := newStack(t, stackConfig{api: api.Options{WalletToken: walletToken}})
 	s.apply(tx("fund", nil, out("alice", 100), out("bob", 50)))
 	a := tx("pa", spends(op("fund", 0)), out("carol", 99))
 	b := tx("pb", spends(op("fund", 0)), out("dave", 98))
@@ -212,7 +212,7 @@ func testPendingReads(t *testing.T, s *stack) {
 	if r := get("/v1/utxos/" + c.Hash.String() + "/0"); r.code != 404 {
 		t.Fatalf("an unconfirmed output without pending=include: %s", r)
 	}
-	r = s.do(call{method: http.MethodPost, target: "/v1/utxos/lookup?pending=include", ctype: "application/json", noSpec: true,
+	r = s.do(call{method: http.MethodPost, target: "/v1/utxos/lookup?pending=include", ctype: "application/json",
 		body: []byte(`{"outpoints":[{"tx_hash":"` + txh("fund").String() + `","index":0},{"tx_hash":"` + c.Hash.String() + `","index":1},{"tx_hash":"` + txh("zz").String() + `","index":0}]}`)})
 	res, _ := r.obj(t)["results"].([]any)
 	if r.code != 200 || len(res) != 3 || res[0].(map[string]any)["pending_spent"].(map[string]any)["tx_hash"] != c.Hash.String() ||
