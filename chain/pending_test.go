@@ -50,7 +50,7 @@ func TestDecodePending(t *testing.T) {
 // ErrInvalidArgument or ErrTooLarge; what decodes can be pending and
 // round-trips through the CBOR encoding.
 func FuzzDecodePending(f *testing.F) {
-	f.Add([]byte(`{"hash":"` + h2 + `","inputs":[{"tx_hash":"` + h1 + `","index":1}],"outputs":[{"address":"a","value":"5"}],"replace":true}`), false)
+	f.Add([]byte(`{"hash":"`+h2+`","inputs":[{"tx_hash":"`+h1+`","index":1}],"outputs":[{"address":"a","value":"5"}],"replace":true}`), false)
 	tx := chain.Tx{Hash: chain.Hash{2}, Inputs: []chain.OutPoint{{TxHash: chain.Hash{1}}}, Outputs: []chain.Output{{Address: "a", Value: 1}}}
 	f.Add(chain.AppendTxCBOR(nil, &tx), true)
 	f.Fuzz(func(t *testing.T, data []byte, cbor bool) {
