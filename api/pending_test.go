@@ -8,6 +8,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
 func pendingJSON(t chain.Tx, replace bool) string {
@@ -119,6 +120,42 @@ func TestPendingHTTP(t *testing.T) {
 	if r := replica.pending(http.MethodPost, "/v1/pending", "application/json", []byte(pendingJSON(a, false))); r.code != 403 || !strings.Contains(string(r.body), "read_only") {
 		t.Fatalf("a replica: %s", r)
 	}
+	// A node that reads raw transactions (here a stand-in for the chain
+	// adapter: "tx:<name>" is the transaction a spends), and a pending set
+	// bounded to one transaction.
+	raw := newStack(t, stackConfig{noSpec: true, disk: disk.Options{Pending: disk.PendingOptions{MaxTxs: 1}},
+		api: api.Options{WalletToken: walletToken, RawTx: func(b []byte) (chain.Tx, error) {
+			name, ok := strings.CutPrefix(string(b), "tx:")
+			if !ok {
+				return chain.Tx{}, fmt.Errorf("not a transaction")
+			}
+			return tx(name, spends(op("fund2", 0)), out("x", 1)), nil
+		}}})
+	raw.apply(tx("fund2", nil, out("alice", 100), out("bob", 50)))
+	if r := raw.pending(http.MethodPost, "/v1/pending", "application/octet-stream", []byte("garbage")); r.code != 400 || !strings.Contains(string(r.body), "invalid_argument") {
+		t.Fatalf("an unparsable raw transaction: %s", r)
+	}
+	if r := raw.pending(http.MethodPost, "/v1/pending?replace=maybe", "application/octet-stream", []byte("tx:r1")); r.code != 400 {
+		t.Fatalf("replace=maybe: %s", r)
+	}
+	if r := raw.pending(http.MethodPost, "/v1/pending?replace=true", "application/json", []byte(pendingJSON(a, false))); r.code != 400 {
+		t.Fatalf("replace as a parameter of a JSON body: %s", r)
+	}
+	if r := raw.pending(http.MethodPost, "/v1/pending", "application/octet-stream", []byte("tx:r1")); r.code != 200 || r.obj(t)["tx_hash"] != txh("r1").String() {
+		t.Fatalf("a raw transaction: %s", r)
+	}
+	if r := raw.pending(http.MethodPost, "/v1/pending", "application/octet-stream", []byte("tx:r2")); r.code != 409 {
+		t.Fatalf("a raw double spend: %s", r)
+	}
+	if r := raw.pending(http.MethodPost, "/v1/pending?replace=true", "application/octet-stream", []byte("tx:r2")); r.code != 200 {
+		t.Fatalf("a raw replacement (within the bound: it evicts one): %s", r)
+	}
+	other := tx("r3", spends(op("fund2", 1)), out("y", 1))
+	if r := raw.do(call{method: http.MethodPost, target: "/v1/pending", ctype: "application/json", body: []byte(pendingJSON(other, false)),
+		header: []string{"Authorization", "Bearer " + walletToken}, noSpec: true, allow5xx: true}); r.code != 507 || !strings.Contains(string(r.body), "insufficient_storage") {
+		t.Fatalf("over --pending-max-txs: %s", r)
+	}
+
 	off := newStack(t, stackConfig{noSpec: true})
 	if r := off.pending(http.MethodPost, "/v1/pending", "application/json", []byte(pendingJSON(a, false))); r.code != 403 || !strings.Contains(string(r.body), "wallet_writes_disabled") {
 		t.Fatalf("no wallet token: %s", r)
