@@ -207,6 +207,33 @@ func TestPendingModel(t *testing.T) {
 			}
 			seq = res.Seq
 			counts["rollback"]++
+		case r >= 13 && r < 15 && rng.IntN(2) == 0:
+			// A lease of outputs, pending ones included: a pending spend
+			// and a transaction leaving the pending set lapse leases.
+			ops := spendables()
+			if len(ops) == 0 {
+				continue
+			}
+			lops := []chain.OutPoint{ops[rng.IntN(len(ops))]}
+			id := fmt.Sprintf("l%d", rng.IntN(3))
+			code, ans, raw := leaseCall(t, wsrv, id, lops, 0)
+			_, err := m.Lease(id, lops, 0, clock.unix())
+			var held *chain.LeasedError
+			switch {
+			case err == nil:
+				seq++
+				if code != http.StatusOK || ans.Seq != seq {
+					t.Fatalf("step %d: lease: %d %s, want 200 at %d", step, code, raw, seq)
+				}
+				counts["lease"]++
+			case errors.As(err, &held):
+				if code != http.StatusConflict {
+					t.Fatalf("step %d: lease: %d %s, want 409", step, code, raw)
+				}
+				counts["leased"]++
+			default:
+				t.Fatalf("step %d: lease: model %v, node %d %s", step, err, code, raw)
+			}
 		case r < 15:
 			var tx chain.Tx
 			replace := false
@@ -301,7 +328,8 @@ func TestPendingModel(t *testing.T) {
 		default:
 			res, err := w.node.Writer().ExpireLeases(ctx)
 			n := m.ExpirePending(clock.unix())
-			if err != nil || res.Applied != (n > 0) {
+			leases := m.Expire(clock.unix())
+			if err != nil || res.Applied != (n+leases > 0) {
 				t.Fatalf("step %d: expire: %+v %v, model expired %d", step, res, err, n)
 			}
 			seq = res.Seq

@@ -106,6 +106,11 @@ func (m *Model) leave(ps []*pendingTx, info chain.PendingInfo, sinceOwn bool) {
 		}
 		st.status[p.tx.Hash] = i
 		st.forgetAt[p.tx.Hash] = st.maxHeight
+		if info.Status != chain.PendingConfirmed {
+			for j := range p.tx.Outputs { // its outputs are gone: their leases lapse
+				m.lapse(chain.OutPoint{TxHash: p.tx.Hash, Index: uint32(j)})
+			}
+		}
 	}
 }
 

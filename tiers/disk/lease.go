@@ -497,7 +497,12 @@ func (s *Store) decideLease(r *chain.LeaseRequest, now uint64) (chain.WalletOp, 
 			return chain.WalletOp{}, err
 		}
 		if !found || rec.Spent != nil {
-			return chain.WalletOp{}, fmt.Errorf("%s is not a live output: %w", op, chain.ErrUnknownInput)
+			// An output of a pending transaction may be leased too.
+			if e := s.pending.get(op.TxHash); e == nil {
+				return chain.WalletOp{}, fmt.Errorf("%s is not a live output: %w", op, chain.ErrUnknownInput)
+			} else if _, ok := pendingOutput(e, op); !ok {
+				return chain.WalletOp{}, fmt.Errorf("%s is not a live output: %w", op, chain.ErrUnknownInput)
+			}
 		}
 		if rec.Frozen {
 			return chain.WalletOp{}, fmt.Errorf("%s is frozen: %w", op, chain.ErrFrozen)
