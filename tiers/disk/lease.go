@@ -385,6 +385,11 @@ func (s *Store) Wallet(reqs []WalletRequest, now uint64) (WalletResult, error) {
 			}
 		case r.Expire:
 			ops = append(s.expired(now), s.expiredPending(now)...)
+			// Leave a place for each request after this one (each makes
+			// one operation at most): the next sweep takes the rest.
+			if room := chain.MaxWalletOps - len(res.Ops) - (len(reqs) - i - 1); len(ops) > room {
+				ops = ops[:max(room, 0)]
+			}
 		case r.Post != nil:
 			var op *chain.WalletOp
 			if op, err = s.decidePost(r.Post, now); err == nil && op != nil {

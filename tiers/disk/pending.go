@@ -105,6 +105,15 @@ type pendingSet struct {
 	spenderNew map[chain.OutPoint]spendChange
 	bytesNew   int64 // delta
 	countNew   int   // delta
+	// decided is the plan decidePost made for the post applyPendingOp
+	// applies next (the writer's: it saves a second read of each input);
+	// nil for a replica's, which plans again.
+	decided *decidedPost
+}
+
+type decidedPost struct {
+	tx   *chain.Tx
+	plan postPlan
 }
 
 func newPendingSet() *pendingSet {
@@ -154,6 +163,7 @@ func (p *pendingSet) reset() {
 	clear(p.txsNew)
 	clear(p.spenderNew)
 	p.bytesNew, p.countNew = 0, 0
+	p.decided = nil
 }
 
 // The 0x0b row (pendingRow), version 1:
@@ -655,9 +665,11 @@ func (s *Store) decidePost(p *chain.PendingPost, now uint64) (*chain.WalletOp, e
 	if s.pending.get(p.Tx.Hash) != nil {
 		return nil, nil
 	}
-	if _, err := s.checkPost(&p.Tx, p.Replace); err != nil {
+	plan, err := s.checkPost(&p.Tx, p.Replace)
+	if err != nil {
 		return nil, err
 	}
+	s.pending.decided = &decidedPost{tx: &p.Tx, plan: plan}
 	ttl := s.opts.Pending.TTL
 	return &chain.WalletOp{Kind: chain.WalletPost, Tx: &p.Tx, Replace: p.Replace, Since: now, ExpiresAt: now + ttl}, nil
 }
@@ -731,11 +743,18 @@ func (s *Store) applyPendingOp(b *keyBatch, op *chain.WalletOp, st *State, i int
 		if s.pending.get(op.Tx.Hash) != nil {
 			return fmt.Errorf("disk: post of %s, which is pending: %w", op.Tx.Hash, chain.ErrInvalidArgument)
 		}
-		plan, err := s.checkPost(op.Tx, op.Replace)
-		if err != nil && !errors.Is(err, chain.ErrInsufficientStorage) {
-			// The bounds are the writer's: a replica takes what it logged.
-			return fmt.Errorf("disk: post of %s: %w", op.Tx.Hash, err)
+		var plan postPlan
+		if d := s.pending.decided; d != nil && d.tx == op.Tx {
+			plan = d.plan // decided just before, against this batch
+		} else {
+			var err error
+			plan, err = s.checkPost(op.Tx, op.Replace)
+			if err != nil && !errors.Is(err, chain.ErrInsufficientStorage) {
+				// The bounds are the writer's: a replica takes what it logged.
+				return fmt.Errorf("disk: post of %s: %w", op.Tx.Hash, err)
+			}
 		}
+		s.pending.decided = nil
 		for _, e := range plan.evict {
 			s.leavePending(b, e, chain.PendingInfo{Status: chain.PendingConflicting, ConflictsWith: op.Tx.Hash, Since: op.Since}, forgetAt(st))
 		}
