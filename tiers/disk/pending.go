@@ -94,11 +94,67 @@ type spendChange struct {
 	del bool
 }
 
+// spenderShards is an immutable map from outpoint to its pending spender
+// (what the 0x0c rows say), in shards by the outpoint's tx hash. A commit
+// makes a new one that copies only the shards it changes and shares the
+// others, so every published view keeps the one of its state at the cost
+// of a pointer: a read marks the outputs pending transactions spend with a
+// map probe, where a Pebble Get per output would cost several times the
+// listing itself.
+type spenderShards struct {
+	shard [1 << spenderShardBits]map[chain.OutPoint]spendRef
+}
+
+// spenderShardBits sets 4,096 shards: at 100,000 pending transactions some
+// 25 entries each, so a change of 50 posts copies about 1,250 entries.
+const spenderShardBits = 12
+
+func spenderShardOf(op chain.OutPoint) int {
+	return int(binary.BigEndian.Uint16(op.TxHash[:2]) >> (16 - spenderShardBits))
+}
+
+func (m *spenderShards) get(op chain.OutPoint) (spendRef, bool) {
+	if m == nil {
+		return spendRef{}, false
+	}
+	r, ok := m.shard[spenderShardOf(op)][op]
+	return r, ok
+}
+
+// with returns m with changes applied: a new value sharing the shards the
+// changes do not touch. m is not modified.
+func (m *spenderShards) with(changes map[chain.OutPoint]spendChange) *spenderShards {
+	next := new(spenderShards)
+	if m != nil {
+		*next = *m
+	}
+	copied := map[int]bool{}
+	for op, c := range changes {
+		i := spenderShardOf(op)
+		if !copied[i] {
+			copied[i] = true
+			old := next.shard[i]
+			fresh := make(map[chain.OutPoint]spendRef, len(old)+1)
+			for k, v := range old {
+				fresh[k] = v
+			}
+			next.shard[i] = fresh
+		}
+		if c.del {
+			delete(next.shard[i], op)
+		} else {
+			next.shard[i][op] = c.ref
+		}
+	}
+	return next
+}
+
 // pendingSet is the committed pending set and the batch being built's
-// changes over it, as leaseSet is for leases. Writer goroutine only.
+// changes over it, as leaseSet is for leases. Writer goroutine only (a
+// published view holds a spender map of its own, which never changes).
 type pendingSet struct {
 	txs     map[chain.Hash]*pendingEntry
-	spender map[chain.OutPoint]spendRef
+	spender *spenderShards
 	bytes   int64
 	// The batch's changes: a nil entry marks a removal.
 	txsNew     map[chain.Hash]*pendingEntry
@@ -117,7 +173,7 @@ type decidedPost struct {
 }
 
 func newPendingSet() *pendingSet {
-	return &pendingSet{txs: map[chain.Hash]*pendingEntry{}, spender: map[chain.OutPoint]spendRef{},
+	return &pendingSet{txs: map[chain.Hash]*pendingEntry{}, spender: new(spenderShards),
 		txsNew: map[chain.Hash]*pendingEntry{}, spenderNew: map[chain.OutPoint]spendChange{}}
 }
 
@@ -132,8 +188,7 @@ func (p *pendingSet) spenderOf(op chain.OutPoint) (spendRef, bool) {
 	if c, ok := p.spenderNew[op]; ok {
 		return c.ref, !c.del
 	}
-	r, ok := p.spender[op]
-	return r, ok
+	return p.spender.get(op)
 }
 
 func (p *pendingSet) count() int { return len(p.txs) + p.countNew }
@@ -148,12 +203,8 @@ func (p *pendingSet) commit() {
 			p.txs[h] = e
 		}
 	}
-	for op, c := range p.spenderNew {
-		if c.del {
-			delete(p.spender, op)
-		} else {
-			p.spender[op] = c.ref
-		}
+	if len(p.spenderNew) > 0 {
+		p.spender = p.spender.with(p.spenderNew)
 	}
 	p.bytes += p.bytesNew
 	p.reset()
@@ -488,9 +539,10 @@ func (s *Store) loadPending() error {
 				return fmt.Errorf("disk: pending %s spends %s, which is neither live nor pending: %w", e.tx.Hash, op, ErrCorrupt)
 			}
 			e.spent[i] = u
-			p.spender[op] = spendRef{e.tx.Hash, uint32(i)}
+			p.spenderNew[op] = spendChange{ref: spendRef{e.tx.Hash, uint32(i)}}
 		}
 	}
+	p.spender = p.spender.with(p.spenderNew)
 	p.reset()
 	return nil
 }
@@ -1066,6 +1118,10 @@ type PendingSpend struct {
 // PendingSpender returns the pending transaction that spends op at this
 // view's state, and false when none does.
 func (v *View) PendingSpender(op chain.OutPoint) (PendingSpend, bool, error) {
+	if v.ref != nil { // a published view: its state's spender map
+		r, ok := v.ref.spenders.get(op)
+		return PendingSpend{TxHash: r.tx, Input: r.input}, ok, nil
+	}
 	var kb [outPointKeyLen]byte
 	raw, closer, err := v.snap.Get(appendPendingSpendKey(kb[:0], op))
 	if errors.Is(err, pebble.ErrNotFound) {
