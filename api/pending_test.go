@@ -3,7 +3,9 @@ package api_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/utxo-cache/utxo-cache/api"
@@ -258,5 +260,48 @@ func testPendingReads(t *testing.T, s *stack) {
 	}
 	if r := get("/v1/addresses/alice/utxos?pending=maybe"); r.code != 400 {
 		t.Fatalf("pending=maybe: %s", r)
+	}
+}
+
+// TestPendingRaces: 300 times, two clients post transactions spending the
+// same output at once through the handler: exactly one is pending, the
+// other answers 409 conflict naming it.
+func TestPendingRaces(t *testing.T) {
+	s := newStack(t, stackConfig{noSpec: true, api: api.Options{WalletToken: walletToken}})
+	const races = 300
+	outs := make([]chain.Output, races)
+	for i := range outs {
+		outs[i] = out(fmt.Sprintf("addr%d", i%7), uint64(i+1))
+	}
+	s.apply(tx("pool", nil, outs...))
+	for i := range races {
+		txs := [2]chain.Tx{tx(fmt.Sprint("a", i), spends(op("pool", uint32(i))), out("x", 1)), tx(fmt.Sprint("b", i), spends(op("pool", uint32(i))), out("y", 1))}
+		var codes [2]int
+		var bodies [2]string
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for k := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				req := httptest.NewRequest(http.MethodPost, "/v1/pending", strings.NewReader(pendingJSON(txs[k], false)))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+walletToken)
+				rec := httptest.NewRecorder()
+				s.h.ServeHTTP(rec, req)
+				codes[k], bodies[k] = rec.Code, rec.Body.String()
+			}()
+		}
+		close(start)
+		wg.Wait()
+		win := 0
+		if codes[1] == http.StatusOK {
+			win = 1
+		}
+		lose := 1 - win
+		if codes[win] != http.StatusOK || codes[lose] != http.StatusConflict || !strings.Contains(bodies[lose], txs[win].Hash.String()) {
+			t.Fatalf("race %d: %d %s / %d %s", i, codes[0], bodies[0], codes[1], bodies[1])
+		}
 	}
 }
