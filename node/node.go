@@ -30,6 +30,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/bitcoin"
 	"github.com/utxo-cache/utxo-cache/cache"
+	"github.com/utxo-cache/utxo-cache/cardano"
 	"github.com/utxo-cache/utxo-cache/cardano/n2n"
 	"github.com/utxo-cache/utxo-cache/events"
 	"github.com/utxo-cache/utxo-cache/follow"
@@ -337,15 +338,22 @@ func (n *Node) closeParts() error {
 
 // rawTxFunc returns the reader of the chain's raw transactions for POST
 // /v1/pending (application/octet-stream): Bitcoin's serialized transaction
-// on a Bitcoin store; nil (415) on any other, a Cardano store included
-// (its transactions are posted in the block format).
+// on a Bitcoin store, Cardano's transaction CBOR on a Cardano store; nil
+// (415) on a store that names no chain.
 func rawTxFunc(c disk.Chain, network bitcoin.Network) api.RawTxFunc {
-	if c != "bitcoin" {
-		return nil
+	switch c {
+	case "bitcoin":
+		a, err := bitcoin.NewAdapter(bitcoin.Options{Network: network})
+		if err != nil {
+			return nil
+		}
+		return a.ConvertTx
+	case "cardano":
+		a, err := cardano.NewAdapter(cardano.Options{})
+		if err != nil {
+			return nil
+		}
+		return a.ConvertTx
 	}
-	a, err := bitcoin.NewAdapter(bitcoin.Options{Network: network})
-	if err != nil {
-		return nil
-	}
-	return a.ConvertTx
+	return nil
 }

@@ -51,7 +51,7 @@ var layers = []struct {
 	// Serving, and the tools and binary built on it.
 	{"events", []string{"chain", "query", "tiers/disk"}},
 	{"api", []string{"cardano/credential", "chain", "events", "query", "replication", "writer"}},
-	{"node", []string{"api", "bitcoin", "cache", "cardano/credential", "cardano/n2n", "chain", "events", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
+	{"node", []string{"api", "bitcoin", "cache", "cardano", "cardano/credential", "cardano/n2n", "chain", "events", "follow", "internal/diskspace", "query", "replication", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
 	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "cardano/n2n", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/storedir", "tiers/disk", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.
