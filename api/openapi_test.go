@@ -140,8 +140,8 @@ func TestOpenAPIDocument(t *testing.T) {
 	for _, item := range doc.Paths.Map() {
 		ops += len(item.Operations())
 	}
-	if ops != 48 {
-		t.Fatalf("the document describes %d operations, the API has 48", ops)
+	if ops != 51 {
+		t.Fatalf("the document describes %d operations, the API has 51", ops)
 	}
 }
 
@@ -320,6 +320,13 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 	walletAuth := []string{"Authorization", "Bearer " + walletToken}
 	wcall := func(method, target, ctype string, body []byte) func() call {
 		return func() call { return call{method: method, target: target, body: body, ctype: ctype, header: walletAuth} }
+	}
+	pendingTx := func(name string, in chain.OutPoint, replace bool) []byte {
+		return []byte(pendingJSON(tx(name, spends(in), out("alice", 1)), replace))
+	}
+	pendingCBOR := func(name string, in chain.OutPoint) []byte {
+		t := tx(name, spends(in), out("alice", 1))
+		return chain.AppendTxCBOR(nil, &t)
 	}
 	leaseBody := func(id string, ttl int, ops ...chain.OutPoint) []byte {
 		var items []string
@@ -633,6 +640,38 @@ func TestOpenAPIEveryEndpointAndStatus(t *testing.T) {
 		{name: "release read only", s: replica, mk: wcall("DELETE", "/v1/leases/L1", "", nil), want: 403},
 		{name: "release writer closed", s: closed, mk: wcall("DELETE", "/v1/leases/L1", "", nil), want: 503},
 		{name: "release disk full", s: full, mk: wcall("DELETE", "/v1/leases/L1", "", nil), want: 507},
+		{name: "pending", s: m, mk: wcall("POST", "/v1/pending", "application/json", pendingTx("p1", op("a", 3), false)), want: 200},
+		{name: "pending again, CBOR", s: m, mk: wcall("POST", "/v1/pending", "application/cbor", pendingCBOR("p1", op("a", 3))), want: 200},
+		{name: "pending conflict", s: m, mk: wcall("POST", "/v1/pending", "application/json", pendingTx("p2", op("a", 3), false)), want: 409},
+		{name: "pending unknown input", s: m, mk: wcall("POST", "/v1/pending", "application/json", pendingTx("p3", op("nowhere", 0), false)), want: 422},
+		{name: "pending bad body", s: m, mk: wcall("POST", "/v1/pending", "application/json", []byte(`{"hash":1}`)), want: 400},
+		{name: "pending admin token", s: m, mk: post("/v1/pending", "application/json", pendingTx("p3", op("a", 3), false)), want: 401},
+		{name: "pending wallet writes disabled", s: noToken, mk: wcall("POST", "/v1/pending", "application/json", pendingTx("p3", op("a", 3), false)), want: 403},
+		{name: "pending read only", s: replica, mk: wcall("POST", "/v1/pending", "application/json", pendingTx("p3", op("a", 3), false)), want: 403},
+		{name: "pending as text/plain", s: m, mk: wcall("POST", "/v1/pending", "text/plain", pendingTx("p3", op("a", 3), false)), want: 415},
+		{name: "pending too large", s: m, mk: wcall("POST", "/v1/pending", "application/json", []byte(`{`+strings.Repeat(" ", chain.MaxPendingTxBytes)+`}`)), want: 413},
+		{name: "pending stalled", s: m, mk: func() call {
+			return call{method: "POST", target: "/v1/pending", ctype: "application/json", body: []byte(`{"hash":`), stalled: true, header: walletAuth}
+		}, want: 408},
+		{name: "pending writer closed", s: closed, mk: wcall("POST", "/v1/pending", "application/json", pendingTx("p3", op("a", 0), false)), want: 503},
+		{name: "pending disk full", s: full, mk: wcall("POST", "/v1/pending", "application/json", pendingTx("p3", op("full", 0), false)), want: 507},
+		{name: "utxos pending include", s: m, mk: get("/v1/addresses/alice/utxos?pending=include&limit=2"), want: 200},
+		{name: "balance pending include", s: m, mk: get("/v1/addresses/alice/balance?pending=include"), want: 200},
+		{name: "utxo pending include", s: m, mk: get("/v1/utxos/" + h + "/3?pending=include"), want: 200},
+		{name: "utxo unconfirmed", s: m, mk: get("/v1/utxos/" + txh("p1").String() + "/0?pending=include"), want: 200},
+		{name: "lookup pending include", s: m, mk: postFn("/v1/utxos/lookup?pending=include", "application/json", func() []byte {
+			return []byte(`{"outpoints":[{"tx_hash":"` + h + `","index":3},{"tx_hash":"` + txh("p1").String() + `","index":0},{"tx_hash":"` + h + `","index":2}]}`)
+		}), want: 200},
+		{name: "get pending", s: m, mk: get("/v1/pending/" + txh("p1").String()), want: 200},
+		{name: "get pending unknown", s: m, mk: get("/v1/pending/" + txh("zz").String()), want: 404},
+		{name: "get pending bad hash", s: m, mk: get("/v1/pending/xyz"), want: 400},
+		{name: "get pending behind", s: replica, mk: get("/v1/pending/" + txh("p1").String() + "?min_seq=99&wait=0"), want: 503},
+		{name: "withdraw", s: m, mk: wcall("DELETE", "/v1/pending/"+txh("p1").String(), "", nil), want: 200},
+		{name: "withdraw bad hash", s: m, mk: wcall("DELETE", "/v1/pending/xyz", "", nil), want: 400},
+		{name: "withdraw no token", s: m, mk: func() call { return call{method: "DELETE", target: "/v1/pending/" + txh("p1").String()} }, want: 401},
+		{name: "withdraw read only", s: replica, mk: wcall("DELETE", "/v1/pending/"+txh("p1").String(), "", nil), want: 403},
+		{name: "withdraw writer closed", s: closed, mk: wcall("DELETE", "/v1/pending/"+txh("p1").String(), "", nil), want: 503},
+		{name: "withdraw disk full", s: full, mk: wcall("DELETE", "/v1/pending/"+txh("p1").String(), "", nil), want: 507},
 		{name: "rollback writes disabled", s: noToken, mk: post("/v1/rollback", "application/json", []byte(`{"height":0}`)), want: 403},
 		{name: "rollback read only", s: replica, mk: post("/v1/rollback", "application/json", []byte(`{"height":0}`)), want: 403},
 		{name: "healthz", s: m, mk: get("/healthz"), want: 200},

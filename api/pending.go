@@ -128,7 +128,7 @@ func (a *API) readPending(c *gin.Context) (chain.PendingPost, error) {
 	default:
 		return chain.PendingPost{}, fmt.Errorf("content type %q: send application/json, application/cbor or %s: %w", clipHeader(mt), contentTypeRaw, errUnsupportedMediaType)
 	}
-	body, err := a.readBody(c, min(a.opts.MaxRequestBytes, chain.MaxPendingTxBytes)+4096)
+	body, err := a.readBody(c, min(a.opts.MaxBlockBytes, chain.MaxPendingTxBytes))
 	if err != nil {
 		return chain.PendingPost{}, err
 	}

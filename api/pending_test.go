@@ -3,11 +3,14 @@ package api_test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
 func pendingJSON(t chain.Tx, replace bool) string {
@@ -31,7 +34,7 @@ func (s *stack) pending(method, target, ctype string, body []byte, header ...str
 	if header == nil {
 		header = []string{"Authorization", "Bearer " + walletToken}
 	}
-	return s.do(call{method: method, target: target, body: body, ctype: ctype, header: header, noSpec: true})
+	return s.do(call{method: method, target: target, body: body, ctype: ctype, header: header})
 }
 
 // TestPendingHTTP: the pending routes through the handler: a post, its
@@ -40,7 +43,7 @@ func (s *stack) pending(method, target, ctype string, body []byte, header ...str
 // and the refusals: unknown input, bad body, no raw reader, wrong token,
 // no wallet token, a replica.
 func TestPendingHTTP(t *testing.T) {
-	s := newStack(t, stackConfig{noSpec: true, api: api.Options{WalletToken: walletToken}})
+	s := newStack(t, stackConfig{api: api.Options{WalletToken: walletToken}})
 	s.apply(tx("fund", nil, out("alice", 100), out("bob", 50)))
 	a := tx("pa", spends(op("fund", 0)), out("carol", 99))
 	b := tx("pb", spends(op("fund", 0)), out("dave", 98))
@@ -119,6 +122,42 @@ func TestPendingHTTP(t *testing.T) {
 	if r := replica.pending(http.MethodPost, "/v1/pending", "application/json", []byte(pendingJSON(a, false))); r.code != 403 || !strings.Contains(string(r.body), "read_only") {
 		t.Fatalf("a replica: %s", r)
 	}
+	// A node that reads raw transactions (here a stand-in for the chain
+	// adapter: "tx:<name>" is the transaction a spends), and a pending set
+	// bounded to one transaction.
+	raw := newStack(t, stackConfig{noSpec: true, disk: disk.Options{Pending: disk.PendingOptions{MaxTxs: 1}},
+		api: api.Options{WalletToken: walletToken, RawTx: func(b []byte) (chain.Tx, error) {
+			name, ok := strings.CutPrefix(string(b), "tx:")
+			if !ok {
+				return chain.Tx{}, fmt.Errorf("not a transaction")
+			}
+			return tx(name, spends(op("fund2", 0)), out("x", 1)), nil
+		}}})
+	raw.apply(tx("fund2", nil, out("alice", 100), out("bob", 50)))
+	if r := raw.pending(http.MethodPost, "/v1/pending", "application/octet-stream", []byte("garbage")); r.code != 400 || !strings.Contains(string(r.body), "invalid_argument") {
+		t.Fatalf("an unparsable raw transaction: %s", r)
+	}
+	if r := raw.pending(http.MethodPost, "/v1/pending?replace=maybe", "application/octet-stream", []byte("tx:r1")); r.code != 400 {
+		t.Fatalf("replace=maybe: %s", r)
+	}
+	if r := raw.pending(http.MethodPost, "/v1/pending?replace=true", "application/json", []byte(pendingJSON(a, false))); r.code != 400 {
+		t.Fatalf("replace as a parameter of a JSON body: %s", r)
+	}
+	if r := raw.pending(http.MethodPost, "/v1/pending", "application/octet-stream", []byte("tx:r1")); r.code != 200 || r.obj(t)["tx_hash"] != txh("r1").String() {
+		t.Fatalf("a raw transaction: %s", r)
+	}
+	if r := raw.pending(http.MethodPost, "/v1/pending", "application/octet-stream", []byte("tx:r2")); r.code != 409 {
+		t.Fatalf("a raw double spend: %s", r)
+	}
+	if r := raw.pending(http.MethodPost, "/v1/pending?replace=true", "application/octet-stream", []byte("tx:r2")); r.code != 200 {
+		t.Fatalf("a raw replacement (within the bound: it evicts one): %s", r)
+	}
+	other := tx("r3", spends(op("fund2", 1)), out("y", 1))
+	if r := raw.do(call{method: http.MethodPost, target: "/v1/pending", ctype: "application/json", body: []byte(pendingJSON(other, false)),
+		header: []string{"Authorization", "Bearer " + walletToken}, noSpec: true, allow5xx: true}); r.code != 507 || !strings.Contains(string(r.body), "insufficient_storage") {
+		t.Fatalf("over --pending-max-txs: %s", r)
+	}
+
 	off := newStack(t, stackConfig{noSpec: true})
 	if r := off.pending(http.MethodPost, "/v1/pending", "application/json", []byte(pendingJSON(a, false))); r.code != 403 || !strings.Contains(string(r.body), "wallet_writes_disabled") {
 		t.Fatalf("no wallet token: %s", r)
@@ -212,7 +251,7 @@ func testPendingReads(t *testing.T, s *stack) {
 	if r := get("/v1/utxos/" + c.Hash.String() + "/0"); r.code != 404 {
 		t.Fatalf("an unconfirmed output without pending=include: %s", r)
 	}
-	r = s.do(call{method: http.MethodPost, target: "/v1/utxos/lookup?pending=include", ctype: "application/json", noSpec: true,
+	r = s.do(call{method: http.MethodPost, target: "/v1/utxos/lookup?pending=include", ctype: "application/json",
 		body: []byte(`{"outpoints":[{"tx_hash":"` + txh("fund").String() + `","index":0},{"tx_hash":"` + c.Hash.String() + `","index":1},{"tx_hash":"` + txh("zz").String() + `","index":0}]}`)})
 	res, _ := r.obj(t)["results"].([]any)
 	if r.code != 200 || len(res) != 3 || res[0].(map[string]any)["pending_spent"].(map[string]any)["tx_hash"] != c.Hash.String() ||
@@ -221,5 +260,48 @@ func testPendingReads(t *testing.T, s *stack) {
 	}
 	if r := get("/v1/addresses/alice/utxos?pending=maybe"); r.code != 400 {
 		t.Fatalf("pending=maybe: %s", r)
+	}
+}
+
+// TestPendingRaces: 300 times, two clients post transactions spending the
+// same output at once through the handler: exactly one is pending, the
+// other answers 409 conflict naming it.
+func TestPendingRaces(t *testing.T) {
+	s := newStack(t, stackConfig{noSpec: true, api: api.Options{WalletToken: walletToken}})
+	const races = 300
+	outs := make([]chain.Output, races)
+	for i := range outs {
+		outs[i] = out(fmt.Sprintf("addr%d", i%7), uint64(i+1))
+	}
+	s.apply(tx("pool", nil, outs...))
+	for i := range races {
+		txs := [2]chain.Tx{tx(fmt.Sprint("a", i), spends(op("pool", uint32(i))), out("x", 1)), tx(fmt.Sprint("b", i), spends(op("pool", uint32(i))), out("y", 1))}
+		var codes [2]int
+		var bodies [2]string
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for k := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				req := httptest.NewRequest(http.MethodPost, "/v1/pending", strings.NewReader(pendingJSON(txs[k], false)))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+walletToken)
+				rec := httptest.NewRecorder()
+				s.h.ServeHTTP(rec, req)
+				codes[k], bodies[k] = rec.Code, rec.Body.String()
+			}()
+		}
+		close(start)
+		wg.Wait()
+		win := 0
+		if codes[1] == http.StatusOK {
+			win = 1
+		}
+		lose := 1 - win
+		if codes[win] != http.StatusOK || codes[lose] != http.StatusConflict || !strings.Contains(bodies[lose], txs[win].Hash.String()) {
+			t.Fatalf("race %d: %d %s / %d %s", i, codes[0], bodies[0], codes[1], bodies[1])
+		}
 	}
 }

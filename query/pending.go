@@ -227,16 +227,21 @@ func (s *Server) appendPendingListing(v *disk.View, body []byte, q disk.ListQuer
 	}
 	// confirmed lists up to limit confirmed outputs after after: the
 	// position to resume from when more remain, and the last one listed.
+	var lastConfirmed chain.Position
 	confirmed := func(after *chain.Position, limit int) (next chain.Position, more bool, last *chain.Position, err error) {
 		q.After, q.Limit = after, limit
+		listed := false
 		next, more, err = v.ListFunc(q, func(r *disk.UtxoRef) error {
 			sep()
 			var err error
 			body, err = item(body, r)
 			n++
-			last = &chain.Position{Height: r.Height, TxPos: r.TxPos, Index: r.OutPoint.Index}
+			lastConfirmed, listed = chain.Position{Height: r.Height, TxPos: r.TxPos, Index: r.OutPoint.Index}, true
 			return err
 		})
+		if listed {
+			last = &lastConfirmed
+		}
 		return next, more, last, err
 	}
 	// unconfirmed lists up to limit unconfirmed outputs after pafter:

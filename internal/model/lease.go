@@ -46,7 +46,7 @@ func (m *Model) Lease(id string, ops []chain.OutPoint, ttl uint32, now uint64) (
 	}
 	var held []chain.HeldOutPoint
 	for _, op := range ops {
-		if !m.IsLive(op) {
+		if !m.spendable(op) { // live, or an output of a pending transaction
 			return 0, fmt.Errorf("%s: %w", op, chain.ErrUnknownInput)
 		}
 		if _, ok := m.frozen[op]; ok {

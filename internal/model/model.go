@@ -52,6 +52,8 @@ type Model struct {
 	undo   []blockUndo               // one per block of the current chain, newest last
 	frozen map[chain.OutPoint]string // frozen live outputs and their reasons
 	leases map[string]*lease         // lease.go
+	// pending is the pending set (pending.go); nil until first used.
+	pending *pendingState
 }
 
 // row is one outpoint as the model knows it. Rows are values: a change
@@ -102,6 +104,7 @@ func (m *Model) Clone() *Model {
 	for op, r := range m.frozen {
 		c.frozen[op] = r
 	}
+	c.pending = m.pending.clone()
 	c.leases = make(map[string]*lease, len(m.leases))
 	for id, l := range m.leases {
 		c.leases[id] = &lease{expires: l.expires, ops: slices.Clone(l.ops)}
@@ -236,6 +239,7 @@ func (m *Model) Apply(b *chain.Block, skipUnknown bool) (applied bool, err error
 		delete(m.frozen, op) // the block spent it: the freeze lapses
 		m.lapse(op)          // and so does its lease
 	}
+	m.pendingBlock(b)
 	return true, nil
 }
 
@@ -271,6 +275,12 @@ func (m *Model) Rollback(target uint64) error {
 	for !m.tip.Empty && m.tip.Height > target {
 		u := m.undo[len(m.undo)-1]
 		m.undo = m.undo[:len(m.undo)-1]
+		var removed []chain.OutPoint
+		for _, bi := range u.before {
+			if r, ok := m.rows[bi.op]; ok && r.spent == nil && !(bi.exists && bi.row.spent == nil) {
+				removed = append(removed, bi.op)
+			}
+		}
 		for i := len(u.before) - 1; i >= 0; i-- {
 			bi := u.before[i]
 			// Created by the block (removed now) or spent by it (its
@@ -285,6 +295,7 @@ func (m *Model) Rollback(target uint64) error {
 		}
 		delete(m.hashes, u.height)
 		m.tip = u.prevTip
+		m.pendingRollback(u.height, removed)
 	}
 	if m.tip.Empty {
 		m.floor, m.first = 0, 0

@@ -385,6 +385,11 @@ func (s *Store) Wallet(reqs []WalletRequest, now uint64) (WalletResult, error) {
 			}
 		case r.Expire:
 			ops = append(s.expired(now), s.expiredPending(now)...)
+			// Leave a place for each request after this one (each makes
+			// one operation at most): the next sweep takes the rest.
+			if room := chain.MaxWalletOps - len(res.Ops) - (len(reqs) - i - 1); len(ops) > room {
+				ops = ops[:max(room, 0)]
+			}
 		case r.Post != nil:
 			var op *chain.WalletOp
 			if op, err = s.decidePost(r.Post, now); err == nil && op != nil {
@@ -497,7 +502,12 @@ func (s *Store) decideLease(r *chain.LeaseRequest, now uint64) (chain.WalletOp, 
 			return chain.WalletOp{}, err
 		}
 		if !found || rec.Spent != nil {
-			return chain.WalletOp{}, fmt.Errorf("%s is not a live output: %w", op, chain.ErrUnknownInput)
+			// An output of a pending transaction may be leased too.
+			if e := s.pending.get(op.TxHash); e == nil {
+				return chain.WalletOp{}, fmt.Errorf("%s is not a live output: %w", op, chain.ErrUnknownInput)
+			} else if _, ok := pendingOutput(e, op); !ok {
+				return chain.WalletOp{}, fmt.Errorf("%s is not a live output: %w", op, chain.ErrUnknownInput)
+			}
 		}
 		if rec.Frozen {
 			return chain.WalletOp{}, fmt.Errorf("%s is frozen: %w", op, chain.ErrFrozen)

@@ -94,21 +94,86 @@ type spendChange struct {
 	del bool
 }
 
+// spenderShards is an immutable map from outpoint to its pending spender
+// (what the 0x0c rows say), in shards by the outpoint's tx hash. A commit
+// makes a new one that copies only the shards it changes and shares the
+// others, so every published view keeps the one of its state at the cost
+// of a pointer: a read marks the outputs pending transactions spend with a
+// map probe, where a Pebble Get per output would cost several times the
+// listing itself.
+type spenderShards struct {
+	shard [1 << spenderShardBits]map[chain.OutPoint]spendRef
+}
+
+// spenderShardBits sets 4,096 shards: at 100,000 pending transactions some
+// 25 entries each, so a change of 50 posts copies about 1,250 entries.
+const spenderShardBits = 12
+
+func spenderShardOf(op chain.OutPoint) int {
+	return int(binary.BigEndian.Uint16(op.TxHash[:2]) >> (16 - spenderShardBits))
+}
+
+func (m *spenderShards) get(op chain.OutPoint) (spendRef, bool) {
+	if m == nil {
+		return spendRef{}, false
+	}
+	r, ok := m.shard[spenderShardOf(op)][op]
+	return r, ok
+}
+
+// with returns m with changes applied: a new value sharing the shards the
+// changes do not touch. m is not modified.
+func (m *spenderShards) with(changes map[chain.OutPoint]spendChange) *spenderShards {
+	next := new(spenderShards)
+	if m != nil {
+		*next = *m
+	}
+	copied := map[int]bool{}
+	for op, c := range changes {
+		i := spenderShardOf(op)
+		if !copied[i] {
+			copied[i] = true
+			old := next.shard[i]
+			fresh := make(map[chain.OutPoint]spendRef, len(old)+1)
+			for k, v := range old {
+				fresh[k] = v
+			}
+			next.shard[i] = fresh
+		}
+		if c.del {
+			delete(next.shard[i], op)
+		} else {
+			next.shard[i][op] = c.ref
+		}
+	}
+	return next
+}
+
 // pendingSet is the committed pending set and the batch being built's
-// changes over it, as leaseSet is for leases. Writer goroutine only.
+// changes over it, as leaseSet is for leases. Writer goroutine only (a
+// published view holds a spender map of its own, which never changes).
 type pendingSet struct {
 	txs     map[chain.Hash]*pendingEntry
-	spender map[chain.OutPoint]spendRef
+	spender *spenderShards
 	bytes   int64
 	// The batch's changes: a nil entry marks a removal.
 	txsNew     map[chain.Hash]*pendingEntry
 	spenderNew map[chain.OutPoint]spendChange
 	bytesNew   int64 // delta
 	countNew   int   // delta
+	// decided is the plan decidePost made for the post applyPendingOp
+	// applies next (the writer's: it saves a second read of each input);
+	// nil for a replica's, which plans again.
+	decided *decidedPost
+}
+
+type decidedPost struct {
+	tx   *chain.Tx
+	plan postPlan
 }
 
 func newPendingSet() *pendingSet {
-	return &pendingSet{txs: map[chain.Hash]*pendingEntry{}, spender: map[chain.OutPoint]spendRef{},
+	return &pendingSet{txs: map[chain.Hash]*pendingEntry{}, spender: new(spenderShards),
 		txsNew: map[chain.Hash]*pendingEntry{}, spenderNew: map[chain.OutPoint]spendChange{}}
 }
 
@@ -123,8 +188,7 @@ func (p *pendingSet) spenderOf(op chain.OutPoint) (spendRef, bool) {
 	if c, ok := p.spenderNew[op]; ok {
 		return c.ref, !c.del
 	}
-	r, ok := p.spender[op]
-	return r, ok
+	return p.spender.get(op)
 }
 
 func (p *pendingSet) count() int { return len(p.txs) + p.countNew }
@@ -139,12 +203,8 @@ func (p *pendingSet) commit() {
 			p.txs[h] = e
 		}
 	}
-	for op, c := range p.spenderNew {
-		if c.del {
-			delete(p.spender, op)
-		} else {
-			p.spender[op] = c.ref
-		}
+	if len(p.spenderNew) > 0 {
+		p.spender = p.spender.with(p.spenderNew)
 	}
 	p.bytes += p.bytesNew
 	p.reset()
@@ -154,6 +214,7 @@ func (p *pendingSet) reset() {
 	clear(p.txsNew)
 	clear(p.spenderNew)
 	p.bytesNew, p.countNew = 0, 0
+	p.decided = nil
 }
 
 // The 0x0b row (pendingRow), version 1:
@@ -478,9 +539,10 @@ func (s *Store) loadPending() error {
 				return fmt.Errorf("disk: pending %s spends %s, which is neither live nor pending: %w", e.tx.Hash, op, ErrCorrupt)
 			}
 			e.spent[i] = u
-			p.spender[op] = spendRef{e.tx.Hash, uint32(i)}
+			p.spenderNew[op] = spendChange{ref: spendRef{e.tx.Hash, uint32(i)}}
 		}
 	}
+	p.spender = p.spender.with(p.spenderNew)
 	p.reset()
 	return nil
 }
@@ -655,9 +717,11 @@ func (s *Store) decidePost(p *chain.PendingPost, now uint64) (*chain.WalletOp, e
 	if s.pending.get(p.Tx.Hash) != nil {
 		return nil, nil
 	}
-	if _, err := s.checkPost(&p.Tx, p.Replace); err != nil {
+	plan, err := s.checkPost(&p.Tx, p.Replace)
+	if err != nil {
 		return nil, err
 	}
+	s.pending.decided = &decidedPost{tx: &p.Tx, plan: plan}
 	ttl := s.opts.Pending.TTL
 	return &chain.WalletOp{Kind: chain.WalletPost, Tx: &p.Tx, Replace: p.Replace, Since: now, ExpiresAt: now + ttl}, nil
 }
@@ -731,11 +795,18 @@ func (s *Store) applyPendingOp(b *keyBatch, op *chain.WalletOp, st *State, i int
 		if s.pending.get(op.Tx.Hash) != nil {
 			return fmt.Errorf("disk: post of %s, which is pending: %w", op.Tx.Hash, chain.ErrInvalidArgument)
 		}
-		plan, err := s.checkPost(op.Tx, op.Replace)
-		if err != nil && !errors.Is(err, chain.ErrInsufficientStorage) {
-			// The bounds are the writer's: a replica takes what it logged.
-			return fmt.Errorf("disk: post of %s: %w", op.Tx.Hash, err)
+		var plan postPlan
+		if d := s.pending.decided; d != nil && d.tx == op.Tx {
+			plan = d.plan // decided just before, against this batch
+		} else {
+			var err error
+			plan, err = s.checkPost(op.Tx, op.Replace)
+			if err != nil && !errors.Is(err, chain.ErrInsufficientStorage) {
+				// The bounds are the writer's: a replica takes what it logged.
+				return fmt.Errorf("disk: post of %s: %w", op.Tx.Hash, err)
+			}
 		}
+		s.pending.decided = nil
 		for _, e := range plan.evict {
 			s.leavePending(b, e, chain.PendingInfo{Status: chain.PendingConflicting, ConflictsWith: op.Tx.Hash, Since: op.Since}, forgetAt(st))
 		}
@@ -880,6 +951,13 @@ func (s *Store) pendingRollback(b *keyBatch, height uint64, st *State, live func
 		_ = b.Delete(heightKey(prefixPendingBlock, height), nil)
 	}
 	spendableNow := func(op chain.OutPoint) (chain.Utxo, bool, error) {
+		if e := s.pending.get(op.TxHash); e != nil {
+			// An output of a transaction pending again (returned just
+			// before, in posting order): the undo removed its confirmed
+			// row.
+			u, ok := pendingOutput(e, op)
+			return u, ok, nil
+		}
 		if u, found := live(op); found {
 			if u == nil {
 				return chain.Utxo{}, false, nil
@@ -1040,6 +1118,10 @@ type PendingSpend struct {
 // PendingSpender returns the pending transaction that spends op at this
 // view's state, and false when none does.
 func (v *View) PendingSpender(op chain.OutPoint) (PendingSpend, bool, error) {
+	if v.ref != nil { // a published view: its state's spender map
+		r, ok := v.ref.spenders.get(op)
+		return PendingSpend{TxHash: r.tx, Input: r.input}, ok, nil
+	}
 	var kb [outPointKeyLen]byte
 	raw, closer, err := v.snap.Get(appendPendingSpendKey(kb[:0], op))
 	if errors.Is(err, pebble.ErrNotFound) {

@@ -183,4 +183,26 @@ func TestPendingStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("expired", "P1:conflicting(X) P2:conflicting(X) X:expired R:withdrawn P3:expired P4:expired | alice + - | bob + - | carol + - | dave + -")
+
+	// Statuses are forgotten once the chain passes the rollback window
+	// (30 blocks here) beyond where it was when they left.
+	prev := b2
+	var blocks []*chain.Block
+	for h := uint64(3); h <= 40; h++ {
+		b := &chain.Block{Height: h, Hash: stHash(2, 'b', h), PrevHash: prev.Hash, Txs: []chain.Tx{{Hash: stHash(2, 'c', h), Coinbase: true, Outputs: []chain.Output{{Address: "z", Value: 1}}}}}
+		blocks = append(blocks, b)
+		prev = b
+	}
+	st.apply(blocks[:30]...) // to height 32
+	if got := pendingState(t, st.s, names, nil, all...); got != "P1:conflicting(X) P2:conflicting(X) X:expired R:withdrawn P3:expired P4:expired" {
+		t.Fatalf("at 32, nothing is forgotten yet: %s", got)
+	}
+	st.apply(blocks[30]) // 33: what left when the chain had reached 2 goes
+	if got := pendingState(t, st.s, names, nil, all...); got != "P1:- P2:- X:expired R:- P3:expired P4:expired" {
+		t.Fatalf("at 33: %s", got)
+	}
+	st.apply(blocks[31:]...)
+	if got := pendingState(t, st.s, names, nil, all...); got != "P1:- P2:- X:- R:- P3:- P4:-" {
+		t.Fatalf("after the window: %s", got)
+	}
 }

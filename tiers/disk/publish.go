@@ -17,7 +17,10 @@ import (
 type publishedSnapshot struct {
 	snap  *pebble.Snapshot
 	state State
-	refs  atomic.Int64
+	// spenders is the pending spender of each outpoint at state (the 0x0c
+	// rows of snap, immutable: pending.go).
+	spenders *spenderShards
+	refs     atomic.Int64
 }
 
 // acquire takes a reference, or reports false when the snapshot is already
@@ -48,7 +51,7 @@ func (p *publishedSnapshot) release() {
 // committed state: that order is what keeps a reader from seeing a commit
 // whose invalidation is still running. Open publishes the state it found.
 func (s *Store) Publish() {
-	p := &publishedSnapshot{snap: s.db.NewSnapshot(), state: s.State()}
+	p := &publishedSnapshot{snap: s.db.NewSnapshot(), state: s.State(), spenders: s.pending.spender}
 	p.refs.Store(1)
 	if old := s.published.Swap(p); old != nil {
 		old.release()

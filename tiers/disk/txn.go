@@ -363,7 +363,9 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 	if err := s.prune(b, &st, t.entries, &pruned, 1); err != nil {
 		return nil, fmt.Errorf("disk: prune at block %d: %w", h, err)
 	}
-	s.pendingBlock(b, h, t.block.Time, pendingBlockTxs(t.block), &st)
+	if !s.pending.empty() {
+		s.pendingBlock(b, h, t.block.Time, pendingBlockTxs(t.block), &st)
+	}
 	if err := s.prunePending(b, &st, s.opts.PruneBudget); err != nil {
 		return nil, fmt.Errorf("disk: prune pending at block %d: %w", h, err)
 	}
