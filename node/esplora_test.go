@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -172,6 +173,7 @@ func esploraNode(t *testing.T, f *esploraFacts, limit int) *httptest.Server {
 	cfg := writerConfig(t.TempDir())
 	cfg.Chain, cfg.Indexes, cfg.PruneDepth, cfg.RollbackWindow = "bitcoin", "script_hash", 20000, 100
 	cfg.EsploraUtxosLimit = limit
+	cfg.WalletToken = "wallet"
 	n, err := node.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -558,4 +560,134 @@ func testMempoolJS(t *testing.T, srv *httptest.Server, f *esploraFacts, sample [
 		}
 	}
 	t.Logf("mempool.js: %d addresses, %d outpoints, tip %d", len(sample), len(ops), tip.Height)
+}
+
+// rawSpend serializes a version-2 Bitcoin transaction (no witness) that
+// spends op with an empty scriptSig and pays value to a P2PKH script of a
+// fixed key hash, and returns it with its txid, computed here.
+func rawSpend(op chain.OutPoint, value uint64) ([]byte, chain.Hash) {
+	b := binary.LittleEndian.AppendUint32(nil, 2)
+	b = append(b, 1)
+	for i := 31; i >= 0; i-- { // wire order: the display hash reversed
+		b = append(b, op.TxHash[i])
+	}
+	b = binary.LittleEndian.AppendUint32(b, op.Index)
+	b = append(b, 0, 0xff, 0xff, 0xff, 0xff) // empty scriptSig, sequence
+	b = append(b, 1)
+	b = binary.LittleEndian.AppendUint64(b, value)
+	script := append(append([]byte{0x76, 0xa9, 20}, bytes.Repeat([]byte{0x11}, 20)...), 0x88, 0xac)
+	b = append(b, byte(len(script)))
+	b = append(b, script...)
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	first := sha256.Sum256(b)
+	second := sha256.Sum256(first[:])
+	var id chain.Hash
+	for i := range id {
+		id[i] = second[31-i]
+	}
+	return b, id
+}
+
+// TestEsploraPending: the Esplora answers include the pending set, as
+// Esplora includes the mempool, and a post or a withdrawal invalidates the
+// cached ones: the spent output leaves its address's listing, the payee's
+// listing shows the unconfirmed output, mempool_stats count both, and the
+// outspend names the pending spender. The /v1 answers without
+// pending=include keep their bytes and ETags.
+func TestEsploraPending(t *testing.T) {
+	f := loadEsploraFacts(t)
+	var a string
+	for addr, ops := range f.byAddr {
+		if len(ops) >= 2 && len(ops) <= 50 && (a == "" || addr < a) {
+			a = addr
+		}
+	}
+	srv := esploraNode(t, f, 0)
+	op := f.byAddr[a][0]
+	spent := f.live[op]
+	raw, txid := rawSpend(op, 1000)
+	wantBefore := f.wantUtxos(a)
+
+	read := func(target string) (string, string) {
+		t.Helper()
+		code, h, body := eget(t, srv, target)
+		if code != 200 {
+			t.Fatalf("GET %s: %d %s", target, code, body)
+		}
+		return body, h.Get("ETag")
+	}
+	// Warm the caches: the same reads twice.
+	for range 2 {
+		read("/api/address/" + a + "/utxo")
+		read("/api/address/" + a)
+		read(fmt.Sprintf("/api/tx/%s/outspend/%d", op.TxHash, op.Index))
+	}
+	v1Before, v1Tag := read("/v1/addresses/" + a + "/utxos")
+
+	post := func(method, target string, body []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+target, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer wallet")
+		req.Header.Set("Content-Type", "application/octet-stream")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s %s: %d %s", method, target, resp.StatusCode, b)
+		}
+	}
+	post("POST", "/v1/pending", raw)
+
+	// The payee's address, as the store names the P2PKH output.
+	utxo, _ := read(fmt.Sprintf("/v1/utxos/%s/0?pending=include", txid))
+	var pu struct {
+		Utxo struct {
+			Address string `json:"address"`
+		} `json:"utxo"`
+	}
+	err := json.Unmarshal([]byte(utxo), &pu)
+	u := pu.Utxo
+	if err != nil || u.Address == "" {
+		t.Fatalf("the pending output: %s (%v)", utxo, err)
+	}
+
+	body, _ := read("/api/address/" + a + "/utxo")
+	if want := wantBefore[1:]; !jsonEqual(mustJSON(t, body), want) {
+		t.Errorf("utxo of the spender's address with the spend pending:\n%s\nwant %v", body, want)
+	}
+	body, _ = read("/api/address/" + u.Address + "/utxo")
+	if want := []any{map[string]any{"txid": txid.String(), "vout": float64(0), "status": map[string]any{"confirmed": false}, "value": float64(1000)}}; !jsonEqual(mustJSON(t, body), want) {
+		t.Errorf("utxo of the payee: %s", body)
+	}
+	body, _ = read("/api/address/" + a)
+	wantStats := map[string]any{"address": a, "chain_stats": f.stats[a],
+		"mempool_stats": factStats{TxCount: 1, SpentTxoCount: 1, SpentTxoSum: spent.value}}
+	if !jsonEqual(mustJSON(t, body), wantStats) {
+		t.Errorf("address with the spend pending: %s", body)
+	}
+	body, _ = read(fmt.Sprintf("/api/tx/%s/outspend/%d", op.TxHash, op.Index))
+	if want := map[string]any{"spent": true, "txid": txid.String(), "vin": float64(0), "status": map[string]any{"confirmed": false}}; !jsonEqual(mustJSON(t, body), want) {
+		t.Errorf("outspend with the spend pending: %s", body)
+	}
+	if body, tag := read("/v1/addresses/" + a + "/utxos"); body != v1Before || tag != v1Tag {
+		t.Errorf("/v1 listing without pending=include changed with a pending post")
+	}
+
+	// Withdrawn: everything as before.
+	post("DELETE", "/v1/pending/"+txid.String(), nil)
+	body, _ = read("/api/address/" + a + "/utxo")
+	if !jsonEqual(mustJSON(t, body), wantBefore) {
+		t.Errorf("utxo after the withdrawal: %s", body)
+	}
+	body, _ = read("/api/address/" + u.Address + "/utxo")
+	if body != "[]" {
+		t.Errorf("payee after the withdrawal: %s", body)
+	}
+	body, _ = read(fmt.Sprintf("/api/tx/%s/outspend/%d", op.TxHash, op.Index))
+	if body != `{"spent":false}` {
+		t.Errorf("outspend after the withdrawal: %s", body)
+	}
 }

@@ -477,9 +477,15 @@ func (s *Store) commitWallet(b *keyBatch, ops []chain.WalletOp) (*changeset.Set,
 	s.reportLapses()
 	s.logFloor = logFloor
 	s.state.Store(&st)
-	// Answers that do not ask about leases do not change: nothing to
-	// invalidate (answers that do are never cached).
-	return &changeset.Set{OldTip: prev.Tip, NewTip: st.Tip, Seq: st.Seq}, nil
+	// Answers that do not ask about leases or pending transactions do not
+	// change, and answers that ask about leases are never cached; the
+	// answers that include pending transactions and are cached (the
+	// Esplora front end's) are invalidated by what the change's pending
+	// transactions touched.
+	ch := newChanges(prev.Tip, 0)
+	s.addPendingTouched(ch, false)
+	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
+	return &ch.cs, nil
 }
 
 // decideLease decides r at now: the operation that grants it, or why not.

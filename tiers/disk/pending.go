@@ -4,11 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/changeset"
 )
 
 // # Pending transactions
@@ -575,6 +577,7 @@ func (s *Store) spendable(op chain.OutPoint) (chain.Utxo, bool, error) {
 // each input's lease lapses (a pending spend ends it as a block's does).
 // Writer goroutine only.
 func (s *Store) addPending(b *keyBatch, e *pendingEntry) {
+	s.touchPending(e)
 	h := e.tx.Hash
 	raw := appendPendingRow(nil, e)
 	e.size = int64(len(raw))
@@ -620,6 +623,7 @@ func (s *Store) forPendingOutputs(e *pendingEntry, fn func(u *chain.Utxo)) {
 // rows of its outputs are its children's). Unless it is confirmed, its
 // outputs leave the live set and their leases lapse. Writer goroutine only.
 func (s *Store) removePending(b *keyBatch, e *pendingEntry, confirmed bool) {
+	s.touchPending(e)
 	h := e.tx.Hash
 	_ = b.Delete(appendPendingKey(nil, h), nil)
 	var keys []DimKey
@@ -1253,4 +1257,60 @@ func successorPrefix(p []byte) []byte {
 		}
 	}
 	return nil
+}
+
+// pendingTouched collects, over one change, the pending transactions that
+// entered or left the pending set (addPending, removePending), so that the
+// change set names what they touch: the addresses and index values of the
+// outputs they spend and create, and the outpoints of both. Answers that
+// include the pending set (the Esplora front end's, cached under those
+// guards) are then invalidated exactly as a block's are; answers without
+// it are recomputed, byte for byte what they were.
+type pendingTouched struct {
+	entries []*pendingEntry
+}
+
+// touchPending records e as entering or leaving the pending set in the
+// change being built. Writer goroutine only.
+func (s *Store) touchPending(e *pendingEntry) {
+	s.touched.entries = append(s.touched.entries, e)
+}
+
+// addPendingTouched adds what the change's pending transactions touched to
+// ch, and forgets them. With spans set (a single block's changes, whose
+// Spans the read path's keep logic uses), an address the change names only
+// for its pending effects is added with a span over every position: its
+// confirmed listing did not change, and the keep logic then keeps nothing of
+// it but what it can rebuild exactly. Writer goroutine only.
+func (s *Store) addPendingTouched(ch *changes, spans bool) {
+	entries := s.touched.entries
+	s.touched.entries = entries[:0]
+	if len(entries) == 0 {
+		return
+	}
+	every := changeset.PositionSpan{Hi: chain.Position{Height: math.MaxUint64, TxPos: math.MaxUint32, Index: math.MaxUint32}}
+	var keys []DimKey
+	var filters []assetFilter
+	touch := func(u *chain.Utxo) {
+		ch.outPoint(u.OutPoint)
+		keys, filters = appendDimKeys(keys[:0], filters[:0], s.dims, s.dimFuncs, u)
+		ch.indexKeys(keys[1:]) // keys[0] is the address's
+		if _, ok := ch.addrs[u.Address]; ok {
+			return
+		}
+		if !spans || ch.merged {
+			ch.address(u.Address)
+			return
+		}
+		ch.addrs[u.Address] = len(ch.cs.Addresses)
+		ch.cs.Addresses = append(ch.cs.Addresses, u.Address)
+		ch.addrKeys = append(ch.addrKeys, keys[0])
+		ch.cs.Spans = append(ch.cs.Spans, every)
+	}
+	for _, e := range entries {
+		for i := range e.spent {
+			touch(&e.spent[i])
+		}
+		s.forPendingOutputs(e, touch)
+	}
 }

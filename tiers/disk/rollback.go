@@ -322,6 +322,7 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 	s.recent.reset()
 	d.commitBalances(s.balances)
 	s.state.Store(&st)
+	s.addPendingTouched(ch, false)
 	ch.setBalances(d)
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
 	return &ch.cs, nil

@@ -242,6 +242,7 @@ type Store struct {
 	undoBuf    []byte           // a block's undo delta, encoded (reused)
 	logBuf     []byte           // a change's log record, encoded (reused)
 	changes    changes          // a block's changes; see blockChanges
+	touched    pendingTouched   // the change's pending transactions; see addPendingTouched
 	flushed    <-chan struct{}  // closed when afterCommit's last flush is done (tests)
 	txf        *txFilter        // built by the first block; nil before
 	txfRebuild *txFilterRebuild // a background rebuild of txf, or nil

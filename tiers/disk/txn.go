@@ -386,6 +386,7 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 	s.afterCommit(b)
 	s.reportLapses()
 	t.committed(d, &st, pruned, logFloor)
+	s.addPendingTouched(ch, true)
 	ch.setBalances(d)
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
 	cs := ch.cs // ch is the store's, reused by the next block

@@ -484,6 +484,7 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 	s.countersCommitted()
 	s.reportLapses()
 	t.committed(d, &st, pruned, floor)
+	s.addPendingTouched(ch, false)
 	ch.setBalances(d)
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
 	ch.cs.Created, ch.cs.Spent = w.created, w.spent
