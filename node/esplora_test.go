@@ -480,11 +480,22 @@ func (o clientOutcome) String() string {
 	return fmt.Sprintf("value %s, status %d, body %q, thrown %q", o.Value, o.Status, o.Body, o.Thrown)
 }
 
-func testMempoolJS(t *testing.T, srv *httptest.Server, f *esploraFacts, sample []string, top string, limit int) {
+// mempoolJSResult is what check.js prints: each client call's outcome.
+type mempoolJSResult struct {
+	TipHeight clientOutcome            `json:"tipHeight"`
+	TipHash   clientOutcome            `json:"tipHash"`
+	Utxo      map[string]clientOutcome `json:"utxo"`
+	Address   map[string]clientOutcome `json:"address"`
+	Outspend  []clientOutcome          `json:"outspend"`
+}
+
+// runMempoolJS runs tools/mempooljs/check.js, @mempool/mempool.js as a
+// wallet calls it, against srv for addresses and outpoints.
+func runMempoolJS(t *testing.T, srv *httptest.Server, addresses []string, ops []chain.OutPoint) mempoolJSResult {
+	t.Helper()
 	ensureMempoolJS(t)
-	ops := f.sampleOutPoints()
-	req := map[string]any{"hostname": strings.TrimPrefix(srv.URL, "http://"), "addresses": sample}
-	var pairs [][]any
+	req := map[string]any{"hostname": strings.TrimPrefix(srv.URL, "http://"), "addresses": addresses}
+	pairs := [][]any{}
 	for _, op := range ops {
 		pairs = append(pairs, []any{op.TxHash.String(), op.Index})
 	}
@@ -501,16 +512,16 @@ func testMempoolJS(t *testing.T, srv *httptest.Server, f *esploraFacts, sample [
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("node check.js: %v\n%s", err, stderr.String())
 	}
-	var got struct {
-		TipHeight clientOutcome            `json:"tipHeight"`
-		TipHash   clientOutcome            `json:"tipHash"`
-		Utxo      map[string]clientOutcome `json:"utxo"`
-		Address   map[string]clientOutcome `json:"address"`
-		Outspend  []clientOutcome          `json:"outspend"`
-	}
+	var got mempoolJSResult
 	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
 		t.Fatalf("check.js output: %v\n%s", err, stdout.String())
 	}
+	return got
+}
+
+func testMempoolJS(t *testing.T, srv *httptest.Server, f *esploraFacts, sample []string, top string, limit int) {
+	ops := f.sampleOutPoints()
+	got := runMempoolJS(t, srv, sample, ops)
 	tip := f.blocks[len(f.blocks)-1]
 	// The client parses the text/plain height as a JSON number, as it does
 	// Esplora's.
@@ -674,6 +685,23 @@ func TestEsploraPending(t *testing.T) {
 	}
 	if body, tag := read("/v1/addresses/" + a + "/utxos"); body != v1Before || tag != v1Tag {
 		t.Errorf("/v1 listing without pending=include changed with a pending post")
+	}
+	// The same through mempool.js, as a wallet sees it.
+	js := runMempoolJS(t, srv, []string{a, u.Address}, []chain.OutPoint{op})
+	for _, c := range []struct {
+		what string
+		got  clientOutcome
+		want string
+	}{
+		{"getAddressTxsUtxo(spender)", js.Utxo[a], "/api/address/" + a + "/utxo"},
+		{"getAddressTxsUtxo(payee)", js.Utxo[u.Address], "/api/address/" + u.Address + "/utxo"},
+		{"getAddress(spender)", js.Address[a], "/api/address/" + a},
+		{"getTxOutspend", js.Outspend[0], fmt.Sprintf("/api/tx/%s/outspend/%d", op.TxHash, op.Index)},
+	} {
+		body, _ := read(c.want)
+		if c.got.Value == nil || !jsonEqual(mustJSON(t, string(c.got.Value)), mustJSON(t, body)) {
+			t.Errorf("mempool.js %s with the spend pending: %+v, the node answers %s", c.what, c.got, body)
+		}
 	}
 
 	// Withdrawn: everything as before.
