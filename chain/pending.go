@@ -182,12 +182,17 @@ func ValidateTx(tx *Tx, lim Limits) error {
 }
 
 // AppendTxCBOR appends tx in the block format's CBOR (one map, as inside a
-// block's "txs").
+// block's "txs"): the stored form of a pending transaction, in the store's
+// rows and the change log. An output marked Unspendable (a Bitcoin
+// OP_RETURN, which keeps its index) is written with an empty address, which
+// no producer of the block format can send (its addresses are 1 to 1024
+// bytes), and DecodeTxCBOR reads it back as Unspendable.
 func AppendTxCBOR(dst []byte, tx *Tx) []byte { return appendTxCBOR(dst, tx) }
 
-// DecodeTxCBOR decodes one transaction in the block format's CBOR (one data
-// item, nothing after it), strictly within lim, and validates it. Errors
-// match ErrInvalidBlock (or ErrTooLarge); it never panics.
+// DecodeTxCBOR decodes one transaction in AppendTxCBOR's form (one data
+// item, nothing after it), strictly within lim, and validates it; an output
+// with an empty address is Unspendable. Errors match ErrInvalidBlock (or
+// ErrTooLarge); it never panics.
 func DecodeTxCBOR(data []byte, lim Limits) (*Tx, error) {
 	lim = lim.EnsureDefaults()
 	d := blockDecoder{src: &cborSource{data: data}, lim: lim}
@@ -197,6 +202,14 @@ func DecodeTxCBOR(data []byte, lim Limits) (*Tx, error) {
 	}
 	if err := d.end(); err != nil {
 		return nil, err
+	}
+	for i := range tx.Outputs {
+		if tx.Outputs[i].Address == "" {
+			tx.Outputs[i].Unspendable = true
+		}
+	}
+	if cr := tx.CollateralReturn; cr != nil && cr.Address == "" {
+		cr.Unspendable = true
 	}
 	if err := validateTx(tx, lim); err != nil {
 		return nil, err

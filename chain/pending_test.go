@@ -74,3 +74,29 @@ func FuzzDecodePending(f *testing.F) {
 		}
 	})
 }
+
+// TestTxCBORUnspendable: the stored form keeps an unspendable output at its
+// index (written with an empty address, which no block-format producer can
+// send) and reads it back as unspendable; the block format's own decoders
+// still refuse an empty address.
+func TestTxCBORUnspendable(t *testing.T) {
+	tx := &chain.Tx{Hash: chain.Hash{1}, Inputs: []chain.OutPoint{{TxHash: chain.Hash{2}}}, Outputs: []chain.Output{
+		{Value: 0, Unspendable: true},
+		{Address: "payee", Value: 7},
+	}}
+	got, err := chain.DecodeTxCBOR(chain.AppendTxCBOR(nil, tx), chain.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Outputs) != 2 || !got.Outputs[0].Unspendable || got.Outputs[1].Unspendable || got.Outputs[1].Address != "payee" {
+		t.Fatalf("decoded outputs %+v", got.Outputs)
+	}
+	var created []uint32
+	got.Creates(func(i uint32, _ *chain.Output, _ bool) { created = append(created, i) })
+	if len(created) != 1 || created[0] != 1 {
+		t.Fatalf("creates %v, want only index 1", created)
+	}
+	if _, err := chain.DecodePendingCBOR(chain.AppendTxCBOR(nil, tx), chain.Limits{}); err == nil {
+		t.Fatal("POST /v1/pending's decoder took an output without an address")
+	}
+}

@@ -56,6 +56,15 @@ func validateTx(tx *Tx, lim Limits) error {
 }
 
 func validateOutput(o *Output, lim Limits) error {
+	if o.Unspendable {
+		// Set by an in-process producer (the Bitcoin adapter), never by a
+		// decoder of the block format: the output keeps its index, has no
+		// address, and is never created.
+		if o.Address != "" || len(o.Assets) > 0 {
+			return invalidField("address", "an unspendable output has no address and no assets")
+		}
+		return nil
+	}
 	if n := len(o.Address); n < MinAddressLen || n > MaxAddressLen {
 		return invalidField("address", "length %d outside %d..%d", n, MinAddressLen, MaxAddressLen)
 	}

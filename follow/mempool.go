@@ -247,8 +247,9 @@ type mirror struct {
 	deferred map[chain.Hash][]byte // refused for an unknown input; nil: fetch again
 	defBytes int
 	lastTip  chain.Hash // the tip the deferred ones were last tried at
-	// unsupported holds listed transactions the pending set cannot keep
-	// (see post), not fetched again while the node lists them.
+	// unsupported holds listed transactions the mirror cannot post (they do
+	// not decode, or the pending set refused them for a reason a retry
+	// cannot change), not fetched again while the node lists them.
 	unsupported map[chain.Hash]struct{}
 	full        bool // the last post was refused for the pending set's bounds
 }
@@ -391,6 +392,7 @@ func (mr *mirror) post(ctx context.Context, h chain.Hash) (ok bool, err error) {
 	switch {
 	case err != nil:
 		mr.dropDeferred(h)
+		mr.unsupported[h] = struct{}{}
 		mr.m.errors.WithLabelValues(KindDecode).Inc()
 		mr.log.Warn("mempool mirror: a transaction of the node's mempool does not decode", "txid", h, "err", err)
 		return false, nil
@@ -398,16 +400,6 @@ func (mr *mirror) post(ctx context.Context, h chain.Hash) (ok bool, err error) {
 		mr.dropDeferred(h)
 		mr.m.errors.WithLabelValues(KindDecode).Inc()
 		mr.log.Warn("mempool mirror: the node served another transaction than the one asked for", "asked", h, "got", tx.Hash)
-		return false, nil
-	}
-	if i := slices.IndexFunc(tx.Outputs, func(o chain.Output) bool { return o.Unspendable }); i >= 0 {
-		// The pending set keeps outputs it can list; one it cannot keep
-		// makes the transaction unmirrorable (its descendants wait as for
-		// a missing parent).
-		mr.dropDeferred(h)
-		mr.unsupported[h] = struct{}{}
-		mr.m.errors.WithLabelValues(KindMempool).Inc()
-		mr.log.Debug("mempool mirror: not mirrored: a provably unspendable output", "txid", h, "output", i)
 		return false, nil
 	}
 	_, perr := mr.pending.Post(ctx, chain.PendingPost{Tx: *tx, Replace: true})
@@ -435,14 +427,19 @@ func (mr *mirror) post(ctx context.Context, h chain.Hash) (ok bool, err error) {
 	case errors.Is(perr, chain.ErrUnknownInput):
 		mr.keepDeferred(h, raw)
 		return false, nil
-	default:
-		if ctx.Err() != nil {
-			return false, ctx.Err()
-		}
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case errors.Is(perr, chain.ErrInvalidArgument), errors.Is(perr, chain.ErrInvalidBlock), errors.Is(perr, chain.ErrConflict):
+		// A refusal of the transaction itself: posting it again cannot
+		// change the answer while the node lists it.
 		mr.dropDeferred(h)
+		mr.unsupported[h] = struct{}{}
 		mr.m.errors.WithLabelValues(KindMempool).Inc()
 		mr.log.Warn("mempool mirror: the pending set refused a transaction of the node's mempool", "txid", h, "err", perr)
 		return false, nil
+	default: // the writer or its store failed: the poll fails and is retried
+		mr.keepDeferred(h, raw)
+		return false, &kindError{kind: KindWriter, err: fmt.Errorf("post %s of the node's mempool: %w", h, perr)}
 	}
 }
 

@@ -573,10 +573,18 @@ func testMempoolJS(t *testing.T, srv *httptest.Server, f *esploraFacts, sample [
 	t.Logf("mempool.js: %d addresses, %d outpoints, tip %d", len(sample), len(ops), tip.Height)
 }
 
+// p2pkh is the output script paying a fixed key hash.
+var p2pkh = append(append([]byte{0x76, 0xa9, 20}, bytes.Repeat([]byte{0x11}, 20)...), 0x88, 0xac)
+
 // rawSpend serializes a version-2 Bitcoin transaction (no witness) that
-// spends op with an empty scriptSig and pays value to a P2PKH script of a
-// fixed key hash, and returns it with its txid, computed here.
+// spends op with an empty scriptSig and pays value to the P2PKH script, and
+// returns it with its txid, computed here.
 func rawSpend(op chain.OutPoint, value uint64) ([]byte, chain.Hash) {
+	return rawSpendTo(op, [][]byte{p2pkh}, value)
+}
+
+// rawSpendTo is rawSpend with an output of value for each script.
+func rawSpendTo(op chain.OutPoint, scripts [][]byte, value uint64) ([]byte, chain.Hash) {
 	b := binary.LittleEndian.AppendUint32(nil, 2)
 	b = append(b, 1)
 	for i := 31; i >= 0; i-- { // wire order: the display hash reversed
@@ -584,11 +592,12 @@ func rawSpend(op chain.OutPoint, value uint64) ([]byte, chain.Hash) {
 	}
 	b = binary.LittleEndian.AppendUint32(b, op.Index)
 	b = append(b, 0, 0xff, 0xff, 0xff, 0xff) // empty scriptSig, sequence
-	b = append(b, 1)
-	b = binary.LittleEndian.AppendUint64(b, value)
-	script := append(append([]byte{0x76, 0xa9, 20}, bytes.Repeat([]byte{0x11}, 20)...), 0x88, 0xac)
-	b = append(b, byte(len(script)))
-	b = append(b, script...)
+	b = append(b, byte(len(scripts)))
+	for _, script := range scripts {
+		b = binary.LittleEndian.AppendUint64(b, value)
+		b = append(b, byte(len(script)))
+		b = append(b, script...)
+	}
 	b = binary.LittleEndian.AppendUint32(b, 0)
 	first := sha256.Sum256(b)
 	second := sha256.Sum256(first[:])
@@ -717,5 +726,17 @@ func TestEsploraPending(t *testing.T) {
 	body, _ = read(fmt.Sprintf("/api/tx/%s/outspend/%d", op.TxHash, op.Index))
 	if body != `{"spent":false}` {
 		t.Errorf("outspend after the withdrawal: %s", body)
+	}
+
+	// An OP_RETURN output keeps its index and is never an output: the
+	// payee's output is vout 1.
+	raw, txid = rawSpendTo(op, [][]byte{{0x6a, 4, 't', 'e', 's', 't'}, p2pkh}, 0)
+	post("POST", "/v1/pending", raw)
+	if code, _, body := eget(t, srv, fmt.Sprintf("/v1/utxos/%s/0?pending=include", txid)); code != 404 {
+		t.Errorf("the OP_RETURN output of a pending transaction: %d %s", code, body)
+	}
+	body, _ = read("/api/address/" + u.Address + "/utxo")
+	if want := []any{map[string]any{"txid": txid.String(), "vout": float64(1), "status": map[string]any{"confirmed": false}, "value": float64(0)}}; !jsonEqual(mustJSON(t, body), want) {
+		t.Errorf("utxo of the payee of a transaction with an OP_RETURN first: %s", body)
 	}
 }

@@ -393,11 +393,6 @@ func rawTxFunc(c disk.Chain, network bitcoin.Network) api.RawTxFunc {
 			if err != nil {
 				return chain.Tx{}, err
 			}
-			for i := range tx.Outputs {
-				if tx.Outputs[i].Unspendable {
-					return chain.Tx{}, fmt.Errorf("output %d is provably unspendable (OP_RETURN): the pending set keeps no such output", i)
-				}
-			}
 			return *tx, nil
 		}
 	case "cardano":
