@@ -6,8 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/utxo-cache/utxo-cache/internal/npmci"
 )
 
 // redoclyDir holds the pinned Redocly CLI (package.json, package-lock.json),
@@ -21,11 +22,7 @@ var redoclyDir = filepath.Join("..", "tools", "redocly")
 // version with npm ci first. Without npm it fails and says what to install.
 func TestOpenAPILint(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Fatalf("npm not found: linting openapi.yaml needs Node.js 20.19 or later and npm " +
-			"(Debian: apt-get install -y nodejs npm), then (cd tools/redocly && npm ci)")
-	}
-	ensureRedocly(t)
+	npmci.Ensure(t, redoclyDir, "linting openapi.yaml", "@redocly/cli")
 
 	cmd := exec.Command("npx", "--no", "--", "redocly", "lint", "--config", "redocly.yaml", "--format", "json",
 		filepath.Join("..", "..", "api", "openapi.yaml"))
@@ -67,40 +64,4 @@ func TestOpenAPILint(t *testing.T) {
 			report.Version, report.Totals.Errors, report.Totals.Warnings, runErr, stderr.String())
 	}
 	t.Logf("redocly %s lint: 0 errors, 0 warnings, %d ignored (.redocly.lint-ignore.yaml)", report.Version, report.Totals.Ignored)
-}
-
-// ensureRedocly runs npm ci in redoclyDir unless node_modules already holds
-// the version package-lock.json pins.
-func ensureRedocly(t *testing.T) {
-	t.Helper()
-	var lock struct {
-		Packages map[string]struct {
-			Version string `json:"version"`
-		} `json:"packages"`
-	}
-	b, err := os.ReadFile(filepath.Join(redoclyDir, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &lock); err != nil {
-		t.Fatalf("package-lock.json: %v", err)
-	}
-	want := lock.Packages["node_modules/@redocly/cli"].Version
-	if want == "" {
-		t.Fatal("tools/redocly/package-lock.json pins no @redocly/cli")
-	}
-	var installed struct {
-		Version string `json:"version"`
-	}
-	if b, err := os.ReadFile(filepath.Join(redoclyDir, "node_modules", "@redocly", "cli", "package.json")); err == nil {
-		if json.Unmarshal(b, &installed) == nil && installed.Version == want {
-			return
-		}
-	}
-	t.Logf("installing @redocly/cli %s (installed: %q): npm ci in tools/redocly", want, installed.Version)
-	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = redoclyDir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in tools/redocly: %v\n%s", err, strings.TrimSpace(string(out)))
-	}
 }

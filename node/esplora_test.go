@@ -23,6 +23,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/bitcoin"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/internal/npmci"
 	"github.com/utxo-cache/utxo-cache/node"
 )
 
@@ -427,46 +428,6 @@ func TestEsploraFixtures(t *testing.T) {
 // package-lock.json) and check.js, which calls it.
 var mempoolJSDir = filepath.Join("..", "tools", "mempooljs")
 
-// ensureMempoolJS runs npm ci in mempoolJSDir unless node_modules already
-// holds the version package-lock.json pins.
-func ensureMempoolJS(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("npm"); err != nil {
-		t.Fatalf("npm not found: the Esplora client test needs Node.js 20 and npm " +
-			"(Debian: apt-get install -y nodejs npm), then (cd tools/mempooljs && npm ci)")
-	}
-	var lock struct {
-		Packages map[string]struct {
-			Version string `json:"version"`
-		} `json:"packages"`
-	}
-	b, err := os.ReadFile(filepath.Join(mempoolJSDir, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &lock); err != nil {
-		t.Fatalf("package-lock.json: %v", err)
-	}
-	want := lock.Packages["node_modules/@mempool/mempool.js"].Version
-	if want == "" {
-		t.Fatal("tools/mempooljs/package-lock.json pins no @mempool/mempool.js")
-	}
-	var installed struct {
-		Version string `json:"version"`
-	}
-	if b, err := os.ReadFile(filepath.Join(mempoolJSDir, "node_modules", "@mempool", "mempool.js", "package.json")); err == nil {
-		if json.Unmarshal(b, &installed) == nil && installed.Version == want {
-			return
-		}
-	}
-	t.Logf("installing @mempool/mempool.js %s (installed: %q): npm ci in tools/mempooljs", want, installed.Version)
-	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = mempoolJSDir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in tools/mempooljs: %v\n%s", err, strings.TrimSpace(string(out)))
-	}
-}
-
 // clientOutcome is what check.js records of one client call.
 type clientOutcome struct {
 	Value       json.RawMessage `json:"value"`
@@ -493,7 +454,7 @@ type mempoolJSResult struct {
 // wallet calls it, against srv for addresses and outpoints.
 func runMempoolJS(t *testing.T, srv *httptest.Server, addresses []string, ops []chain.OutPoint) mempoolJSResult {
 	t.Helper()
-	ensureMempoolJS(t)
+	npmci.Ensure(t, mempoolJSDir, "the Esplora client test", "@mempool/mempool.js")
 	req := map[string]any{"hostname": strings.TrimPrefix(srv.URL, "http://"), "addresses": addresses}
 	pairs := [][]any{}
 	for _, op := range ops {

@@ -21,58 +21,12 @@ import (
 	"github.com/utxo-cache/utxo-cache/cardano"
 	"github.com/utxo-cache/utxo-cache/cardano/script"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/internal/npmci"
 	"github.com/utxo-cache/utxo-cache/internal/textenc"
 )
 
 // clientsDir holds the pinned npm install of Blockfrost's clients.
 var clientsDir = filepath.Join("..", "..", "blockfrost", "testdata", "clients")
-
-// ensureClients runs npm ci in clientsDir unless node_modules already holds
-// every version package-lock.json pins for the three clients.
-func ensureClients(t *testing.T) {
-	t.Helper()
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not found: the Blockfrost client test needs Node.js 20 or later and npm "+
-				"(Debian: apt-get install -y nodejs npm), then (cd blockfrost/testdata/clients && npm ci)", tool)
-		}
-	}
-	var lock struct {
-		Packages map[string]struct {
-			Version string `json:"version"`
-		} `json:"packages"`
-	}
-	b, err := os.ReadFile(filepath.Join(clientsDir, "package-lock.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &lock); err != nil {
-		t.Fatalf("package-lock.json: %v", err)
-	}
-	installed := true
-	for _, pkg := range []string{"@blockfrost/blockfrost-js", "@lucid-evolution/lucid", "@meshsdk/core"} {
-		want := lock.Packages["node_modules/"+pkg].Version
-		if want == "" {
-			t.Fatalf("blockfrost/testdata/clients/package-lock.json pins no %s", pkg)
-		}
-		var have struct {
-			Version string `json:"version"`
-		}
-		if b, err := os.ReadFile(filepath.Join(clientsDir, "node_modules", pkg, "package.json")); err != nil ||
-			json.Unmarshal(b, &have) != nil || have.Version != want {
-			installed = false
-		}
-	}
-	if installed {
-		return
-	}
-	t.Logf("installing the Blockfrost clients: npm ci in blockfrost/testdata/clients")
-	cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = clientsDir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in blockfrost/testdata/clients: %v\n%s", err, strings.TrimSpace(string(out)))
-	}
-}
 
 // bfOutput is one output of the model: what applying the chunk's blocks
 // with the chain's rules leaves, computed from the Cardano adapter's blocks
@@ -265,7 +219,7 @@ type lucidUtxo struct {
 // facts (live outpoints and lovelace), the /v1 answers, and the hashes the
 // clients' own libraries compute of the scripts and datums they received.
 func TestBlockfrostClients(t *testing.T) {
-	ensureClients(t)
+	npmci.Ensure(t, clientsDir, "the Blockfrost client test", "@blockfrost/blockfrost-js", "@lucid-evolution/lucid", "@meshsdk/core")
 	chunk := cardanoFixture("01836.chunk")
 	dir := filepath.Join(t.TempDir(), "store")
 	mustImportCardano(t, "--data-dir", dir, "--skip-unknown-inputs", chunk)

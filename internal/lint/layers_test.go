@@ -27,6 +27,7 @@ var layers = []struct {
 	{"internal/testredis", nil},
 	{"internal/testnats", nil},
 	{"internal/netlab", nil},
+	{"internal/npmci", nil},
 	{"internal/lint", nil},
 	{"api/bare", nil},
 	// Values that cross packages, and the block sources and generators.
