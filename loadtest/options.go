@@ -488,6 +488,9 @@ func (o Options) Validate() error {
 		errs = append(errs, errors.New("phase durations must be positive"))
 	}
 	if o.Scenario == ScenarioScale {
+		if o.ReferenceRounds < -1 || (o.ReferenceRounds > 0 && o.ReferenceDuration <= 0) {
+			errs = append(errs, errors.New("--reference-rounds is -1 (none) or positive, with a positive --reference-duration"))
+		}
 		switch {
 		case len(o.Targets) > 0:
 			errs = append(errs, errors.New("the scale scenario is a managed run: it imports the chain with utxo-cache ingest"))

@@ -19,7 +19,7 @@ import (
 )
 
 // The scale scenario (ScenarioScale) measures a store of mainnet size on
-// this machine, in four steps that each keep their memory bounded:
+// this machine, in five steps that each keep their memory bounded:
 //
 //  1. generate: the preload chain streams to a CBOR file (streamChain, a
 //     bounded generator): the harness's memory does not grow with N;
@@ -33,7 +33,11 @@ import (
 //     compaction ran or runs for two windows in a row: the estimated debt
 //     need not reach 0, Pebble leaves some owed while L0 is below its
 //     thresholds), and the windows' requests/s show the difference;
-//  4. read: the read configurations (ScaleConfigs) each run on a copy of
+//  4. reference: unless ReferenceRounds is negative, the chain file is
+//     also loaded into PostgreSQL (pgref) right after the import, and the
+//     settled store (disk only) and the reference answer the same reads
+//     side by side (reference.go);
+//  5. read: the read configurations (ScaleConfigs) each run on a copy of
 //     the settled store, as in the other scenarios, but with no model (it
 //     would not fit): no feed and no correctness sample. The readers ask
 //     about the generator's most popular addresses (derived from their

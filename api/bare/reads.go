@@ -50,5 +50,9 @@ func NewReadsHandler(r Reads) http.Handler {
 		st, b := r.Outpoint(c.Request.Context(), c.Param("tx_hash"), c.Param("index"))
 		send(c, st, b)
 	})
+	e.NoRoute(func(c *gin.Context) {
+		c.Status(http.StatusNotFound)
+		c.Writer.WriteHeaderNow()
+	})
 	return e
 }
