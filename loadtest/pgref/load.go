@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -56,6 +57,10 @@ func Open(ctx context.Context, dsn string, conns int) (*DB, error) {
 
 // Close closes the pool.
 func (db *DB) Close() { db.pool.Close() }
+
+// ErrValueRange marks an output value above the int64 the value column
+// holds (no chain's supply comes near it).
+var ErrValueRange = errors.New("pgref: value above 2^63-1")
 
 // ErrSchema marks a schema name that is not a plain lower-case identifier.
 var ErrSchema = errors.New("pgref: schema must match [a-z_][a-z0-9_]{0,62}")
@@ -157,6 +162,15 @@ func (db *DB) Load(ctx context.Context, schema, path string) (LoadStats, error) 
 		st.Blocks++
 		for pos := range b.Txs {
 			tx := &b.Txs[pos]
+			var tooLarge error
+			tx.Creates(func(index uint32, out *chain.Output, _ bool) {
+				if out.Value > math.MaxInt64 && tooLarge == nil {
+					tooLarge = fmt.Errorf("%w: output %s:%d has value %d", ErrValueRange, tx.Hash, index, out.Value)
+				}
+			})
+			if tooLarge != nil {
+				return st, tooLarge
+			}
 			for _, op := range tx.Spends() {
 				spends = append(spends, []any{op.TxHash[:], int32(op.Index)})
 			}
