@@ -112,8 +112,11 @@
 // streams the chain to a file with a bounded generator (memory independent
 // of the chain's size), imports it with `utxo-cache ingest`, times the
 // import from ingest's progress lines, waits for Pebble's compactions to
-// settle under a disk-only read load, then runs the read configurations on
-// copies of the store. It keeps no model: no feed, no correctness sample.
+// settle under a disk-only read load, compares the settled store's cold
+// reads (balance, page, outpoint) side by side with the PostgreSQL reference
+// loaded from the same file (reference.go, package pgref), then runs the
+// read configurations on copies of the store. It keeps no model: no feed,
+// no correctness sample.
 // Compare (--compare) prints two reports' targets and figures in one table.
 //
 // # Rollbacks without a rewindable generator

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/utxo-cache/utxo-cache/internal/workload"
+	"github.com/utxo-cache/utxo-cache/loadtest/pgref"
 )
 
 // Configurations the harness can start, in the order of a full run. Each is
@@ -194,6 +195,16 @@ type Options struct {
 	// ResultsDir receives the reports, logs and profiles. Default
 	// ./results/<start time>.
 	ResultsDir string
+	// ReferenceDSN is the PostgreSQL database the scale scenario loads its
+	// reference into (a schema of its own, dropped at the end). Default
+	// pgref.DefaultDSN.
+	ReferenceDSN string
+	// ReferenceRounds is how many times the scale scenario runs each read
+	// against the imported store and then the reference (0: 3; -1: no
+	// reference comparison); ReferenceDuration is each such phase's
+	// length (default 5s).
+	ReferenceRounds   int
+	ReferenceDuration time.Duration
 	// KeepData keeps the preloaded store (ResultsDir/data) after the run;
 	// the configurations' copies of it are removed whatever KeepData says.
 	KeepData bool
@@ -375,6 +386,11 @@ func (o Options) EnsureDefaults() Options {
 		setFloat(&o.BlockRate, d.blockRate)
 	}
 	if o.Scenario == ScenarioScale {
+		if o.ReferenceDSN == "" {
+			o.ReferenceDSN = pgref.DefaultDSN
+		}
+		setInt(&o.ReferenceRounds, 3)
+		setDur(&o.ReferenceDuration, 5*time.Second)
 		// No model: no feed and no correctness sample (Validate).
 		setFloat(&o.BlockRate, -1)
 		setFloat(&o.CheckFraction, -1)
@@ -472,6 +488,9 @@ func (o Options) Validate() error {
 		errs = append(errs, errors.New("phase durations must be positive"))
 	}
 	if o.Scenario == ScenarioScale {
+		if o.ReferenceRounds < -1 || (o.ReferenceRounds > 0 && o.ReferenceDuration <= 0) {
+			errs = append(errs, errors.New("--reference-rounds is -1 (none) or positive, with a positive --reference-duration"))
+		}
 		switch {
 		case len(o.Targets) > 0:
 			errs = append(errs, errors.New("the scale scenario is a managed run: it imports the chain with utxo-cache ingest"))

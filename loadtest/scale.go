@@ -19,7 +19,7 @@ import (
 )
 
 // The scale scenario (ScenarioScale) measures a store of mainnet size on
-// this machine, in four steps that each keep their memory bounded:
+// this machine, in five steps that each keep their memory bounded:
 //
 //  1. generate: the preload chain streams to a CBOR file (streamChain, a
 //     bounded generator): the harness's memory does not grow with N;
@@ -33,7 +33,11 @@ import (
 //     compaction ran or runs for two windows in a row: the estimated debt
 //     need not reach 0, Pebble leaves some owed while L0 is below its
 //     thresholds), and the windows' requests/s show the difference;
-//  4. read: the read configurations (ScaleConfigs) each run on a copy of
+//  4. reference: unless ReferenceRounds is negative, the chain file is
+//     also loaded into PostgreSQL (pgref) right after the import, and the
+//     settled store (disk only) and the reference answer the same reads
+//     side by side (reference.go);
+//  5. read: the read configurations (ScaleConfigs) each run on a copy of
 //     the settled store, as in the other scenarios, but with no model (it
 //     would not fit): no feed and no correctness sample. The readers ask
 //     about the generator's most popular addresses (derived from their
@@ -95,6 +99,10 @@ type ScaleResult struct {
 	SettledBytesPerUTXO float64 `json:"settled_bytes_per_utxo"`
 
 	State StoreState `json:"state"` // the imported store's, as the service reports it
+
+	// Reference is the comparison with the PostgreSQL reference at the
+	// same N (reference.go), nil when not run.
+	Reference *ReferenceResult `json:"reference,omitempty"`
 }
 
 // ImportPoint is one progress line of the import.
@@ -139,6 +147,41 @@ var scaleFigures = []struct {
 	}},
 	{"first window req/s (disk)", "%.0f", func(s *ScaleResult) float64 { return s.FirstReadRate }},
 	{"settled req/s (disk)", "%.0f", func(s *ScaleResult) float64 { return s.ReadRate }},
+	{"reference load s", "%.1f", func(s *ScaleResult) float64 {
+		if s.Reference == nil {
+			return 0
+		}
+		return s.Reference.Load.Seconds
+	}},
+	{"reference MiB on disk", "%.0f", func(s *ScaleResult) float64 {
+		if s.Reference == nil {
+			return 0
+		}
+		return float64(s.Reference.Load.Bytes >> 20)
+	}},
+	refFigure("balance", "disk req/s", func(r *ReferenceRead) float64 { return r.DiskMedianRPS }),
+	refFigure("balance", "reference req/s", func(r *ReferenceRead) float64 { return r.RefMedianRPS }),
+	refFigure("page", "disk req/s", func(r *ReferenceRead) float64 { return r.DiskMedianRPS }),
+	refFigure("page", "reference req/s", func(r *ReferenceRead) float64 { return r.RefMedianRPS }),
+	refFigure("outpoint", "disk req/s", func(r *ReferenceRead) float64 { return r.DiskMedianRPS }),
+	refFigure("outpoint", "reference req/s", func(r *ReferenceRead) float64 { return r.RefMedianRPS }),
+}
+
+// refFigure is a scaleFigures entry of the reference comparison: 0 when
+// it did not run.
+func refFigure(k, what string, get func(*ReferenceRead) float64) struct {
+	name, format string
+	get          func(*ScaleResult) float64
+} {
+	return struct {
+		name, format string
+		get          func(*ScaleResult) float64
+	}{k + " " + what, "%.0f", func(s *ScaleResult) float64 {
+		if rd := s.Reference.read(k); rd != nil {
+			return get(rd)
+		}
+		return 0
+	}}
 }
 
 // Targets of the scale scenario (meant for 12M UTXOs, reported at any N).
@@ -168,6 +211,13 @@ func (s *ScaleResult) verdicts(r *Report) []Verdict {
 	}
 	add("store bytes per live UTXO right after the import", fmt.Sprintf("%.1f", s.BytesPerUTXO), fmt.Sprintf("≤ %d", scaleBytesPerUTXO),
 		s.BytesPerUTXO > 0 && s.BytesPerUTXO <= scaleBytesPerUTXO)
+	for _, k := range referenceKinds {
+		if rd := s.Reference.read(k.String()); rd != nil && rd.RefMedianRPS > 0 {
+			add("cold "+rd.Kind+" over the PostgreSQL reference (req/s)",
+				fmt.Sprintf("%.2f × (%.0f / %.0f req/s; p99 %.2f / %.2f ms)", rd.Ratio, rd.DiskMedianRPS, rd.RefMedianRPS, rd.DiskMedianP99, rd.RefMedianP99),
+				fmt.Sprintf("≥ %.0f ×", referenceOverDisk), rd.Ratio >= referenceOverDisk)
+		}
+	}
 	disk := r.config(ConfigDisk)
 	if disk == nil || disk.Max.AchievedRate <= 0 {
 		return out
@@ -231,6 +281,13 @@ func (r *runner) scaleImport(ctx context.Context, dataDir string) error {
 	if err := r.scaleIngest(ctx, s, dataDir, path); err != nil {
 		return err
 	}
+	var dropReference func()
+	if r.o.ReferenceRounds > 0 {
+		if dropReference, err = r.referenceLoad(ctx, s, path); err != nil {
+			return err
+		}
+		defer dropReference()
+	}
 	if !r.o.KeepData {
 		os.Remove(path)
 	}
@@ -248,6 +305,14 @@ func (r *runner) scaleImport(ctx context.Context, dataDir string) error {
 	}
 	if n, err := dirSize(dataDir); err == nil {
 		s.SettledStoreBytes, s.SettledBytesPerUTXO = n, float64(n)/float64(max(1, st.UTXOs))
+	}
+
+	// 4. The reference comparison, on the settled store.
+	if s.Reference != nil {
+		if err := r.referenceCompare(ctx, s, dataDir); err != nil {
+			s.Reference.Error = err.Error()
+			return err
+		}
 	}
 	return nil
 }
@@ -455,6 +520,21 @@ func (s *ScaleResult) markdown(configs []ConfigResult) string {
 		b.WriteString("\nSettle windows (disk only, standard mix):\n\n| s | req/s | debt MiB | compactions (running) | L0 files | read amp |\n|---|---|---|---|---|---|\n")
 		for _, w := range s.Windows {
 			fmt.Fprintf(&b, "| %.1f | %.0f | %.1f | %.0f (%.0f) | %.0f | %.0f |\n", w.Seconds, w.ReqPerSec, w.DebtBytes/(1<<20), w.Compactions, w.CompactionsRunning, w.L0Files, w.ReadAmp)
+		}
+	}
+	if rr := s.Reference; rr != nil && len(rr.Reads) > 0 {
+		fmt.Fprintf(&b, "\nCold reads (disk only, memory tier off) against the PostgreSQL reference at the same N (%d live UTXOs loaded in %.1f s, %d MiB with indexes): each read alone, %d connections, %.0f s per side, median of %d interleaved rounds:\n\n"+
+			"| read | disk req/s | reference req/s | disk / reference | disk p99 ms | reference p99 ms | rounds (disk / reference req/s) |\n|---|---|---|---|---|---|---|\n",
+			rr.Load.Live, rr.Load.Seconds, rr.Load.Bytes>>20, rr.Workers, rr.PhaseSeconds, rr.Rounds)
+		for _, rd := range rr.Reads {
+			var rounds []string
+			for i := range rd.DiskRPS {
+				if i < len(rd.RefRPS) {
+					rounds = append(rounds, fmt.Sprintf("%.0f / %.0f", rd.DiskRPS[i], rd.RefRPS[i]))
+				}
+			}
+			fmt.Fprintf(&b, "| %s | %.0f | %.0f | %.2f × | %.2f | %.2f | %s |\n", rd.Kind, rd.DiskMedianRPS, rd.RefMedianRPS, rd.Ratio,
+				rd.DiskMedianP99, rd.RefMedianP99, strings.Join(rounds, ", "))
 		}
 	}
 	if len(configs) > 0 {

@@ -108,3 +108,32 @@ func TestScaleMarkdown(t *testing.T) {
 		}
 	}
 }
+
+// TestReferenceFigures: the reference comparison's medians, ratio, table
+// row and verdicts, from rounds computed by hand.
+func TestReferenceFigures(t *testing.T) {
+	rd := ReferenceRead{Kind: "page", DiskRPS: []float64{900, 300, 600}, RefRPS: []float64{100, 200, 400}, DiskP99: []float64{3, 1, 2}, RefP99: []float64{9, 8, 7}}
+	if m := median(rd.DiskRPS); m != 600 {
+		t.Fatalf("median %v", m)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Fatalf("even median %v", m)
+	}
+	rd.DiskMedianRPS, rd.RefMedianRPS, rd.DiskMedianP99, rd.RefMedianP99, rd.Ratio = 600, 200, 2, 8, 3
+	bal := ReferenceRead{Kind: "balance", DiskMedianRPS: 500, RefMedianRPS: 250, Ratio: 2}
+	s := &ScaleResult{Reference: &ReferenceResult{Rounds: 3, Workers: 32, PhaseSeconds: 5, Reads: []ReferenceRead{bal, rd}}}
+	md := s.markdown(nil)
+	if want := "| page | 600 | 200 | 3.00 × | 2.00 | 8.00 | 900 / 100, 300 / 200, 600 / 400 |"; !strings.Contains(md, want) {
+		t.Errorf("no %q in\n%s", want, md)
+	}
+	got := map[string]string{}
+	for _, v := range s.verdicts(&Report{}) {
+		got[v.Target] = v.Status
+	}
+	if got["cold page over the PostgreSQL reference (req/s)"] != "PASS" || got["cold balance over the PostgreSQL reference (req/s)"] != "MISS" {
+		t.Errorf("verdicts %v", got)
+	}
+	if _, ok := got["cold outpoint over the PostgreSQL reference (req/s)"]; ok {
+		t.Errorf("a verdict for a read that did not run: %v", got)
+	}
+}

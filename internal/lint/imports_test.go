@@ -37,6 +37,7 @@ var confined = []struct {
 	{"github.com/fxamacker/cbor", "chain"},
 	{"github.com/blinklabs-io/gouroboros", "cardano"},
 	{"github.com/nats-io/nats.go", "replication/jetstream"},
+	{"github.com/jackc/pgx", "loadtest/pgref"},
 }
 
 // nestedModules are the Go modules inside the repository whose packages

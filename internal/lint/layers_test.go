@@ -62,7 +62,8 @@ var layers = []struct {
 	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "cardano/n2n", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/jetstream", "replication/storedir", "tiers/disk", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.
-	{"loadtest", []string{"api/bare", "chain", "internal/model", "internal/workload", "node", "replication", "replication/jetstream"}},
+	{"loadtest/pgref", []string{"api/bare", "chain", "query"}},
+	{"loadtest", []string{"api/bare", "chain", "internal/model", "internal/workload", "loadtest/pgref", "node", "replication", "replication/jetstream"}},
 	{"loadtest/cmd/utxo-loadtest", []string{"internal/workload", "loadtest"}},
 }
 

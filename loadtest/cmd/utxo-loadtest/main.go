@@ -171,7 +171,7 @@ func runLoadtest(e *env, args []string) error {
 	fs := cl.fs
 	var o loadtest.Options
 	var targets stringList
-	var profile, configs, mix, writeChain, bareServe, bareBodies string
+	var profile, configs, mix, writeChain, bareServe, bareBodies, refServe, refSchema string
 	var compare bool
 	fs.StringVar(&o.Scenario, "scenario", loadtest.ScenarioStandard, "`NAME`: standard, big, smoke, soak, replicas, events, fanout or scale (sets the defaults of the flags below marked 0)")
 	var fanoutFollowers string
@@ -219,6 +219,11 @@ func runLoadtest(e *env, args []string) error {
 	fs.StringVar(&o.Bin, "bin", "", "utxo-cache `BINARY` to start (default: the utxo-cache beside this executable, else from PATH)")
 	fs.StringVar(&o.RedisServer, "redis-server", "", "redis-server `BINARY` (default: from PATH)")
 	fs.StringVar(&o.ResultsDir, "results", "", "results `DIR` (default ./results/<time>)")
+	fs.StringVar(&o.ReferenceDSN, "reference-dsn", "", "scale: the PostgreSQL `DSN` the reference is loaded into, in a schema of its own that the run drops (default "+loadtest.DefaultReferenceDSN+")")
+	fs.IntVar(&o.ReferenceRounds, "reference-rounds", 0, "scale: `ROUNDS` of the reads against the imported store and then the PostgreSQL reference (0: 3; -1: no reference)")
+	fs.DurationVar(&o.ReferenceDuration, "reference-duration", 0, "scale: `DURATION` of each read on each side of the reference comparison (0: 5s)")
+	fs.StringVar(&refServe, "reference-serve", "", "internal: serve the PostgreSQL reference on `ADDRESS` (the harness starts this)")
+	fs.StringVar(&refSchema, "reference-schema", "", "internal: the reference's `SCHEMA`")
 	fs.BoolVar(&o.KeepData, "keep-data", false, "keep the preloaded store in the results directory")
 	fs.BoolVar(&o.NoPin, "no-pin", false, "do not pin the service and the harness to CPUs of their own")
 	fs.BoolVar(&o.CPUProfile, "cpu-profile", false, "record the service's CPU profile in each max, rate and hot phase (pprof via serve's --admin-listen) and summarize it")
@@ -257,6 +262,16 @@ func runLoadtest(e *env, args []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if refServe != "" {
+		if refSchema == "" {
+			return usagef("--reference-serve needs --reference-schema")
+		}
+		dsn := o.ReferenceDSN
+		if dsn == "" {
+			dsn = loadtest.DefaultReferenceDSN
+		}
+		return loadtest.ServeReference(ctx, refServe, dsn, refSchema)
+	}
 	if bareServe != "" {
 		if bareBodies == "" {
 			return usagef("--bare-serve needs --bare-bodies")
