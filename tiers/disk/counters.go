@@ -269,7 +269,91 @@ func (s *Store) loadCounting() error {
 	if i := slices.Index(s.dims, DimScriptHash); i >= 0 {
 		s.count.scriptHash = s.dimFuncs[i]
 	}
+	if s.count.on {
+		return s.migrateCounterRows()
+	}
 	return nil
+}
+
+// migrateChunk is the most counter rows one batch of migrateCounterRows
+// moves.
+const migrateChunk = 1 << 14
+
+// migrateCounterRows moves the counter rows of a store written when they
+// had rows of their own (0x14 'c', beside version 1 balance rows) into the
+// balance rows (version 2), deleting them: at open, before any block. Each
+// batch moves some rows and deletes them, so a crash midway leaves every
+// key's counters in exactly one place and the next open goes on.
+func (s *Store) migrateCounterRows() error {
+	bounds := &pebble.IterOptions{
+		LowerBound: []byte{prefixCounters, counterKindRow},
+		UpperBound: []byte{prefixCounters, counterKindRow + 1},
+	}
+	for {
+		n, err := s.migrateCounterChunk(bounds)
+		if err != nil {
+			return fmt.Errorf("disk: move the counter rows into the balance rows: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+}
+
+func (s *Store) migrateCounterChunk(bounds *pebble.IterOptions) (n int, err error) {
+	it, err := s.db.NewIter(bounds)
+	if err != nil {
+		return 0, err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	var kb, vb []byte
+	for ok := it.First(); ok && n < migrateChunk; ok = it.Next() {
+		if len(it.Key()) != counterRowKeyLen {
+			err = fmt.Errorf("counter row key %x: %w", it.Key(), ErrCorrupt)
+			break
+		}
+		var k DimKey
+		copy(k[:], it.Key()[2:])
+		var v []byte
+		if v, err = it.ValueAndErr(); err != nil {
+			break
+		}
+		var ctr counterFigures
+		if ctr, err = decodeCounterRow(v); err != nil {
+			break
+		}
+		kb = appendBalanceKey(kb[:0], k)
+		var row balanceRow
+		raw, closer, gerr := s.db.Get(kb)
+		switch {
+		case errors.Is(gerr, pebble.ErrNotFound):
+		case gerr != nil:
+			err = gerr
+		default:
+			row, err = decodeBalanceRow(raw)
+			closer.Close()
+			if err == nil && !row.ctr.zero() {
+				err = fmt.Errorf("key %x has both a counter row and counters in its balance row: %w", k, ErrCorrupt)
+			}
+		}
+		if err != nil {
+			break
+		}
+		vb = appendBalanceRow(vb[:0], &row.bal, &ctr)
+		_ = b.Set(kb, vb, nil)
+		_ = b.Delete(it.Key(), nil)
+		n++
+	}
+	if err = errors.Join(err, it.Error(), it.Close()); err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		if err := s.commit(b); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
 // Counting reports whether the store keeps address counters.
@@ -346,78 +430,6 @@ func (t *BlockTxn) endCounters() []counterDelta {
 	return ds
 }
 
-// counterCacheMax bounds the counter rows the writer keeps in memory
-// (counterCache): about 100 bytes each.
-const counterCacheMax = 1 << 16
-
-// counterCache holds committed counter rows the writer wrote lately, so a
-// key a later block touches again is not read from Pebble: the rows as the
-// last committed batch left them (zero: no row). Writer goroutine only. A
-// batch's rows enter it only once the batch has committed (pending, then
-// countersCommitted); when it is full it starts over.
-type counterCache struct {
-	rows    map[DimKey]counterFigures
-	pending []counterDelta // the batch's rows as written
-}
-
-// countersCommitted records in the cache the rows of the batch just
-// committed.
-func (s *Store) countersCommitted() {
-	c := &s.counterRows
-	if c.rows == nil || len(c.rows)+len(c.pending) > counterCacheMax {
-		c.rows = make(map[DimKey]counterFigures, len(c.pending))
-	}
-	for i := range c.pending {
-		c.rows[c.pending[i].k] = c.pending[i].counterFigures
-	}
-	c.pending = c.pending[:0]
-}
-
-// applyCounterDeltas adds (or, sub, subtracts) the deltas, merged and
-// sorted by key, to the counter rows, in b. Writer goroutine only, before
-// b commits (then countersCommitted).
-func (s *Store) applyCounterDeltas(b *keyBatch, ds []counterDelta, sub bool) error {
-	cur := make([]counterFigures, len(ds))
-	c := &s.counterRows
-	c.pending = c.pending[:0]
-	var misses []int
-	for i := range ds {
-		f, ok := c.rows[ds[i].k]
-		if ok {
-			cur[i] = f
-		} else {
-			misses = append(misses, i)
-		}
-	}
-	if err := readSorted(s.db, len(misses), s.opts.PrefetchWorkers,
-		func(j int, dst []byte) []byte { return counterRowKey(dst, ds[misses[j]].k) },
-		func(j int, v []byte) (err error) {
-			cur[misses[j]], err = decodeCounterRow(v)
-			return err
-		}); err != nil {
-		return fmt.Errorf("read counters: %w", err)
-	}
-	var key, val []byte
-	for i := range ds {
-		if sub {
-			if err := cur[i].sub(&ds[i].counterFigures); err != nil {
-				return fmt.Errorf("counters %x: %w", ds[i].k, err)
-			}
-		} else {
-			cur[i].add(&ds[i].counterFigures)
-		}
-		key = counterRowKey(key[:0], ds[i].k)
-		c.pending = append(c.pending, counterDelta{k: ds[i].k, counterFigures: cur[i]})
-		if cur[i].zero() {
-			_ = b.Delete(key, nil)
-			continue
-		}
-		val = appendCounterRow(val[:0], &cur[i])
-		_ = b.Set(key, val, nil)
-	}
-	return nil
-}
-
 // mergeCounterDeltas merges sorted delta lists into one sorted list.
 func mergeCounterDeltas(lists [][]counterDelta) []counterDelta {
 	if len(lists) == 1 {
@@ -442,14 +454,15 @@ func mergeCounterDeltas(lists [][]counterDelta) []counterDelta {
 	return out
 }
 
-// commitCounters writes, in b, the counter rows of the blocks of a batch
-// (their deltas, in block order, the first at height first), the delta
-// rows of those that keep undo data (undo[i]), and the from height when
-// the store has none yet. It returns the from height to record once b
-// commits (see counted).
-func (s *Store) commitCounters(b *keyBatch, first uint64, deltas [][]counterDelta, undo []bool, heights []uint64) error {
+// commitCounters writes, in b, the delta rows of the blocks of a batch
+// (their deltas, in block order, the first at height first) that keep undo
+// data (undo[i]), and the from height when the store has none yet, and
+// gives d the batch's counter delta, which flushBalances adds to the
+// balance rows. Call it before d.flushBalances. The from height is
+// recorded once b commits (see counted).
+func (s *Store) commitCounters(b *keyBatch, d *derived, first uint64, deltas [][]counterDelta, undo []bool, heights []uint64) {
 	if !s.count.on {
-		return nil
+		return
 	}
 	if !s.count.fromKnown {
 		_ = b.Set(counterFromKey, appendCounterFrom(nil, first), nil)
@@ -463,10 +476,9 @@ func (s *Store) commitCounters(b *keyBatch, first uint64, deltas [][]counterDelt
 			lists = append(lists, ds)
 		}
 	}
-	if len(lists) == 0 {
-		return nil
+	if len(lists) > 0 {
+		d.setCounters(mergeCounterDeltas(lists), false)
 	}
-	return s.applyCounterDeltas(b, mergeCounterDeltas(lists), false)
 }
 
 // counted records that a batch of blocks from height first committed.
@@ -476,11 +488,12 @@ func (s *Store) counted(first uint64) {
 	}
 }
 
-// rollbackCounters subtracts block h's counter delta in b; for a block
+// rollbackCounters gives d block h's counter delta to subtract (call it
+// before d.flushBalances) and deletes the delta row, in b; for a block
 // applied before counting began, it lowers the from height to h (the
 // counters then hold no block at or above h). It returns the from height
 // to record once b commits.
-func (s *Store) rollbackCounters(b *keyBatch, h uint64) (from uint64, lowered bool, err error) {
+func (s *Store) rollbackCounters(b *keyBatch, d *derived, h uint64) (from uint64, lowered bool, err error) {
 	if !s.count.on || !s.count.fromKnown {
 		return 0, false, nil
 	}
@@ -500,7 +513,8 @@ func (s *Store) rollbackCounters(b *keyBatch, h uint64) (from uint64, lowered bo
 		return 0, false, err
 	}
 	_ = b.Delete(counterUndoKey(h), nil)
-	return 0, false, s.applyCounterDeltas(b, ds, true)
+	d.setCounters(ds, true)
+	return 0, false, nil
 }
 
 // Counters returns the counters of value in dimension dim (DimAddress or
@@ -529,19 +543,20 @@ func (v *View) Counters(dim Dimension, value []byte) (Counters, error) {
 	if err != nil {
 		return c, err
 	}
-	k := MakeDimKey(dim, value)
-	raw, closer, err = v.snap.Get(counterRowKey(nil, k))
+	var kb [1 + dimKeySize]byte
+	raw, closer, err = v.snap.Get(appendBalanceKey(kb[:0], MakeDimKey(dim, value)))
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 		return c, nil
 	case err != nil:
 		return c, fmt.Errorf("disk: read counters: %w", err)
 	}
-	f, err := decodeCounterRow(raw)
+	r, err := decodeBalanceRow(raw)
 	closer.Close()
 	if err != nil {
 		return c, err
 	}
+	f := &r.ctr
 	c.TxCount, c.FundedCount, c.FundedSum, c.SpentCount, c.SpentSum = f.tx, f.fundedCount, f.fundedSum, f.spentCount, f.spentSum
 	return c, nil
 }
