@@ -127,6 +127,9 @@ type balanceDelta struct {
 	addCount, subCount uint64
 	add, sub           chain.Uint128
 	assets             map[string]*assetDelta // key: len(policy)||policy||name
+	// ctr is the key's counter delta in the batch (derived.setCounters),
+	// nil when none.
+	ctr *counterFigures
 }
 
 type assetDelta struct {

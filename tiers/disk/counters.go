@@ -32,6 +32,12 @@ import (
 // earlier outputs through the adapter's pseudo-transaction, which counts
 // as a transaction of the address as it counts as a spender in /v1.
 //
+// A key's counters live in its balance row (0x04, version 2: balance.go),
+// which every block that touches the key rewrites anyway: counting adds no
+// row per touched address, only bytes to rows already written. A store
+// written when the counters had rows of their own (0x14 'c' below) moves
+// them into its balance rows when it opens (migrateCounterRows).
+//
 // Each block also writes its counter delta (0x14 'u' height), kept as long
 // as its undo delta; a rollback of the block subtracts it, so the counters
 // are exact at every tip a rollback reaches. A catch-up window counts block
@@ -48,7 +54,8 @@ import (
 //
 // Keys (prefix 0x14, then a one-byte kind):
 //
-//	0x14 'c' dim_key[16]   counter row: version 0x01, then tx_count,
+//	0x14 'c' dim_key[16]   former counter row (read only to move it into
+//	                       the balance row): version 0x01, then tx_count,
 //	                       funded_count, funded_sum, spent_count, spent_sum
 //	                       (the counts uvarints, each 128-bit sum two:
 //	                       high 64 bits, then low); absent when all are 0
@@ -56,7 +63,7 @@ import (
 //	                       n, then n × (dim_key[16], the five figures)
 //	0x14 'f'               from height: version 0x01, height uint64
 //
-// Example counter row, 2 transactions funding 3 outputs of 5,000 in all
+// Example former counter row, 2 transactions funding 3 outputs of 5,000 in all
 // and spending 1 of 1,000: 01 02 03 00 8827 01 00 e807.
 const prefixCounters byte = 0x14
 
@@ -363,9 +370,16 @@ func (s *Store) Counting() bool { return s.count.on }
 // keys[m[k]] is key k's, in first-touch order (one allocation per block,
 // not per key).
 type blockCounters struct {
-	m    map[DimKey]int
-	keys []countedKey
-	buf  [2]DimKey
+	// byAddr indexes keys by address: an output's address key is hashed
+	// once a block, when the block first touches the address.
+	byAddr map[string]int
+	m      map[DimKey]int
+	keys   []countedKey
+	// cur holds the keys of the output being counted, collect appends a
+	// script hash's to it: made once, so counting an output allocates
+	// nothing.
+	cur     []DimKey
+	collect func(v []byte)
 }
 
 type countedKey struct {
@@ -380,37 +394,56 @@ func (t *BlockTxn) count(u *chain.Utxo, tx chain.Hash, spent bool) {
 	if !c.on {
 		return
 	}
-	if t.counters.m == nil {
-		t.counters.m = make(map[DimKey]int, 64)
+	bc := &t.counters
+	if bc.m == nil {
+		bc.m = make(map[DimKey]int, 64)
+		bc.byAddr = make(map[string]int, 64)
 	}
-	keys := append(t.counters.buf[:0], dimKeyOf(DimAddress, u.Address))
-	if c.scriptHash != nil {
-		c.scriptHash(u, func(v []byte) { keys = append(keys, MakeDimKey(DimScriptHash, v)) })
+	i, seen := bc.byAddr[u.Address]
+	if !seen {
+		i = len(bc.keys)
+		bc.byAddr[u.Address] = i
+		bc.keys = append(bc.keys, countedKey{k: dimKeyOf(DimAddress, u.Address), lastTx: tx})
 	}
-	for _, k := range keys {
-		i, seen := t.counters.m[k]
+	bc.countKey(i, seen, u, tx, spent)
+	if c.scriptHash == nil {
+		return
+	}
+	if bc.collect == nil {
+		bc.collect = func(v []byte) { bc.cur = append(bc.cur, MakeDimKey(DimScriptHash, v)) }
+	}
+	bc.cur = bc.cur[:0]
+	c.scriptHash(u, bc.collect)
+	for _, k := range bc.cur {
+		i, seen := bc.m[k]
 		if !seen {
-			i = len(t.counters.keys)
-			t.counters.m[k] = i
-			t.counters.keys = append(t.counters.keys, countedKey{k: k, lastTx: tx})
+			i = len(bc.keys)
+			bc.m[k] = i
+			bc.keys = append(bc.keys, countedKey{k: k, lastTx: tx})
 		}
-		ck := &t.counters.keys[i]
-		if !seen {
-			ck.tx = 1
-		} else if ck.lastTx != tx {
-			// A transaction's spends and creations come together (the
-			// writer reports a transaction's inputs, then its outputs),
-			// so a new hash is a new transaction of the key.
-			ck.tx++
-			ck.lastTx = tx
-		}
-		if spent {
-			ck.spentCount++
-			ck.spentSum = ck.spentSum.AddU64(u.Value)
-		} else {
-			ck.fundedCount++
-			ck.fundedSum = ck.fundedSum.AddU64(u.Value)
-		}
+		bc.countKey(i, seen, u, tx, spent)
+	}
+}
+
+// countKey counts u, funded or spent by tx, under keys[i] (seen false: its
+// first count in the block).
+func (bc *blockCounters) countKey(i int, seen bool, u *chain.Utxo, tx chain.Hash, spent bool) {
+	ck := &bc.keys[i]
+	if !seen {
+		ck.tx = 1
+	} else if ck.lastTx != tx {
+		// A transaction's spends and creations come together (the
+		// writer reports a transaction's inputs, then its outputs),
+		// so a new hash is a new transaction of the key.
+		ck.tx++
+		ck.lastTx = tx
+	}
+	if spent {
+		ck.spentCount++
+		ck.spentSum = ck.spentSum.AddU64(u.Value)
+	} else {
+		ck.fundedCount++
+		ck.fundedSum = ck.fundedSum.AddU64(u.Value)
 	}
 }
 
@@ -425,6 +458,7 @@ func (t *BlockTxn) endCounters() []counterDelta {
 		ds[i] = counterDelta{k: t.counters.keys[i].k, counterFigures: t.counters.keys[i].counterFigures}
 	}
 	clear(t.counters.m)
+	clear(t.counters.byAddr)
 	t.counters.keys = t.counters.keys[:0]
 	slices.SortFunc(ds, func(a, b counterDelta) int { return bytes.Compare(a.k[:], b.k[:]) })
 	return ds

@@ -25,9 +25,8 @@ type derived struct {
 	state    *State
 	ch       *changes
 	written  []writtenBalance // rows as flushBalances wrote them
-	// counters is the counter delta the batch adds to (or, countersSub,
-	// subtracts from) each key's balance row: set before flushBalances.
-	counters    map[DimKey]*counterFigures
+	// countersSub says that the counter deltas (balanceDelta.ctr, set
+	// before flushBalances) are subtracted from the rows: a rollback.
 	countersSub bool
 	// noFigures leaves the count and digest alone: a catch-up window keeps
 	// them block by block itself (window.go).
@@ -106,10 +105,8 @@ func (d *derived) setCounters(ds []counterDelta, sub bool) {
 		return
 	}
 	d.countersSub = sub
-	d.counters = make(map[DimKey]*counterFigures, len(ds))
 	for i := range ds {
-		d.delta(ds[i].k)
-		d.counters[ds[i].k] = &ds[i].counterFigures
+		d.delta(ds[i].k).ctr = &ds[i].counterFigures
 	}
 }
 
@@ -138,12 +135,13 @@ func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache, workers int)
 	}
 	for i, k := range d.order {
 		d.keyBuf = appendBalanceKey(d.keyBuf[:0], k)
-		next, err := d.balances[k].applyTo(cur[i].bal)
+		bd := d.balances[k]
+		next, err := bd.applyTo(cur[i].bal)
 		if err != nil {
 			return fmt.Errorf("balance %x: %w", k, err)
 		}
 		ctr := cur[i].ctr
-		if c := d.counters[k]; c != nil {
+		if c := bd.ctr; c != nil {
 			if d.countersSub {
 				if err := ctr.sub(c); err != nil {
 					return fmt.Errorf("counters %x: %w", k, err)
