@@ -29,12 +29,18 @@ func appendString[S string | []byte](dst []byte, s S) []byte {
 	const hexDigits = "0123456789abcdef"
 	dst = append(dst, '"')
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			dst = append(dst, c)
-			i++
+		// A run of bytes that need no escaping (all of an address) is
+		// appended in one copy.
+		j := i
+		for j < len(s) && safeASCII[s[j]] {
+			j++
+		}
+		if j > i {
+			dst = append(dst, s[i:j]...)
+			i = j
 			continue
 		}
+		c := s[i]
 		if c < utf8.RuneSelf {
 			switch c {
 			case '"', '\\':
@@ -61,6 +67,15 @@ func appendString[S string | []byte](dst []byte, s S) []byte {
 	}
 	return append(dst, '"')
 }
+
+// safeASCII marks the bytes a JSON string holds as they are: printable
+// ASCII but the quote and the backslash.
+var safeASCII = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func appendHexString(dst, b []byte) []byte {
 	dst = append(dst, '"')
@@ -126,24 +141,48 @@ func appendDatumFields(dst []byte, r *disk.UtxoRef) []byte {
 
 // blockHashes reads the hash of the block at a height, from one view,
 // remembering the last one (a page's outputs often share blocks).
+// The last hash is kept as its quoted hex too, so a page's items of one
+// block encode it once.
 type blockHashes struct {
 	v      *disk.View
 	height uint64
-	hash   chain.Hash
-	found  bool
+	json   []byte // the hash as a JSON string, or null when not found: in buf
+	buf    [2 + 2*chain.HashSize]byte
 	valid  bool
 }
 
-func (b *blockHashes) at(h uint64) (chain.Hash, bool, error) {
-	if b.valid && b.height == h {
-		return b.hash, b.found, nil
+// appendAt appends the hash of the block at height h as a JSON string, or
+// null when the store has no row for h.
+func (b *blockHashes) appendAt(dst []byte, h uint64) ([]byte, error) {
+	if !b.valid || b.height != h {
+		p, found, err := b.v.PointAt(h)
+		if err != nil {
+			return dst, err
+		}
+		b.height, b.valid = h, true
+		if found {
+			b.json = appendHexString(b.buf[:0], p.Hash[:])
+		} else {
+			b.json = append(b.buf[:0], "null"...)
+		}
 	}
-	p, found, err := b.v.PointAt(h)
-	if err != nil {
-		return chain.Hash{}, false, err
+	return append(dst, b.json...), nil
+}
+
+// txHashes keeps the last transaction hash an item encoded, as its quoted
+// hex: a page's outputs of one transaction are neighbours in the listing.
+type txHashes struct {
+	hash  chain.Hash
+	json  [2 + 2*chain.HashSize]byte // the hash as a JSON string
+	valid bool
+}
+
+func (t *txHashes) append(dst []byte, h *chain.Hash) []byte {
+	if !t.valid || t.hash != *h {
+		t.hash, t.valid = *h, true
+		appendHexString(t.json[:0], h[:])
 	}
-	b.height, b.hash, b.found, b.valid = h, p.Hash, found, true
-	return p.Hash, found, nil
+	return append(dst, t.json[:]...)
 }
 
 // appendAddressUtxo appends one item of an address's (or a credential's,
@@ -152,26 +191,23 @@ func (b *blockHashes) at(h uint64) (chain.Hash, bool, error) {
 // (the hash of the creating block; null when the store has no row for its
 // height, which a store started mid-chain lacks below its first block),
 // data_hash, inline_datum, reference_script_hash.
-func appendAddressUtxo(dst []byte, r *disk.UtxoRef, blocks *blockHashes) ([]byte, error) {
+func appendAddressUtxo(dst []byte, r *disk.UtxoRef, blocks *blockHashes, txs *txHashes) ([]byte, error) {
 	dst = append(dst, `{"address":`...)
 	dst = appendString(dst, r.Address)
 	dst = append(dst, `,"tx_hash":`...)
-	dst = appendHexString(dst, r.OutPoint.TxHash[:])
+	dst = txs.append(dst, &r.OutPoint.TxHash)
 	dst = append(dst, `,"tx_index":`...)
-	dst = strconv.AppendUint(dst, uint64(r.OutPoint.Index), 10)
+	var num [10]byte
+	index := strconv.AppendUint(num[:0], uint64(r.OutPoint.Index), 10)
+	dst = append(dst, index...)
 	dst = append(dst, `,"output_index":`...)
-	dst = strconv.AppendUint(dst, uint64(r.OutPoint.Index), 10)
+	dst = append(dst, index...)
 	dst = append(dst, `,"amount":`...)
 	dst = appendAmount(dst, r)
 	dst = append(dst, `,"block":`...)
-	h, found, err := blocks.at(r.Height)
+	dst, err := blocks.appendAt(dst, r.Height)
 	if err != nil {
 		return dst, err
-	}
-	if found {
-		dst = appendHexString(dst, h[:])
-	} else {
-		dst = append(dst, "null"...)
 	}
 	dst = appendDatumFields(dst, r)
 	return append(dst, '}'), nil

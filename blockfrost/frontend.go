@@ -140,6 +140,7 @@ func (f *FrontEnd) indexKept(d disk.Dimension, what string) error {
 // skipped one is read, up to maxFilterScan entries: beyond, an error).
 func listPage(v *disk.View, body []byte, d disk.Dimension, value []byte, p Page, keep func(r *disk.UtxoRef) bool) ([]byte, error) {
 	blocks := &blockHashes{v: v}
+	txs := &txHashes{}
 	body = append(body, '[')
 	n := 0
 	item := func(r *disk.UtxoRef) error {
@@ -148,7 +149,7 @@ func listPage(v *disk.View, body []byte, d disk.Dimension, value []byte, p Page,
 		}
 		n++
 		var err error
-		body, err = appendAddressUtxo(body, r, blocks)
+		body, err = appendAddressUtxo(body, r, blocks, txs)
 		return err
 	}
 	if keep == nil {

@@ -127,7 +127,8 @@ func ParseSubject(s string) (Subject, error) {
 		return Subject{Hash: hash, Kind: kind}, nil
 	}
 	if strings.HasPrefix(s, "addr1") || strings.HasPrefix(s, "addr_test1") {
-		hrp, raw, err := textenc.DecodeBech32(s, textenc.Bech32Const, nil)
+		// Sized once: 5 bits a character at most.
+		hrp, raw, err := textenc.DecodeBech32(s, textenc.Bech32Const, make([]byte, 0, len(s)*5/8))
 		if err != nil || (hrp != "addr" && hrp != "addr_test") || len(raw) < 1 || raw[0]>>4 > 7 {
 			return Subject{}, fmt.Errorf("address %q: not a valid Shelley address: %w", clip(s), chain.ErrInvalidArgument)
 		}

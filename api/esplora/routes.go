@@ -141,6 +141,7 @@ func (f *Frontend) appendUtxos(v *disk.View, body []byte, dim disk.Dimension, va
 		return body, err
 	}
 	headers := headerCache{v: v}
+	var enc utxoEncoder
 	body = append(body, '[')
 	n := 0
 	var itemErr error
@@ -160,7 +161,7 @@ func (f *Frontend) appendUtxos(v *disk.View, body []byte, dim disk.Dimension, va
 			body = append(body, ',')
 		}
 		n++
-		body = appendUtxoItem(body, r.OutPoint, r.Value, &h)
+		body = enc.appendItem(body, r.OutPoint, r.Value, &h)
 		return nil
 	}
 	q := disk.ListQuery{Dim: dim, Value: value, After: after, Limit: listChunk}
@@ -200,7 +201,7 @@ func (f *Frontend) appendUtxos(v *disk.View, body []byte, dim disk.Dimension, va
 			body = append(body, ',')
 		}
 		n++
-		body = appendUtxoItem(body, o.OutPoint, o.Value, nil)
+		body = enc.appendItem(body, o.OutPoint, o.Value, nil)
 	}
 	body = append(body, ']')
 	if limit > 0 {
@@ -211,15 +212,39 @@ func (f *Frontend) appendUtxos(v *disk.View, body []byte, dim disk.Dimension, va
 
 var errOverLimit = errors.New("esplora: over the utxos limit")
 
-// appendUtxoItem appends one UTXO object; h is nil for an unconfirmed
-// output.
-func appendUtxoItem(body []byte, op chain.OutPoint, value uint64, h *disk.BlockHeader) []byte {
+// utxoEncoder appends the UTXO objects of one listing, keeping the last
+// txid's hex and the last block's status object: a listing's outputs of
+// one transaction, and of one block, are neighbours, and encode them once.
+type utxoEncoder struct {
+	tx           chain.Hash
+	txHex        [2 * chain.HashSize]byte
+	txValid      bool
+	statusHeight uint64
+	status       []byte // the status object of the block at statusHeight, in statusBuf
+	statusBuf    [192]byte
+	statusValid  bool
+}
+
+// appendItem appends one UTXO object; h is nil for an unconfirmed output.
+func (e *utxoEncoder) appendItem(body []byte, op chain.OutPoint, value uint64, h *disk.BlockHeader) []byte {
+	if !e.txValid || e.tx != op.TxHash {
+		e.tx, e.txValid = op.TxHash, true
+		hex.Encode(e.txHex[:], op.TxHash[:])
+	}
 	body = append(body, `{"txid":"`...)
-	body = hex.AppendEncode(body, op.TxHash[:])
+	body = append(body, e.txHex[:]...)
 	body = append(body, `","vout":`...)
 	body = strconv.AppendUint(body, uint64(op.Index), 10)
 	body = append(body, `,"status":`...)
-	body = appendStatus(body, h)
+	if h == nil {
+		body = appendStatus(body, nil)
+	} else {
+		if !e.statusValid || e.statusHeight != h.Height {
+			e.statusHeight, e.statusValid = h.Height, true
+			e.status = appendStatus(e.statusBuf[:0], h)
+		}
+		body = append(body, e.status...)
+	}
 	body = append(body, `,"value":`...)
 	body = strconv.AppendUint(body, value, 10)
 	return append(body, '}')

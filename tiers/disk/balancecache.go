@@ -1,9 +1,8 @@
 package disk
 
-import "github.com/utxo-cache/utxo-cache/chain"
-
 // balanceCache holds the committed balance rows of recently touched
-// dimension values (an absent row as the zero Balance), so that a block's
+// dimension values (an absent row as the zero balanceRow: its balance and
+// its counters), so that a block's
 // balance updates read Pebble only for values it has not seen lately.
 //
 // Invariant: an entry equals the committed row. Entries are written only
@@ -13,19 +12,19 @@ import "github.com/utxo-cache/utxo-cache/chain"
 // popular values, touched every block, mostly present.
 type balanceCache struct {
 	capacity int
-	m        map[DimKey]chain.Balance
+	m        map[DimKey]balanceRow
 }
 
 func newBalanceCache(capacity int) *balanceCache {
-	return &balanceCache{capacity: capacity, m: make(map[DimKey]chain.Balance)}
+	return &balanceCache{capacity: capacity, m: make(map[DimKey]balanceRow)}
 }
 
-func (c *balanceCache) get(k DimKey) (chain.Balance, bool) {
+func (c *balanceCache) get(k DimKey) (balanceRow, bool) {
 	b, ok := c.m[k]
 	return b, ok
 }
 
-func (c *balanceCache) put(k DimKey, b chain.Balance) {
+func (c *balanceCache) put(k DimKey, b balanceRow) {
 	if c.capacity == 0 {
 		return
 	}

@@ -32,6 +32,12 @@ import (
 // earlier outputs through the adapter's pseudo-transaction, which counts
 // as a transaction of the address as it counts as a spender in /v1.
 //
+// A key's counters live in its balance row (0x04, version 2: balance.go),
+// which every block that touches the key rewrites anyway: counting adds no
+// row per touched address, only bytes to rows already written. A store
+// written when the counters had rows of their own (0x14 'c' below) moves
+// them into its balance rows when it opens (migrateCounterRows).
+//
 // Each block also writes its counter delta (0x14 'u' height), kept as long
 // as its undo delta; a rollback of the block subtracts it, so the counters
 // are exact at every tip a rollback reaches. A catch-up window counts block
@@ -48,7 +54,8 @@ import (
 //
 // Keys (prefix 0x14, then a one-byte kind):
 //
-//	0x14 'c' dim_key[16]   counter row: version 0x01, then tx_count,
+//	0x14 'c' dim_key[16]   former counter row (read only to move it into
+//	                       the balance row): version 0x01, then tx_count,
 //	                       funded_count, funded_sum, spent_count, spent_sum
 //	                       (the counts uvarints, each 128-bit sum two:
 //	                       high 64 bits, then low); absent when all are 0
@@ -56,7 +63,7 @@ import (
 //	                       n, then n × (dim_key[16], the five figures)
 //	0x14 'f'               from height: version 0x01, height uint64
 //
-// Example counter row, 2 transactions funding 3 outputs of 5,000 in all
+// Example former counter row, 2 transactions funding 3 outputs of 5,000 in all
 // and spending 1 of 1,000: 01 02 03 00 8827 01 00 e807.
 const prefixCounters byte = 0x14
 
@@ -269,7 +276,91 @@ func (s *Store) loadCounting() error {
 	if i := slices.Index(s.dims, DimScriptHash); i >= 0 {
 		s.count.scriptHash = s.dimFuncs[i]
 	}
+	if s.count.on {
+		return s.migrateCounterRows()
+	}
 	return nil
+}
+
+// migrateChunk is the most counter rows one batch of migrateCounterRows
+// moves.
+const migrateChunk = 1 << 14
+
+// migrateCounterRows moves the counter rows of a store written when they
+// had rows of their own (0x14 'c', beside version 1 balance rows) into the
+// balance rows (version 2), deleting them: at open, before any block. Each
+// batch moves some rows and deletes them, so a crash midway leaves every
+// key's counters in exactly one place and the next open goes on.
+func (s *Store) migrateCounterRows() error {
+	bounds := &pebble.IterOptions{
+		LowerBound: []byte{prefixCounters, counterKindRow},
+		UpperBound: []byte{prefixCounters, counterKindRow + 1},
+	}
+	for {
+		n, err := s.migrateCounterChunk(bounds)
+		if err != nil {
+			return fmt.Errorf("disk: move the counter rows into the balance rows: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+}
+
+func (s *Store) migrateCounterChunk(bounds *pebble.IterOptions) (n int, err error) {
+	it, err := s.db.NewIter(bounds)
+	if err != nil {
+		return 0, err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	var kb, vb []byte
+	for ok := it.First(); ok && n < migrateChunk; ok = it.Next() {
+		if len(it.Key()) != counterRowKeyLen {
+			err = fmt.Errorf("counter row key %x: %w", it.Key(), ErrCorrupt)
+			break
+		}
+		var k DimKey
+		copy(k[:], it.Key()[2:])
+		var v []byte
+		if v, err = it.ValueAndErr(); err != nil {
+			break
+		}
+		var ctr counterFigures
+		if ctr, err = decodeCounterRow(v); err != nil {
+			break
+		}
+		kb = appendBalanceKey(kb[:0], k)
+		var row balanceRow
+		raw, closer, gerr := s.db.Get(kb)
+		switch {
+		case errors.Is(gerr, pebble.ErrNotFound):
+		case gerr != nil:
+			err = gerr
+		default:
+			row, err = decodeBalanceRow(raw)
+			closer.Close()
+			if err == nil && !row.ctr.zero() {
+				err = fmt.Errorf("key %x has both a counter row and counters in its balance row: %w", k, ErrCorrupt)
+			}
+		}
+		if err != nil {
+			break
+		}
+		vb = appendBalanceRow(vb[:0], &row.bal, &ctr)
+		_ = b.Set(kb, vb, nil)
+		_ = b.Delete(it.Key(), nil)
+		n++
+	}
+	if err = errors.Join(err, it.Error(), it.Close()); err != nil {
+		return 0, err
+	}
+	if n > 0 {
+		if err := s.commit(b); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
 // Counting reports whether the store keeps address counters.
@@ -279,9 +370,16 @@ func (s *Store) Counting() bool { return s.count.on }
 // keys[m[k]] is key k's, in first-touch order (one allocation per block,
 // not per key).
 type blockCounters struct {
-	m    map[DimKey]int
-	keys []countedKey
-	buf  [2]DimKey
+	// byAddr indexes keys by address: an output's address key is hashed
+	// once a block, when the block first touches the address.
+	byAddr map[string]int
+	m      map[DimKey]int
+	keys   []countedKey
+	// cur holds the keys of the output being counted, collect appends a
+	// script hash's to it: made once, so counting an output allocates
+	// nothing.
+	cur     []DimKey
+	collect func(v []byte)
 }
 
 type countedKey struct {
@@ -296,37 +394,56 @@ func (t *BlockTxn) count(u *chain.Utxo, tx chain.Hash, spent bool) {
 	if !c.on {
 		return
 	}
-	if t.counters.m == nil {
-		t.counters.m = make(map[DimKey]int, 64)
+	bc := &t.counters
+	if bc.m == nil {
+		bc.m = make(map[DimKey]int, 64)
+		bc.byAddr = make(map[string]int, 64)
 	}
-	keys := append(t.counters.buf[:0], dimKeyOf(DimAddress, u.Address))
-	if c.scriptHash != nil {
-		c.scriptHash(u, func(v []byte) { keys = append(keys, MakeDimKey(DimScriptHash, v)) })
+	i, seen := bc.byAddr[u.Address]
+	if !seen {
+		i = len(bc.keys)
+		bc.byAddr[u.Address] = i
+		bc.keys = append(bc.keys, countedKey{k: dimKeyOf(DimAddress, u.Address), lastTx: tx})
 	}
-	for _, k := range keys {
-		i, seen := t.counters.m[k]
+	bc.countKey(i, seen, u, tx, spent)
+	if c.scriptHash == nil {
+		return
+	}
+	if bc.collect == nil {
+		bc.collect = func(v []byte) { bc.cur = append(bc.cur, MakeDimKey(DimScriptHash, v)) }
+	}
+	bc.cur = bc.cur[:0]
+	c.scriptHash(u, bc.collect)
+	for _, k := range bc.cur {
+		i, seen := bc.m[k]
 		if !seen {
-			i = len(t.counters.keys)
-			t.counters.m[k] = i
-			t.counters.keys = append(t.counters.keys, countedKey{k: k, lastTx: tx})
+			i = len(bc.keys)
+			bc.m[k] = i
+			bc.keys = append(bc.keys, countedKey{k: k, lastTx: tx})
 		}
-		ck := &t.counters.keys[i]
-		if !seen {
-			ck.tx = 1
-		} else if ck.lastTx != tx {
-			// A transaction's spends and creations come together (the
-			// writer reports a transaction's inputs, then its outputs),
-			// so a new hash is a new transaction of the key.
-			ck.tx++
-			ck.lastTx = tx
-		}
-		if spent {
-			ck.spentCount++
-			ck.spentSum = ck.spentSum.AddU64(u.Value)
-		} else {
-			ck.fundedCount++
-			ck.fundedSum = ck.fundedSum.AddU64(u.Value)
-		}
+		bc.countKey(i, seen, u, tx, spent)
+	}
+}
+
+// countKey counts u, funded or spent by tx, under keys[i] (seen false: its
+// first count in the block).
+func (bc *blockCounters) countKey(i int, seen bool, u *chain.Utxo, tx chain.Hash, spent bool) {
+	ck := &bc.keys[i]
+	if !seen {
+		ck.tx = 1
+	} else if ck.lastTx != tx {
+		// A transaction's spends and creations come together (the
+		// writer reports a transaction's inputs, then its outputs),
+		// so a new hash is a new transaction of the key.
+		ck.tx++
+		ck.lastTx = tx
+	}
+	if spent {
+		ck.spentCount++
+		ck.spentSum = ck.spentSum.AddU64(u.Value)
+	} else {
+		ck.fundedCount++
+		ck.fundedSum = ck.fundedSum.AddU64(u.Value)
 	}
 }
 
@@ -341,81 +458,10 @@ func (t *BlockTxn) endCounters() []counterDelta {
 		ds[i] = counterDelta{k: t.counters.keys[i].k, counterFigures: t.counters.keys[i].counterFigures}
 	}
 	clear(t.counters.m)
+	clear(t.counters.byAddr)
 	t.counters.keys = t.counters.keys[:0]
 	slices.SortFunc(ds, func(a, b counterDelta) int { return bytes.Compare(a.k[:], b.k[:]) })
 	return ds
-}
-
-// counterCacheMax bounds the counter rows the writer keeps in memory
-// (counterCache): about 100 bytes each.
-const counterCacheMax = 1 << 16
-
-// counterCache holds committed counter rows the writer wrote lately, so a
-// key a later block touches again is not read from Pebble: the rows as the
-// last committed batch left them (zero: no row). Writer goroutine only. A
-// batch's rows enter it only once the batch has committed (pending, then
-// countersCommitted); when it is full it starts over.
-type counterCache struct {
-	rows    map[DimKey]counterFigures
-	pending []counterDelta // the batch's rows as written
-}
-
-// countersCommitted records in the cache the rows of the batch just
-// committed.
-func (s *Store) countersCommitted() {
-	c := &s.counterRows
-	if c.rows == nil || len(c.rows)+len(c.pending) > counterCacheMax {
-		c.rows = make(map[DimKey]counterFigures, len(c.pending))
-	}
-	for i := range c.pending {
-		c.rows[c.pending[i].k] = c.pending[i].counterFigures
-	}
-	c.pending = c.pending[:0]
-}
-
-// applyCounterDeltas adds (or, sub, subtracts) the deltas, merged and
-// sorted by key, to the counter rows, in b. Writer goroutine only, before
-// b commits (then countersCommitted).
-func (s *Store) applyCounterDeltas(b *keyBatch, ds []counterDelta, sub bool) error {
-	cur := make([]counterFigures, len(ds))
-	c := &s.counterRows
-	c.pending = c.pending[:0]
-	var misses []int
-	for i := range ds {
-		f, ok := c.rows[ds[i].k]
-		if ok {
-			cur[i] = f
-		} else {
-			misses = append(misses, i)
-		}
-	}
-	if err := readSorted(s.db, len(misses), s.opts.PrefetchWorkers,
-		func(j int, dst []byte) []byte { return counterRowKey(dst, ds[misses[j]].k) },
-		func(j int, v []byte) (err error) {
-			cur[misses[j]], err = decodeCounterRow(v)
-			return err
-		}); err != nil {
-		return fmt.Errorf("read counters: %w", err)
-	}
-	var key, val []byte
-	for i := range ds {
-		if sub {
-			if err := cur[i].sub(&ds[i].counterFigures); err != nil {
-				return fmt.Errorf("counters %x: %w", ds[i].k, err)
-			}
-		} else {
-			cur[i].add(&ds[i].counterFigures)
-		}
-		key = counterRowKey(key[:0], ds[i].k)
-		c.pending = append(c.pending, counterDelta{k: ds[i].k, counterFigures: cur[i]})
-		if cur[i].zero() {
-			_ = b.Delete(key, nil)
-			continue
-		}
-		val = appendCounterRow(val[:0], &cur[i])
-		_ = b.Set(key, val, nil)
-	}
-	return nil
 }
 
 // mergeCounterDeltas merges sorted delta lists into one sorted list.
@@ -442,14 +488,15 @@ func mergeCounterDeltas(lists [][]counterDelta) []counterDelta {
 	return out
 }
 
-// commitCounters writes, in b, the counter rows of the blocks of a batch
-// (their deltas, in block order, the first at height first), the delta
-// rows of those that keep undo data (undo[i]), and the from height when
-// the store has none yet. It returns the from height to record once b
-// commits (see counted).
-func (s *Store) commitCounters(b *keyBatch, first uint64, deltas [][]counterDelta, undo []bool, heights []uint64) error {
+// commitCounters writes, in b, the delta rows of the blocks of a batch
+// (their deltas, in block order, the first at height first) that keep undo
+// data (undo[i]), and the from height when the store has none yet, and
+// gives d the batch's counter delta, which flushBalances adds to the
+// balance rows. Call it before d.flushBalances. The from height is
+// recorded once b commits (see counted).
+func (s *Store) commitCounters(b *keyBatch, d *derived, first uint64, deltas [][]counterDelta, undo []bool, heights []uint64) {
 	if !s.count.on {
-		return nil
+		return
 	}
 	if !s.count.fromKnown {
 		_ = b.Set(counterFromKey, appendCounterFrom(nil, first), nil)
@@ -463,10 +510,9 @@ func (s *Store) commitCounters(b *keyBatch, first uint64, deltas [][]counterDelt
 			lists = append(lists, ds)
 		}
 	}
-	if len(lists) == 0 {
-		return nil
+	if len(lists) > 0 {
+		d.setCounters(mergeCounterDeltas(lists), false)
 	}
-	return s.applyCounterDeltas(b, mergeCounterDeltas(lists), false)
 }
 
 // counted records that a batch of blocks from height first committed.
@@ -476,11 +522,12 @@ func (s *Store) counted(first uint64) {
 	}
 }
 
-// rollbackCounters subtracts block h's counter delta in b; for a block
+// rollbackCounters gives d block h's counter delta to subtract (call it
+// before d.flushBalances) and deletes the delta row, in b; for a block
 // applied before counting began, it lowers the from height to h (the
 // counters then hold no block at or above h). It returns the from height
 // to record once b commits.
-func (s *Store) rollbackCounters(b *keyBatch, h uint64) (from uint64, lowered bool, err error) {
+func (s *Store) rollbackCounters(b *keyBatch, d *derived, h uint64) (from uint64, lowered bool, err error) {
 	if !s.count.on || !s.count.fromKnown {
 		return 0, false, nil
 	}
@@ -500,7 +547,8 @@ func (s *Store) rollbackCounters(b *keyBatch, h uint64) (from uint64, lowered bo
 		return 0, false, err
 	}
 	_ = b.Delete(counterUndoKey(h), nil)
-	return 0, false, s.applyCounterDeltas(b, ds, true)
+	d.setCounters(ds, true)
+	return 0, false, nil
 }
 
 // Counters returns the counters of value in dimension dim (DimAddress or
@@ -529,19 +577,20 @@ func (v *View) Counters(dim Dimension, value []byte) (Counters, error) {
 	if err != nil {
 		return c, err
 	}
-	k := MakeDimKey(dim, value)
-	raw, closer, err = v.snap.Get(counterRowKey(nil, k))
+	var kb [1 + dimKeySize]byte
+	raw, closer, err = v.snap.Get(appendBalanceKey(kb[:0], MakeDimKey(dim, value)))
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 		return c, nil
 	case err != nil:
 		return c, fmt.Errorf("disk: read counters: %w", err)
 	}
-	f, err := decodeCounterRow(raw)
+	r, err := decodeBalanceRow(raw)
 	closer.Close()
 	if err != nil {
 		return c, err
 	}
+	f := &r.ctr
 	c.TxCount, c.FundedCount, c.FundedSum, c.SpentCount, c.SpentSum = f.tx, f.fundedCount, f.fundedSum, f.spentCount, f.spentSum
 	return c, nil
 }

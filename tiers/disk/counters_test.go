@@ -2,6 +2,7 @@ package disk_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	"github.com/utxo-cache/utxo-cache/chain"
@@ -64,6 +65,54 @@ func checkCounters(t *testing.T, s *disk.Store, want map[string]disk.Counters, f
 			t.Errorf("tip %s: counters of %s = %+v, want %+v", v.Tip(), a, got, w)
 		}
 	}
+}
+
+// TestCountersMigration: a store written when the counters had rows of
+// their own (0x14 'c', beside version 1 balance rows) moves them into its
+// balance rows at open; its counters and balances read the same, and it
+// goes on counting and rolling back exactly.
+func TestCountersMigration(t *testing.T) {
+	ctx := context.Background()
+	blocks := stChain(1, 0, 12)
+	st := stOpen(t, t.TempDir(), disk.Options{Counters: true, RollbackWindow: 20})
+	st.apply(blocks[:8]...)
+	balances := func(s *disk.Store) map[string]chain.Balance {
+		v, err := s.PublishedView()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		m := map[string]chain.Balance{}
+		for _, a := range stAddrs {
+			if m[a], err = v.Balance(disk.DimAddress, []byte(a)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return m
+	}
+	before := balances(st.s)
+	dir := st.dir
+	st.close()
+	moved := disk.DowngradeCounters(t, dir)
+	if moved == 0 {
+		t.Fatal("no counters to move")
+	}
+	st = stOpen(t, dir, disk.Options{RollbackWindow: 20})
+	if n := disk.CounterRows(t, st.s); n != 0 {
+		t.Errorf("%d counter rows left after the migration of %d", n, moved)
+	}
+	checkCounters(t, st.s, wantCounters(blocks[:8], nil), 0)
+	if after := balances(st.s); !reflect.DeepEqual(after, before) {
+		t.Errorf("balances after the migration:\n got %v\nwant %v", after, before)
+	}
+	// Rolling back a block counted before the migration subtracts it from
+	// the moved counters.
+	if _, err := st.w.Rollback(ctx, 5); err != nil {
+		t.Fatal(err)
+	}
+	checkCounters(t, st.s, wantCounters(blocks[:6], nil), 0)
+	st.apply(blocks[6:]...)
+	checkCounters(t, st.s, wantCounters(blocks, nil), 0)
 }
 
 // TestCounters: the counters of a store that counts from genesis, across

@@ -25,6 +25,9 @@ type derived struct {
 	state    *State
 	ch       *changes
 	written  []writtenBalance // rows as flushBalances wrote them
+	// countersSub says that the counter deltas (balanceDelta.ctr, set
+	// before flushBalances) are subtracted from the rows: a rollback.
+	countersSub bool
 	// noFigures leaves the count and digest alone: a catch-up window keeps
 	// them block by block itself (window.go).
 	noFigures bool
@@ -88,15 +91,31 @@ func (d *derived) remove(u *chain.Utxo) {
 }
 
 type writtenBalance struct {
-	k DimKey
-	b chain.Balance
+	k   DimKey
+	b   chain.Balance
+	ctr counterFigures
+}
+
+// setCounters gives the counter deltas (keys distinct) the batch adds to
+// the balance rows, or subtracts when sub is set (a rollback): a key no
+// output of the batch touched is read and rewritten for its counters
+// alone. Call it before flushBalances.
+func (d *derived) setCounters(ds []counterDelta, sub bool) {
+	if len(ds) == 0 {
+		return
+	}
+	d.countersSub = sub
+	for i := range ds {
+		d.delta(ds[i].k).ctr = &ds[i].counterFigures
+	}
 }
 
 // flushBalances reads each touched balance row (from cache, else Pebble, on
-// up to workers goroutines at once), applies its delta and writes it back,
-// or deletes it when it reaches zero outputs.
+// up to workers goroutines at once), applies its delta and its counter
+// delta (setCounters) and writes it back, or deletes it when it reaches
+// zero outputs and all-zero counters.
 func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache, workers int) error {
-	cur := make([]chain.Balance, len(d.order))
+	cur := make([]balanceRow, len(d.order))
 	d.written = slices.Grow(d.written, len(d.order))
 	var misses []int // indexes into d.order of rows not in cache
 	for i, k := range d.order {
@@ -109,26 +128,39 @@ func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache, workers int)
 	if err := readSorted(db, len(misses), workers,
 		func(j int, dst []byte) []byte { return appendBalanceKey(dst, d.order[misses[j]]) },
 		func(j int, v []byte) (err error) {
-			cur[misses[j]], err = decodeBalance(v)
+			cur[misses[j]], err = decodeBalanceRow(v)
 			return err
 		}); err != nil {
 		return fmt.Errorf("read balances: %w", err)
 	}
 	for i, k := range d.order {
 		d.keyBuf = appendBalanceKey(d.keyBuf[:0], k)
-		next, err := d.balances[k].applyTo(cur[i])
+		bd := d.balances[k]
+		next, err := bd.applyTo(cur[i].bal)
 		if err != nil {
 			return fmt.Errorf("balance %x: %w", k, err)
 		}
-		d.written = append(d.written, writtenBalance{k, next})
+		ctr := cur[i].ctr
+		if c := bd.ctr; c != nil {
+			if d.countersSub {
+				if err := ctr.sub(c); err != nil {
+					return fmt.Errorf("counters %x: %w", k, err)
+				}
+			} else {
+				ctr.add(c)
+			}
+		}
+		d.written = append(d.written, writtenBalance{k, next, ctr})
 		if next.Count == 0 {
 			if !next.Value.IsZero() || len(next.Assets) != 0 {
 				return fmt.Errorf("balance %x: no outputs but a value left: %w", k, ErrCorrupt)
 			}
-			_ = d.b.Delete(d.keyBuf, nil)
-			continue
+			if ctr.zero() {
+				_ = d.b.Delete(d.keyBuf, nil)
+				continue
+			}
 		}
-		d.valBuf = appendBalance(d.valBuf[:0], &next)
+		d.valBuf = appendBalanceRow(d.valBuf[:0], &next, &ctr)
 		_ = d.b.Set(d.keyBuf, d.valBuf, nil)
 	}
 	return nil
@@ -193,8 +225,8 @@ const parallelMin = 32
 func (d *derived) commitBalances(cache *balanceCache) {
 	for _, w := range d.written {
 		if w.b.Count == 0 {
-			w.b = chain.Balance{} // the row was deleted
+			w.b = chain.Balance{} // no balance (the row deleted, or counters alone)
 		}
-		cache.put(w.k, w.b)
+		cache.put(w.k, balanceRow{bal: w.b, ctr: w.ctr})
 	}
 }

@@ -16,7 +16,8 @@
 //	0x02    tx_hash[32] index[4]                            UTXO record: live, or spent    live: while unspent;
 //	                                                        (+ spender tx, spent height)   spent: see Retention
 //	0x03    dim_key[16] height[8] tx_pos[4] index[4]        tx_hash[32] + UTXO record      while live
-//	0x04    dim_key[16]                                     balance: count, value, assets  while count > 0
+//	0x04    dim_key[16]                                     balance: count, value, assets; while count > 0 or
+//	                                                        address counters (balance.go)  counters not all zero
 //	0x05    height[8]                                       outpoints spent at height      with their records
 //	0x06    height[8]                                       undo delta of the block        rollback_window blocks
 //	0x07    height[8]                                       block hash, slot (keys.go)     while on the chain
@@ -27,7 +28,8 @@
 //	0x10    tx_hash[32] index[4]                            lease: expiry, lease id        while live and leased
 //	0x11    lease_id, zero-padded to 64 bytes               lease: expiry, outpoints       until released or
 //	                                                        (lease.go)                     swept after expiry
-//	0x14    'c' dim_key[16]                                 address counters (counters.go) while not all zero
+//	0x14    'c' dim_key[16]                                 address counters of a store    moved into 0x04 at open
+//	                                                        before version 2 balance rows
 //	0x14    'u' height[8]                                   the block's counter delta      rollback_window blocks
 //	0x14    'f'                                             height counters count from     forever
 //	0x15    height[8]                                       block time (blocktime.go)      while on the chain

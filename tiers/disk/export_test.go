@@ -3,6 +3,7 @@ package disk
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 
@@ -89,4 +90,66 @@ func CompactedTableBytes(s *Store) (int64, error) {
 		return 0, err
 	}
 	return s.db.Metrics().Total().TablesSize, nil
+}
+
+// DowngradeCounters rewrites the closed store in dir into the layout of a
+// store written when the address counters had rows of their own: each
+// version 2 balance row becomes a version 1 row (deleted when it holds no
+// outputs) and a counter row (0x14 'c'). It returns the counter rows
+// written.
+func DowngradeCounters(t testing.TB, dir string) int {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixBalance}, UpperBound: []byte{prefixBalance + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		r, err := decodeBalanceRow(it.Value())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.ctr.zero() {
+			continue
+		}
+		var k DimKey
+		copy(k[:], it.Key()[1:])
+		if r.bal.Count == 0 {
+			_ = b.Delete(it.Key(), nil)
+		} else {
+			_ = b.Set(it.Key(), appendBalance(nil, &r.bal), nil)
+		}
+		_ = b.Set(counterRowKey(nil, k), appendCounterRow(nil, &r.ctr), nil)
+		n++
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// CounterRows counts the counter rows (0x14 'c') of the open store.
+func CounterRows(t testing.TB, s *Store) int {
+	t.Helper()
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixCounters, counterKindRow}, UpperBound: []byte{prefixCounters, counterKindRow + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -61,9 +61,9 @@ func FuzzValueDecoders(f *testing.F) {
 				got = appendRecord(append([]byte(nil), rec.Utxo.TxHash[:]...), &rec)
 			}
 		case 2:
-			var bal chain.Balance
-			if bal, err = decodeBalance(b); err == nil {
-				got = appendBalance(nil, &bal)
+			var r balanceRow
+			if r, err = decodeBalanceRow(b); err == nil {
+				got = appendBalanceRow(nil, &r.bal, &r.ctr)
 			}
 		case 3:
 			var u undoDelta

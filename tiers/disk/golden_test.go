@@ -436,6 +436,67 @@ func TestGoldenBalance(t *testing.T) {
 	}
 }
 
+// balanceCounterGoldens are balance rows of version 2: a balance and the
+// value's address counters (the first is balance.go's example).
+var balanceCounterGoldens = []struct {
+	name string
+	row  balanceRow
+	hex  string
+}{
+	{
+		name: "balance.go's example",
+		row: balanceRow{bal: chain.Balance{Count: 1, Value: chain.U128(5000)},
+			ctr: counterFigures{tx: 2, fundedCount: 3, fundedSum: chain.U128(6000), spentCount: 2, spentSum: chain.U128(1000)}},
+		hex: "02 01 0000000000000000 0000000000001388 00 02 03 00 f02e 02 00 e807",
+	},
+	{
+		name: "no outputs left, counters alone",
+		row: balanceRow{ctr: counterFigures{tx: 1, fundedCount: 1, fundedSum: chain.U128(7),
+			spentCount: 1, spentSum: chain.U128(7)}},
+		hex: "02 00 0000000000000000 0000000000000000 00 01 01 00 07 01 00 07",
+	},
+	{
+		name: "sums past 2^64, with an asset",
+		row: balanceRow{bal: chain.Balance{Count: 1, Value: chain.U128(1), Assets: []chain.AssetSum{{Policy: []byte{0xab}, Quantity: chain.U128(2)}}},
+			ctr: counterFigures{tx: 1, fundedCount: 1, fundedSum: chain.Uint128{Hi: 1, Lo: 0}, spentCount: 0, spentSum: chain.Uint128{Hi: 2, Lo: 1}}},
+		hex: "02 01 0000000000000000 0000000000000001 01 01ab 00 0000000000000000 0000000000000002" +
+			" 01 01 01 00 00 02 01",
+	},
+}
+
+// TestGoldenBalanceCounters: version 2 balance rows, field by field; a
+// version 1 row (every balanceGoldens entry) reads as all-zero counters,
+// and a balance without counters is still written as version 1.
+func TestGoldenBalanceCounters(t *testing.T) {
+	for _, g := range balanceCounterGoldens {
+		want := unhex(t, g.hex)
+		if got := appendBalanceRow(nil, &g.row.bal, &g.row.ctr); !bytes.Equal(got, want) {
+			t.Errorf("%s: encode\n got %x\nwant %x", g.name, got, want)
+		}
+		got, err := decodeBalanceRow(want)
+		if err != nil {
+			t.Errorf("%s: decode: %v", g.name, err)
+			continue
+		}
+		if len(got.bal.Assets) == 0 && len(g.row.bal.Assets) == 0 {
+			got.bal.Assets = g.row.bal.Assets
+		}
+		if !reflect.DeepEqual(got, g.row) {
+			t.Errorf("%s: decode\n got %#v\nwant %#v", g.name, got, g.row)
+		}
+	}
+	for _, g := range balanceGoldens {
+		want := unhex(t, g.hex)
+		if got := appendBalanceRow(nil, &g.bal, &counterFigures{}); !bytes.Equal(got, want) {
+			t.Errorf("%s with zero counters: encode\n got %x\nwant %x", g.name, got, want)
+		}
+		got, err := decodeBalanceRow(want)
+		if err != nil || !got.ctr.zero() {
+			t.Errorf("%s: version 1 read as counters %+v, %v", g.name, got.ctr, err)
+		}
+	}
+}
+
 // TestBalanceDeltaSums: the balance golden "value past 2^64, assets sorted"
 // is what three outputs sum to, whatever the order of their assets, and
 // removing them again leaves the zero balance. A removal the stored row
@@ -763,11 +824,16 @@ func goldenCodecs() []goldenCodec {
 	const balHead = "01 01 0000000000000000 0000000000000001 " // version, count 1, value 1
 	bal := goldenCodec{
 		name:   "balance",
-		decode: func(b []byte) error { _, err := decodeBalance(b); return err },
+		decode: func(b []byte) error { _, err := decodeBalanceRow(b); return err },
 		bad: []badInput{
 			{"well formed, for reference", balHead + "01 00 00 0000000000000000 0000000000000001", ""},
 			{"version 0", "00 01 0000000000000000 0000000000000001 00", "unknown version"},
-			{"version 2", "02 01 0000000000000000 0000000000000001 00", "unknown version"},
+			{"version 3", "03 01 0000000000000000 0000000000000001 00", "unknown version"},
+			{"version 2 without counters", "02 01 0000000000000000 0000000000000001 00", "bad uvarint"},
+			{"version 2 counters cut", "02 01 0000000000000000 0000000000000001 00 01 01 00", "bad uvarint"},
+			{"version 2, all-zero counters", "02 01 0000000000000000 0000000000000001 00 00 00 00 00 00 00 00", "all-zero counters"},
+			{"version 2, no outputs but a value", "02 00 0000000000000000 0000000000000001 00 01 01 00 01 00 00 00", "no outputs but a value"},
+			{"version 2, trailing byte", "02 00 0000000000000000 0000000000000000 00 01 01 00 01 00 00 00 00", "1 trailing bytes"},
 			{"count uvarint overflows", "01 ffffffffffffffffff02 0000000000000000 0000000000000001 00", "bad uvarint"},
 			{"value cut", "01 01 0000000000000000 00000000000000", "short uint64"},
 			{"asset count out of range", balHead + "02 00 00 0000000000000000 0000000000000001", "count out of range"},
@@ -777,6 +843,9 @@ func goldenCodecs() []goldenCodec {
 		},
 	}
 	for _, g := range balanceGoldens {
+		bal.goldens = append(bal.goldens, g.hex)
+	}
+	for _, g := range balanceCounterGoldens {
 		bal.goldens = append(bal.goldens, g.hex)
 	}
 

@@ -279,6 +279,10 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 			_ = b.Set(key, val, nil)
 		}
 	}
+	countFrom, fromLowered, err := s.rollbackCounters(b, d, h)
+	if err != nil {
+		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
+	}
 	if err := d.flushBalances(s.db, s.balances, s.opts.PrefetchWorkers); err != nil {
 		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
 	}
@@ -286,10 +290,6 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 	_ = b.Delete(heightKey(prefixUndo, h), nil)
 	_ = b.Delete(heightKey(prefixBlockHash, h), nil)
 	_ = b.Delete(heightKey(prefixBlockTime, h), nil)
-	countFrom, fromLowered, err := s.rollbackCounters(b, h)
-	if err != nil {
-		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
-	}
 	_ = b.Delete(hashBlockKey(prev.Tip.Hash), nil)
 	if err := s.visibilityEdge(h, ch); err != nil {
 		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
@@ -316,7 +316,6 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 	if fromLowered {
 		s.count.from = countFrom
 	}
-	s.countersCommitted()
 	// The young-output view may hold outputs this block created: drop it
 	// (exactness over a warm view; rollbacks are rare).
 	s.recent.reset()

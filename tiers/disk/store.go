@@ -251,10 +251,8 @@ type Store struct {
 	// schemaVersion is the version the store's schema row holds
 	// (SchemaVersion, or 1 for a store without a freeze yet: meta.go).
 	schemaVersion uint32
-	// count is the address counters' state, counterRows the writer's
-	// cache of their rows (counters.go).
-	count       counting
-	counterRows counterCache
+	// count is the address counters' state (counters.go).
+	count counting
 	// lapses are the freezes the batch being built ends (freeze.go).
 	lapses []lapse
 	// leases are the committed leases and the batch's changes (lease.go).

@@ -96,13 +96,13 @@ func TestTxFilterBuiltFromStore(t *testing.T) {
 func TestBalanceCacheBounded(t *testing.T) {
 	c := newBalanceCache(64)
 	for i := 0; i < 1000; i++ {
-		c.put(MakeDimKey(DimAddress, binary.BigEndian.AppendUint32(nil, uint32(i))), chain.Balance{Count: uint64(i)})
+		c.put(MakeDimKey(DimAddress, binary.BigEndian.AppendUint32(nil, uint32(i))), balanceRow{bal: chain.Balance{Count: uint64(i)}})
 		if len(c.m) > 64 {
 			t.Fatalf("cache holds %d entries, capacity 64", len(c.m))
 		}
 	}
 	k := MakeDimKey(DimAddress, binary.BigEndian.AppendUint32(nil, 999))
-	if b, ok := c.get(k); !ok || b.Count != 999 {
+	if b, ok := c.get(k); !ok || b.bal.Count != 999 {
 		t.Fatalf("latest entry: %+v %v", b, ok)
 	}
 }

@@ -342,14 +342,12 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 		_ = b.Set(key, val, nil)
 		undo.entries = append(undo.entries, t.undoEntry(op, e))
 	}
+	s.commitCounters(b, d, h, [][]counterDelta{t.endCounters()}, []bool{true}, []uint64{h})
 	if err := d.flushBalances(s.db, s.balances, s.opts.PrefetchWorkers); err != nil {
 		return nil, fmt.Errorf("disk: apply block %d: %w", h, err)
 	}
 	if len(spentHere) > 0 {
 		_ = b.Set(heightKey(prefixSpentAt, h), spentHere, nil)
-	}
-	if err := s.commitCounters(b, h, [][]counterDelta{t.endCounters()}, []bool{true}, []uint64{h}); err != nil {
-		return nil, fmt.Errorf("disk: apply block %d: %w", h, err)
 	}
 	s.undoBuf = appendUndo(s.undoBuf[:0], &undo) // the batch copies it
 	_ = b.Set(heightKey(prefixUndo, h), s.undoBuf, nil)
@@ -382,7 +380,6 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 		s.schemaVersion = schemaSpenderVin
 	}
 	s.counted(h)
-	s.countersCommitted()
 	s.afterCommit(b)
 	s.reportLapses()
 	t.committed(d, &st, pruned, logFloor)

@@ -408,6 +408,15 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 		}
 		ch.outPoint(op)
 	}
+	if s.count.on {
+		deltas := make([][]counterDelta, len(w.blocks))
+		undo := make([]bool, len(w.blocks))
+		heights := make([]uint64, len(w.blocks))
+		for i := range w.blocks {
+			deltas[i], undo[i], heights[i] = w.blocks[i].counters, w.blocks[i].counterUndo, w.blocks[i].height
+		}
+		s.commitCounters(b, d, heights[0], deltas, undo, heights)
+	}
 	if err := d.flushBalances(s.db, s.balances, s.opts.PrefetchWorkers); err != nil {
 		return nil, fmt.Errorf("disk: apply window to block %d: %w", last, err)
 	}
@@ -446,17 +455,6 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 			floor = s.logRecord(b, wb.seq, wb.record, floor)
 		}
 	}
-	if s.count.on {
-		deltas := make([][]counterDelta, len(w.blocks))
-		undo := make([]bool, len(w.blocks))
-		heights := make([]uint64, len(w.blocks))
-		for i := range w.blocks {
-			deltas[i], undo[i], heights[i] = w.blocks[i].counters, w.blocks[i].counterUndo, w.blocks[i].height
-		}
-		if err := s.commitCounters(b, heights[0], deltas, undo, heights); err != nil {
-			return nil, fmt.Errorf("disk: apply window to block %d: %w", last, err)
-		}
-	}
 	var pruned pruneWork
 	if err := s.prune(b, &st, t.entries, &pruned, len(w.blocks)); err != nil {
 		return nil, fmt.Errorf("disk: prune at block %d: %w", last, err)
@@ -481,7 +479,6 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 		s.schemaVersion = schemaSpenderVin
 	}
 	s.counted(w.blocks[0].height)
-	s.countersCommitted()
 	s.reportLapses()
 	t.committed(d, &st, pruned, floor)
 	s.addPendingTouched(ch, false)
