@@ -90,3 +90,11 @@ func CompactedTableBytes(s *Store) (int64, error) {
 	}
 	return s.db.Metrics().Total().TablesSize, nil
 }
+
+// RollbackOneBlock reverts the tip block on the way down to target: one
+// batch of a rollback, as a crash after it leaves the store (the next Open
+// completes the rollback). Call it with no writer running.
+func RollbackOneBlock(s *Store, target uint64) error {
+	_, err := s.rollbackBlock(target)
+	return err
+}
