@@ -115,8 +115,8 @@ func (e *pendEffects) settle() {
 	e.outs, e.spends, e.order, e.sorder = nil, nil, nil, nil
 }
 
-// empty reports whether the change left the view as it was (every outpoint
-// entered and left, or the reverse... never: only entered then left).
+// empty reports whether the change left no trace on the view: every
+// outpoint it moved entered and left again.
 func (e *pendEffects) empty() bool {
 	return len(e.created) == 0 && len(e.spent) == 0 && len(e.removed) == 0 && len(e.unspent) == 0
 }
