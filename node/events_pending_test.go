@@ -368,8 +368,9 @@ func TestEventsPendingMatchModel(t *testing.T) {
 		return code == http.StatusOK
 	})
 
+	seed := testSeed(t)
 	m := model.New(walletPrune, walletWindow)
-	g := model.NewGen(11, model.GenOptions{Addresses: 5, MaxTxs: 3})
+	g := model.NewGen(seed, model.GenOptions{Addresses: 5, MaxTxs: 3})
 	addrs := g.Addresses()
 	snaps := &pendingSnaps{at: map[uint64]map[string]*pview{}}
 	snaps.put(0, m, addrs)
@@ -379,7 +380,7 @@ func TestEventsPendingMatchModel(t *testing.T) {
 	final := make(chan uint64, watchers)
 	errs := make(chan error, watchers)
 	for i := range watchers {
-		rng := rand.New(rand.NewPCG(uint64(i), 77))
+		rng := rand.New(rand.NewPCG(seed+uint64(i), 77))
 		w := &pwatcher{pending: i < 4, post: i%2 == 1, view: map[string]*pview{}, statuses: map[string]int{}}
 		for _, a := range addrs {
 			if rng.IntN(2) == 0 || len(w.addrs) == 0 && a == addrs[len(addrs)-1] {
@@ -391,7 +392,7 @@ func TestEventsPendingMatchModel(t *testing.T) {
 		go func() { errs <- w.run(rng, []string{wsrv.URL, rsrv.URL}, snaps, final) }()
 	}
 
-	rng := rand.New(rand.NewPCG(11, 5))
+	rng := rand.New(rand.NewPCG(seed, 5))
 	seq := uint64(0)
 	var posted []chain.Hash
 	counts := map[string]int{}
@@ -516,6 +517,42 @@ func TestEventsPendingMatchModel(t *testing.T) {
 			if err != nil || res.Applied != (n > 0) || res.Seq != seq {
 				t.Fatalf("step %d: expire: %+v %v, model expired %d at seq %d", step, res, err, n, seq)
 			}
+		}
+	}
+	// A last post pays every address and expires, so every watcher with
+	// pending sees an expiry.
+	for len(m.Live()) == 0 {
+		b := g.Block(m)
+		if _, err := m.Apply(b, false); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		snaps.put(seq, m, addrs)
+		if res, err := wn.Writer().Apply(ctx, b); err != nil || res.Seq != seq {
+			t.Fatalf("block %d: seq %d (want %d), %v", b.Height, res.Seq, seq, err)
+		}
+	}
+	{
+		tx := chain.Tx{Hash: g.Hash(), Inputs: []chain.OutPoint{m.Live()[0].OutPoint}}
+		for _, a := range addrs {
+			tx.Outputs = append(tx.Outputs, chain.Output{Address: a, Value: 1})
+		}
+		if _, err := m.Post(tx, true, clock.unix(), pendingTTL, disk.DefaultPendingMaxTxs); err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		snaps.put(seq, m, addrs)
+		if code, raw := do(t, wsrv, http.MethodPost, "/v1/pending", nodeWalletToken, pendingBody(tx, true)); code != http.StatusOK {
+			t.Fatalf("the last post: %d %s", code, raw)
+		}
+		clock.sec.Add(pendingTTL + 1)
+		if m.ExpirePending(clock.unix()) == 0 {
+			t.Fatal("the model expired nothing")
+		}
+		seq++
+		snaps.put(seq, m, addrs)
+		if res, err := wn.Writer().ExpireLeases(ctx); err != nil || res.Seq != seq {
+			t.Fatalf("the last expiry: %+v %v, want seq %d", res, err, seq)
 		}
 	}
 	last := g.Block(m)
