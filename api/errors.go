@@ -75,7 +75,6 @@ var errorTable = []errorClass{
 	{events.ErrTooManyKeys, http.StatusBadRequest, "invalid_argument", ""},
 	{events.ErrClosed, http.StatusServiceUnavailable, "unavailable", ""},
 	{errEventsUnavailable, http.StatusServiceUnavailable, "events_unavailable", ""},
-	{errPendingNotKept, http.StatusNotImplemented, "pending_not_kept", ""},
 	{replication.ErrAhead, http.StatusConflict, "ahead", ""},
 	{replication.ErrBusy, http.StatusTooManyRequests, "too_many_requests", ""},
 }

@@ -23,13 +23,13 @@ import (
 // change log, and the event routes answer 503 events_unavailable.
 type Events interface {
 	Subscribe(keys []*events.Key, after uint64, resume bool) (*events.Stream, error)
+	// SubscribePending is Subscribe for a stream that reports pending
+	// transactions too.
+	SubscribePending(keys []*events.Key, after uint64, resume bool) (*events.Stream, error)
 }
 
 var (
 	errEventsUnavailable = errors.New("api: event streams need the change log, which this node does not keep (--replication-retention)")
-	// errPendingNotKept answers a stream that asks for pending transactions,
-	// which no node keeps yet: refused rather than silently never sent.
-	errPendingNotKept = errors.New("api: pending transactions are not kept by this node yet: a stream cannot report them; subscribe without pending")
 )
 
 // maxEventsBody bounds a POST /v1/events body: 10,000 keys of the longest
@@ -96,16 +96,16 @@ func (a *API) getEvents(c *gin.Context) {
 			}
 		}
 	}
+	withPending := false
 	switch pending {
 	case "", "false", "exclude":
 	case "true", "include":
-		a.fail(c, errPendingNotKept)
-		return
+		withPending = true
 	default:
 		a.fail(c, fmt.Errorf("pending %q: true or false: %w", clip(pending), chain.ErrInvalidArgument))
 		return
 	}
-	a.serveEvents(c, keys, after)
+	a.serveEvents(c, keys, after, withPending)
 }
 
 // postEvents answers POST /v1/events with {"keys":[{"address":…},…],
@@ -124,10 +124,6 @@ func (a *API) postEvents(c *gin.Context) {
 	d.DisallowUnknownFields()
 	if err := d.Decode(&req); err != nil || d.More() {
 		a.fail(c, fmt.Errorf("body: want {\"keys\": [{\"address\": \"…\"}, …], \"pending\": false}: %v: %w", err, chain.ErrInvalidArgument))
-		return
-	}
-	if req.Pending != nil && *req.Pending {
-		a.fail(c, errPendingNotKept)
 		return
 	}
 	keys := make([]*events.Key, 0, len(req.Keys))
@@ -150,12 +146,12 @@ func (a *API) postEvents(c *gin.Context) {
 		a.fail(c, fmt.Errorf("query string: %v: %w", err, chain.ErrInvalidArgument))
 		return
 	}
-	a.serveEvents(c, keys, q.Get("after_seq"))
+	a.serveEvents(c, keys, q.Get("after_seq"), req.Pending != nil && *req.Pending)
 }
 
 // serveEvents subscribes and streams. Last-Event-ID (an EventSource's
 // reconnection) wins over after_seq.
-func (a *API) serveEvents(c *gin.Context, keys []*events.Key, after string) {
+func (a *API) serveEvents(c *gin.Context, keys []*events.Key, after string, pending bool) {
 	if a.opts.Events == nil {
 		a.fail(c, errEventsUnavailable)
 		return
@@ -173,7 +169,11 @@ func (a *API) serveEvents(c *gin.Context, keys []*events.Key, after string) {
 		}
 		resume = true
 	}
-	s, err := a.opts.Events.Subscribe(keys, seq, resume)
+	subscribe := a.opts.Events.Subscribe
+	if pending {
+		subscribe = a.opts.Events.SubscribePending
+	}
+	s, err := subscribe(keys, seq, resume)
 	if err != nil {
 		a.fail(c, err)
 		return

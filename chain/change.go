@@ -75,7 +75,30 @@ type Change struct {
 	// Wallet is the operations of a wallet change (ChangeWallet), in the
 	// order the writer decided them.
 	Wallet []WalletOp
-	After  Summary
+	// Pending lists the pending transactions that entered or left the
+	// pending set in the change (an apply, a rollback or a wallet change),
+	// in the order the store moved them; empty when the set did not change.
+	// A transaction may enter and leave in one change (a post evicted by a
+	// later one of the same change, a transaction a rollback returns and
+	// then withdraws), and leave and enter again.
+	Pending []PendingMove
+	After   Summary
+}
+
+// PendingMove is one pending transaction entering (Status PendingActive) or
+// leaving (any other status: what became of it) the pending set, as the
+// store held it: enough to derive what the move did to every address and
+// index value without any other state.
+type PendingMove struct {
+	Tx     *Tx
+	Status PendingStatus
+	// Since is when the transaction was posted (unix seconds), as its
+	// unconfirmed outputs show it.
+	Since uint64
+	// Spent is the output each input spends, one per input in input order,
+	// as the store held it (an output of another pending transaction has
+	// height 0).
+	Spent []Utxo
 }
 
 // ErrInvalidChange marks a change-log record that does not decode or makes
@@ -111,6 +134,14 @@ var ErrInvalidChange = errors.New("chain: invalid change record")
 //	              "since": uint,                        post and withdraw (unix seconds)
 //	              "tx_hash": bytes(32)}, …]            withdraw, and expire of a
 //	                                                    pending transaction
+//	  "pending": [{"tx": Tx (as in a block, CBOR),     apply, rollback and wallet, when the
+//	               "status": "pending" | "confirmed"    pending set changed: the transactions
+//	                 | "conflicting" | "withdrawn"      that entered it ("pending") or left it
+//	                 | "expired",                       (what became of them), in the store's
+//	               "since": uint,                       order; since: when it was posted; spent:
+//	               "spent": [[bytes(32), uint, uint,    the output each input spends, as "spent"
+//	                          uint, uint, Output], …]}, above, in input order;
+//	              …]                                    absent when the set did not change
 //	}
 //
 // A freeze or unfreeze leaves the figures of "after" as they were: they
@@ -134,6 +165,56 @@ type changeOut struct {
 	Target *targetOut      `cbor:"target,omitempty"`
 	Freeze *freezeOut      `cbor:"freeze,omitempty"`
 	Wallet []walletOpOut   `cbor:"wallet,omitempty"`
+	Moves  []moveOut       `cbor:"pending,omitempty"`
+}
+
+type moveOut struct {
+	Tx     cbor.RawMessage `cbor:"tx"`
+	Status string          `cbor:"status"`
+	Since  uint64          `cbor:"since"`
+	Spent  []spentOut      `cbor:"spent"`
+}
+
+type moveIn struct {
+	Tx     cbor.RawMessage `cbor:"tx"`
+	Status *string         `cbor:"status"`
+	Since  *uint64         `cbor:"since"`
+	Spent  *[]spentIn      `cbor:"spent"`
+}
+
+func appendSpentOut(dst []spentOut, us []Utxo) []spentOut {
+	for i := range us {
+		u := &us[i]
+		dst = append(dst, spentOut{TxHash: u.TxHash[:], Index: u.Index, Height: u.Height, TxPos: u.TxPos, Flags: u.Flags,
+			Output: appendOutputCBOR(nil, &u.Output)})
+	}
+	return dst
+}
+
+// decodeSpentIn decodes spent outputs into dst.
+func decodeSpentIn(in []spentIn, lim Limits, dst []Utxo) error {
+	for i := range in {
+		sp, u := &in[i], &dst[i]
+		if len(sp.TxHash) != HashSize {
+			return fmt.Errorf("spent %d: tx hash of %d bytes", i, len(sp.TxHash))
+		}
+		copy(u.TxHash[:], sp.TxHash)
+		u.Index, u.Height, u.TxPos, u.Flags = sp.Index, sp.Height, sp.TxPos, sp.Flags
+		if err := decodeOutputCBOR(sp.Output, lim, &u.Output); err != nil {
+			return fmt.Errorf("spent %d: %v", i, err)
+		}
+	}
+	return nil
+}
+
+// pendingStatusOf parses a status name.
+func pendingStatusOf(name string) (PendingStatus, bool) {
+	for s := PendingActive; s <= PendingExpired; s++ {
+		if s.String() == name {
+			return s, true
+		}
+	}
+	return 0, false
 }
 
 type walletOpOut struct {
@@ -248,6 +329,20 @@ func AppendChangeCBOR(dst []byte, c *Change) ([]byte, error) {
 	default:
 		return dst, fmt.Errorf("change %d of kind %d: %w", c.Seq, c.Kind, ErrInvalidChange)
 	}
+	if len(c.Pending) > 0 {
+		if c.Kind == ChangeFreeze || c.Kind == ChangeUnfreeze {
+			return dst, fmt.Errorf("%s change %d with pending moves: %w", c.Kind, c.Seq, ErrInvalidChange)
+		}
+		out.Moves = make([]moveOut, len(c.Pending))
+		for i := range c.Pending {
+			mv := &c.Pending[i]
+			if mv.Tx == nil || len(mv.Spent) != len(mv.Tx.Inputs) || mv.Status < PendingActive || mv.Status > PendingExpired {
+				return dst, fmt.Errorf("change %d: pending move %d needs a tx, a status and one spent output per input: %w", c.Seq, i, ErrInvalidChange)
+			}
+			out.Moves[i] = moveOut{Tx: appendTxCBOR(nil, mv.Tx), Status: mv.Status.String(), Since: mv.Since,
+				Spent: appendSpentOut(make([]spentOut, 0, len(mv.Spent)), mv.Spent)}
+		}
+	}
 	b, err := MarshalDeterministic(&out)
 	if err != nil {
 		return dst, err
@@ -265,6 +360,7 @@ type changeIn struct {
 	Target *targetIn       `cbor:"target"`
 	Freeze *freezeIn       `cbor:"freeze"`
 	Wallet []walletOpIn    `cbor:"wallet"`
+	Moves  []moveIn        `cbor:"pending"`
 }
 
 type walletOpIn struct {
@@ -504,6 +600,39 @@ func DecodeChangeCBOR(data []byte, lim Limits) (*Change, []byte, error) {
 		}
 	default:
 		return bad("change %d: unknown kind %q", c.Seq, *in.Kind)
+	}
+	if in.Moves != nil {
+		if len(in.Moves) == 0 || c.Kind == ChangeFreeze || c.Kind == ChangeUnfreeze {
+			return bad("change %d: %s with %d pending moves", c.Seq, c.Kind, len(in.Moves))
+		}
+		c.Pending = make([]PendingMove, len(in.Moves))
+		for i := range in.Moves {
+			mi, mv := &in.Moves[i], &c.Pending[i]
+			if len(mi.Tx) == 0 || mi.Status == nil || mi.Since == nil || mi.Spent == nil {
+				return bad("change %d: pending move %d needs tx, status, since and spent", c.Seq, i)
+			}
+			st, ok := pendingStatusOf(*mi.Status)
+			if !ok {
+				return bad("change %d: pending move %d: unknown status %q", c.Seq, i, *mi.Status)
+			}
+			tx, err := DecodeTxCBOR(mi.Tx, lim)
+			if err != nil {
+				return bad("change %d: pending move %d: tx: %v", c.Seq, i, err)
+			}
+			if len(*mi.Spent) != len(tx.Inputs) {
+				return bad("change %d: pending move %d: %d spent outputs for %d inputs", c.Seq, i, len(*mi.Spent), len(tx.Inputs))
+			}
+			mv.Tx, mv.Status, mv.Since = tx, st, *mi.Since
+			mv.Spent = make([]Utxo, len(tx.Inputs))
+			if err := decodeSpentIn(*mi.Spent, lim, mv.Spent); err != nil {
+				return bad("change %d: pending move %d: %v", c.Seq, i, err)
+			}
+			for j := range mv.Spent {
+				if mv.Spent[j].OutPoint != tx.Inputs[j] {
+					return bad("change %d: pending move %d: spent %d is not input %d's output", c.Seq, i, j, j)
+				}
+			}
+		}
 	}
 	return c, rest, nil
 }

@@ -89,6 +89,11 @@ type digest struct {
 	kind    chain.ChangeKind
 	point   chain.Tip // the applied block, or the rollback's target
 	touched map[string]*effects
+	// For streams that asked for pending transactions (pending.go): the
+	// change's pending moves, and their effects on every value they
+	// touched. Empty when the pending set did not change.
+	moves    []chain.PendingMove
+	ptouched map[string]*pendEffects
 }
 
 // digester turns change records into digests, listing each output under the
@@ -194,6 +199,7 @@ func (g *digester) digest(c *chain.Change, log records) (*digest, error) {
 			g.at(d.touched, u, func(e *effects) { e.restored = append(e.restored, u) })
 		}
 	}
+	g.pendingEffects(c, d)
 	return d, nil
 }
 

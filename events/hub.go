@@ -240,40 +240,46 @@ func (h *Hub) dispatch(next uint64) error {
 // draining its queue never waits for the dispatcher's pass over the others.
 func (h *Hub) deliver(d *digest) {
 	h.mu.Lock()
-	type hit struct {
-		keys []int
-		effs []*effects
-	}
 	var hits map[*Stream]*hit
+	get := func(s *Stream) *hit {
+		if hits == nil {
+			hits = map[*Stream]*hit{}
+		}
+		x := hits[s]
+		if x == nil {
+			x = &hit{}
+			hits[s] = x
+		}
+		return x
+	}
 	for id, e := range d.touched {
 		for _, s := range h.byKey[id] {
 			if s.pos >= d.seq {
 				continue // it read d from the log itself
 			}
-			if hits == nil {
-				hits = map[*Stream]*hit{}
-			}
-			x := hits[s]
-			if x == nil {
-				x = &hit{}
-				hits[s] = x
-			}
+			x := get(s)
 			x.keys = append(x.keys, s.index[id])
 			x.effs = append(x.effs, e)
+		}
+	}
+	for id, e := range d.ptouched {
+		for _, s := range h.byKey[id] {
+			if s.pos >= d.seq || !s.pending {
+				continue
+			}
+			x := get(s)
+			x.pkeys = append(x.pkeys, s.index[id])
+			x.peffs = append(x.peffs, e)
 		}
 	}
 	var shared map[string][]byte // encoded events by the keys they list
 	var name []byte
 	at := h.pub.at(d.seq)
 	for s, x := range hits {
-		keys, effs := s.ordered(x.keys, x.effs)
-		name = name[:0]
-		for _, k := range keys {
-			name = append(name, k.json...)
-		}
+		name = x.name(s, name[:0])
 		ev, ok := shared[string(name)]
 		if !ok {
-			ev = appendEvent(nil, d, keys, effs)
+			ev = x.encode(s, d)
 			if shared == nil {
 				shared = map[string][]byte{}
 			}
@@ -323,6 +329,18 @@ func (h *Hub) unregister(s *Stream) {
 // closes it. A resume point above the published seq is taken as is: the
 // stream sends nothing until the node has published beyond it.
 func (h *Hub) Subscribe(keys []*Key, after uint64, resume bool) (*Stream, error) {
+	return h.subscribe(keys, after, resume, false)
+}
+
+// SubscribePending is Subscribe for a stream that reports pending
+// transactions too (docs/events.md#pending-transactions): the changes of
+// its keys' pending views, as `event: pending` for a wallet change and a
+// "pending" member of an apply or rollback event.
+func (h *Hub) SubscribePending(keys []*Key, after uint64, resume bool) (*Stream, error) {
+	return h.subscribe(keys, after, resume, true)
+}
+
+func (h *Hub) subscribe(keys []*Key, after uint64, resume, pending bool) (*Stream, error) {
 	if len(keys) == 0 || len(keys) > h.opts.MaxKeys {
 		return nil, fmt.Errorf("%d keys, a stream takes 1..%d: %w", len(keys), h.opts.MaxKeys, ErrTooManyKeys)
 	}
@@ -343,7 +361,7 @@ func (h *Hub) Subscribe(keys []*Key, after uint64, resume bool) (*Stream, error)
 			h.opts.Metrics.opened(-1)
 		}
 	}()
-	s := &Stream{h: h, index: make(map[string]int, len(keys)), wake: make(chan struct{}, 1), joined: make(chan struct{})}
+	s := &Stream{h: h, index: make(map[string]int, len(keys)), pending: pending, wake: make(chan struct{}, 1), joined: make(chan struct{})}
 	for _, k := range keys {
 		if !h.Watches(k.Dim) {
 			h.open.Add(-1)
@@ -394,9 +412,10 @@ func (h *Hub) check(after uint64) error {
 // Stream is one client's stream. Its goroutine (Run) writes; the dispatcher
 // queues events for it under the hub's lock and the stream's own.
 type Stream struct {
-	h     *Hub
-	keys  []*Key
-	index map[string]int // keyID → position in keys
+	h       *Hub
+	keys    []*Key
+	index   map[string]int // keyID → position in keys
+	pending bool           // it reports pending transactions too
 
 	// Guarded by h.mu.
 	pos    uint64 // the last seq whose events are written or queued
@@ -413,16 +432,54 @@ type Stream struct {
 	wake     chan struct{}
 }
 
+// hit is what one change did to one stream's keys: the positions of the
+// keys its confirmed part touched with their effects, and of those its
+// pending part touched (streams that asked for pending transactions only).
+type hit struct {
+	keys  []int
+	effs  []*effects
+	pkeys []int
+	peffs []*pendEffects
+}
+
+// name appends what identifies the event of x among streams: the touched
+// keys as the stream names them (and, for a stream with pending, a mark and
+// the keys of the pending part).
+func (x *hit) name(s *Stream, dst []byte) []byte {
+	keys, _ := ordered(s, x.keys, x.effs)
+	for _, k := range keys {
+		dst = append(dst, k.json...)
+	}
+	if s.pending {
+		dst = append(dst, 0)
+		pkeys, _ := ordered(s, x.pkeys, x.peffs)
+		for _, k := range pkeys {
+			dst = append(dst, k.json...)
+		}
+	}
+	return dst
+}
+
+// encode returns the event of d for s.
+func (x *hit) encode(s *Stream, d *digest) []byte {
+	keys, effs := ordered(s, x.keys, x.effs)
+	if !s.pending {
+		return appendEvent(nil, d, keys, effs)
+	}
+	pkeys, peffs := ordered(s, x.pkeys, x.peffs)
+	return appendPendingEvent(nil, d, keys, effs, pkeys, peffs)
+}
+
 // ordered returns the keys and effects of positions idx in the stream's key
 // order.
-func (s *Stream) ordered(idx []int, effs []*effects) ([]*Key, []*effects) {
+func ordered[E any](s *Stream, idx []int, effs []E) ([]*Key, []E) {
 	order := make([]int, len(idx))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int { return idx[a] - idx[b] })
 	keys := make([]*Key, len(idx))
-	out := make([]*effects, len(idx))
+	out := make([]E, len(idx))
 	for i, j := range order {
 		keys[i], out[i] = s.keys[idx[j]], effs[j]
 	}
@@ -633,24 +690,29 @@ func (s *Stream) readLog(write func([]byte) error) error {
 		if err != nil {
 			return err
 		}
-		var keys []int
-		var effs []*effects
+		var x hit
 		if len(s.index) < len(d.touched) {
 			for id, i := range s.index {
 				if e := d.touched[id]; e != nil {
-					keys, effs = append(keys, i), append(effs, e)
+					x.keys, x.effs = append(x.keys, i), append(x.effs, e)
 				}
 			}
 		} else {
 			for id, e := range d.touched {
 				if i, ok := s.index[id]; ok {
-					keys, effs = append(keys, i), append(effs, e)
+					x.keys, x.effs = append(x.keys, i), append(x.effs, e)
 				}
 			}
 		}
-		if len(keys) > 0 {
-			ks, es := s.ordered(keys, effs)
-			if err := write(appendEvent(nil, d, ks, es)); err != nil {
+		if s.pending {
+			for id, e := range d.ptouched {
+				if i, ok := s.index[id]; ok {
+					x.pkeys, x.peffs = append(x.pkeys, i), append(x.peffs, e)
+				}
+			}
+		}
+		if len(x.keys) > 0 || len(x.pkeys) > 0 {
+			if err := write(x.encode(s, d)); err != nil {
 				return err
 			}
 		}

@@ -557,3 +557,9 @@ func (s *Server) LookupPending(ctx context.Context, ops []chain.OutPoint, mode L
 func errTooManyOutPoints(n int) error {
 	return fmt.Errorf("%d outpoints outside 1..%d: %w", n, MaxLookup, chain.ErrInvalidArgument)
 }
+
+// AppendPendingUtxo appends the Utxo object of an unconfirmed output posted
+// at since (unix seconds), as listings with pending=include show it.
+func AppendPendingUtxo(dst []byte, u *chain.Utxo, since uint64) []byte {
+	return appendPendingUtxo(dst, u, since)
+}

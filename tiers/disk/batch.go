@@ -135,7 +135,7 @@ const logKeepBytes = 4 << 20
 // buffers are reused from commit to commit. Writer goroutine only, one commit
 // at a time.
 func (s *Store) writeBatch() *keyBatch {
-	s.touched.entries = s.touched.entries[:0] // a failed change's, if any
+	s.touched.entries, s.touched.status = s.touched.entries[:0], s.touched.status[:0] // a failed change's, if any
 	b := &s.batch
 	if cap(b.buf) > keyBatchKeep {
 		*b = keyBatch{}

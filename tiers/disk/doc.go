@@ -13,6 +13,9 @@
 //	0x01    'K'                                             random secret (cursor MACs)    forever
 //	0x01    'T'                                             state: tip, count, digest,     forever
 //	                                                        prune cursors, skipped inputs
+//	0x01    'R'                                             pending moves of a rollback    while the rollback
+//	                                                        in progress: a change record   is in progress
+//	                                                        (rollback.go, rollbackMoves)
 //	0x02    tx_hash[32] index[4]                            UTXO record: live, or spent    live: while unspent;
 //	                                                        (+ spender tx, spent height)   spent: see Retention
 //	0x03    dim_key[16] height[8] tx_pos[4] index[4]        tx_hash[32] + UTXO record      while live

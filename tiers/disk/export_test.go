@@ -153,3 +153,11 @@ func CounterRows(t testing.TB, s *Store) int {
 	}
 	return n
 }
+
+// RollbackOneBlock reverts the tip block on the way down to target: one
+// batch of a rollback, as a crash after it leaves the store (the next Open
+// completes the rollback). Call it with no writer running.
+func RollbackOneBlock(s *Store, target uint64) error {
+	_, err := s.rollbackBlock(target)
+	return err
+}

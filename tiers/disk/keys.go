@@ -36,6 +36,10 @@ var (
 	// keySettings holds the settings row (meta.go); added in schema 1
 	// without a version bump: a store without it records it on open.
 	keySettings = []byte{prefixMeta, 'S'}
+	// keyRollbackMoves holds, while a rollback of several blocks is in
+	// progress (State.RollingBack), the pending moves of its batches
+	// committed so far (rollback.go): its change record needs them all.
+	keyRollbackMoves = []byte{prefixMeta, 'R'}
 )
 
 // DimKey is the fixed-size hash of an index dimension value: the first 16 bytes

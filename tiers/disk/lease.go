@@ -463,7 +463,7 @@ func (s *Store) commitWallet(b *keyBatch, ops []chain.WalletOp) (*changeset.Set,
 	prev := s.State()
 	st := prev
 	st.Seq++
-	logFloor, err := s.logChange(b, &st, &chain.Change{Kind: chain.ChangeWallet, Wallet: ops})
+	logFloor, err := s.logChange(b, &st, &chain.Change{Kind: chain.ChangeWallet, Wallet: ops, Pending: s.pendingMoves(0)})
 	if err != nil {
 		s.dropLapses()
 		return nil, err

@@ -577,7 +577,7 @@ func (s *Store) spendable(op chain.OutPoint) (chain.Utxo, bool, error) {
 // each input's lease lapses (a pending spend ends it as a block's does).
 // Writer goroutine only.
 func (s *Store) addPending(b *keyBatch, e *pendingEntry) {
-	s.touchPending(e)
+	s.touchPending(e, chain.PendingActive)
 	h := e.tx.Hash
 	raw := appendPendingRow(nil, e)
 	e.size = int64(len(raw))
@@ -622,8 +622,9 @@ func (s *Store) forPendingOutputs(e *pendingEntry, fn func(u *chain.Utxo)) {
 // pending set: its own rows and the spend rows of its inputs (the spend
 // rows of its outputs are its children's). Unless it is confirmed, its
 // outputs leave the live set and their leases lapse. Writer goroutine only.
-func (s *Store) removePending(b *keyBatch, e *pendingEntry, confirmed bool) {
-	s.touchPending(e)
+func (s *Store) removePending(b *keyBatch, e *pendingEntry, status chain.PendingStatus) {
+	confirmed := status == chain.PendingConfirmed
+	s.touchPending(e, status)
 	h := e.tx.Hash
 	_ = b.Delete(appendPendingKey(nil, h), nil)
 	var keys []DimKey
@@ -655,7 +656,7 @@ func (s *Store) removePending(b *keyBatch, e *pendingEntry, confirmed bool) {
 // leavePending removes e and writes its status row (and its forget-queue
 // entry). Writer goroutine only.
 func (s *Store) leavePending(b *keyBatch, e *pendingEntry, info chain.PendingInfo, forgetAt uint64) {
-	s.removePending(b, e, info.Status == chain.PendingConfirmed)
+	s.removePending(b, e, info.Status)
 	info.TxHash, info.Order = e.tx.Hash, e.order
 	s.putStatus(b, &statusRow{info: info, forgetAt: forgetAt})
 }
@@ -1268,12 +1269,34 @@ func successorPrefix(p []byte) []byte {
 // it are recomputed, byte for byte what they were.
 type pendingTouched struct {
 	entries []*pendingEntry
+	// status is each entry's move: chain.PendingActive for one entering
+	// the set, what became of it for one leaving (the change record's
+	// "pending" member, pendingMoves).
+	status []chain.PendingStatus
 }
 
-// touchPending records e as entering or leaving the pending set in the
-// change being built. Writer goroutine only.
-func (s *Store) touchPending(e *pendingEntry) {
+// touchPending records e as entering (status chain.PendingActive) or
+// leaving the pending set in the change being built. Writer goroutine only.
+func (s *Store) touchPending(e *pendingEntry, status chain.PendingStatus) {
 	s.touched.entries = append(s.touched.entries, e)
+	s.touched.status = append(s.touched.status, status)
+}
+
+// pendingMoves returns the change record's pending moves of the entries
+// touched since mark (an index into the touched entries), in order: what
+// makes the change log's records self-contained for event streams, on the
+// writer and on every replica alike (each store records its own, by the
+// same code). Writer goroutine only.
+func (s *Store) pendingMoves(mark int) []chain.PendingMove {
+	es := s.touched.entries[mark:]
+	if len(es) == 0 {
+		return nil
+	}
+	out := make([]chain.PendingMove, len(es))
+	for i, e := range es {
+		out[i] = chain.PendingMove{Tx: e.tx, Status: s.touched.status[mark+i], Since: e.since, Spent: e.spent}
+	}
+	return out
 }
 
 // addPendingTouched adds what the change's pending transactions touched to
@@ -1284,7 +1307,7 @@ func (s *Store) touchPending(e *pendingEntry) {
 // it but what it can rebuild exactly. Writer goroutine only.
 func (s *Store) addPendingTouched(ch *changes, spans bool) {
 	entries := s.touched.entries
-	s.touched.entries = entries[:0]
+	s.touched.entries, s.touched.status = entries[:0], s.touched.status[:0]
 	if len(entries) == 0 {
 		return
 	}

@@ -206,3 +206,74 @@ func TestPendingStore(t *testing.T) {
 		t.Fatalf("after the window: %s", got)
 	}
 }
+
+// TestRollbackMovesSurviveCrash: a rollback of two blocks that each
+// confirmed a pending transaction, interrupted by a crash after its first
+// batch and completed by the next Open, logs one change record whose pending
+// moves are both batches' (the transactions returned to pending, tip block's
+// first), as an uninterrupted rollback's are.
+func TestRollbackMovesSurviveCrash(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		t.Run(fmt.Sprintf("crash=%v", crash), func(t *testing.T) {
+			dir := t.TempDir()
+			now := int64(1000)
+			st := pendingOpen(t, dir, disk.Options{}, &now)
+			ctx := context.Background()
+			cb := chain.Tx{Hash: stHash(1, 'c', 1), Coinbase: true, Outputs: []chain.Output{{Address: "alice", Value: 100}}}
+			b1 := &chain.Block{Height: 1, Hash: stHash(1, 'b', 1), Time: 500, Txs: []chain.Tx{cb}}
+			st.apply(b1)
+			p1 := ptx(1, []chain.OutPoint{op(cb, 0)}, chain.Output{Address: "bob", Value: 60})
+			if _, err := st.w.Post(ctx, chain.PendingPost{Tx: p1}); err != nil {
+				t.Fatal(err)
+			}
+			b2 := &chain.Block{Height: 2, Hash: stHash(1, 'b', 2), PrevHash: b1.Hash, Time: 600, Txs: []chain.Tx{p1}}
+			st.apply(b2)
+			p2 := ptx(2, []chain.OutPoint{op(p1, 0)}, chain.Output{Address: "carol", Value: 50})
+			if _, err := st.w.Post(ctx, chain.PendingPost{Tx: p2}); err != nil {
+				t.Fatal(err)
+			}
+			b3 := &chain.Block{Height: 3, Hash: stHash(1, 'b', 3), PrevHash: b2.Hash, Time: 700, Txs: []chain.Tx{p2}}
+			st.apply(b3)
+			if crash {
+				if err := st.w.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if err := disk.RollbackOneBlock(st.s, 1); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.s.Close(); err != nil {
+					t.Fatal(err)
+				}
+				st.s, st.w = nil, nil
+				st = pendingOpen(t, dir, disk.Options{}, &now) // completes the rollback
+			} else if r, err := st.w.Rollback(ctx, 1); err != nil || !r.Applied {
+				t.Fatalf("rollback: %+v %v", r, err)
+			}
+			v, err := st.s.NewView()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Close()
+			seq := v.State().Seq
+			rec, n, err := v.Changes(seq-1, 1<<20)
+			if err != nil || n != 1 {
+				t.Fatalf("the last record: %d, %v", n, err)
+			}
+			c, _, err := chain.DecodeChangeCBOR(rec, chain.Limits{})
+			if err != nil || c.Kind != chain.ChangeRollback {
+				t.Fatalf("the last record: %+v %v", c, err)
+			}
+			var got []string
+			for _, mv := range c.Pending {
+				got = append(got, fmt.Sprintf("%x:%s:%s", mv.Tx.Hash[:2], mv.Status, mv.Spent[0].OutPoint))
+			}
+			want := []string{
+				fmt.Sprintf("%x:pending:%s", p2.Hash[:2], op(p1, 0)),
+				fmt.Sprintf("%x:pending:%s", p1.Hash[:2], op(cb, 0)),
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("moves %v, want %v", got, want)
+			}
+		})
+	}
+}

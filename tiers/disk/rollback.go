@@ -298,11 +298,15 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 	if err := s.pendingRollback(b, h, &st, live, removed); err != nil {
 		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
 	}
+	moves, err := s.rollbackMoves(b, &st)
+	if err != nil {
+		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
+	}
 	logFloor := s.logFloor
 	if !st.RollingBack { // the last batch: the rollback's one change
 		target := chain.Tip{Height: target, Hash: st.Tip.Hash, Empty: st.Tip.Empty}
 		var err error
-		if logFloor, err = s.logChange(b, &st, &chain.Change{Kind: chain.ChangeRollback, Target: target}); err != nil {
+		if logFloor, err = s.logChange(b, &st, &chain.Change{Kind: chain.ChangeRollback, Target: target, Pending: moves}); err != nil {
 			return nil, err
 		}
 	}
@@ -325,4 +329,41 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 	ch.setBalances(d)
 	ch.cs.NewTip, ch.cs.Seq = st.Tip, st.Seq
 	return &ch.cs, nil
+}
+
+// rollbackMoves returns the pending moves of the rollback so far: those of
+// its earlier batches (the keyRollbackMoves row) and this batch's. A batch
+// that is not the rollback's last writes them to the row, so that a crash in
+// between loses none (the reopened store completes the rollback); the last
+// deletes the row. The row's value is a change record (chain.AppendChangeCBOR:
+// a rollback to height 0 with no hash, at the batch's seq, whose "pending"
+// member holds the moves; the figures of "after" are zero), the codec the
+// change log uses. Writer goroutine only.
+func (s *Store) rollbackMoves(b *keyBatch, st *State) ([]chain.PendingMove, error) {
+	var moves []chain.PendingMove
+	raw, err := s.get(keyRollbackMoves)
+	switch {
+	case err == nil:
+		c, rest, err := chain.DecodeChangeCBOR(raw, chain.Limits{})
+		if err != nil || len(rest) != 0 {
+			return nil, errors.Join(fmt.Errorf("disk: rollback moves row: %v", err), ErrCorrupt)
+		}
+		moves = c.Pending
+	case !errors.Is(err, pebble.ErrNotFound):
+		return nil, err
+	}
+	moves = append(moves, s.pendingMoves(0)...)
+	switch {
+	case !st.RollingBack:
+		if raw != nil {
+			_ = b.Delete(keyRollbackMoves, nil)
+		}
+	case len(moves) > 0:
+		rec, err := chain.AppendChangeCBOR(nil, &chain.Change{Seq: st.Seq, Kind: chain.ChangeRollback, Target: chain.Tip{Empty: true}, Pending: moves})
+		if err != nil {
+			return nil, err
+		}
+		_ = b.Set(keyRollbackMoves, rec, nil)
+	}
+	return moves, nil
 }

@@ -367,7 +367,7 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 	if err := s.prunePending(b, &st, s.opts.PruneBudget); err != nil {
 		return nil, fmt.Errorf("disk: prune pending at block %d: %w", h, err)
 	}
-	logFloor, err := s.logChange(b, &st, &chain.Change{Kind: chain.ChangeApply, Block: t.block, SpentKnown: true, Spent: t.spentBefore()})
+	logFloor, err := s.logChange(b, &st, &chain.Change{Kind: chain.ChangeApply, Block: t.block, SpentKnown: true, Spent: t.spentBefore(), Pending: s.pendingMoves(0)})
 	if err != nil {
 		return nil, err
 	}

@@ -155,6 +155,7 @@ type windowBlock struct {
 	undo        []byte           // its undo delta; nil: none (too deep to roll back)
 	record      []byte           // its change-log record; nil with the log off
 	ptxs        []pendingBlockTx // what its pending effects need (pending.go)
+	change      *chain.Change    // its record's change, with ptxs (to add its pending moves)
 }
 
 // NewWindow starts a catch-up window towards height target (the height the
@@ -313,14 +314,21 @@ func (t *BlockTxn) End() error {
 		wb.undo = appendUndo(nil, &undo)
 	}
 	if r := t.s.opts.LogRetention; r > 0 && b.Height+r > w.target {
-		rec, err := chain.AppendChangeCBOR(nil, &chain.Change{
+		c := &chain.Change{
 			Seq: st.Seq, Kind: chain.ChangeApply, Block: b, SpentKnown: true, Spent: sortedSpent(w.spentLive),
 			After: chain.Summary{Tip: st.Tip, UtxoCount: st.UtxoCount, Digest: st.Digest},
-		})
+		}
+		rec, err := chain.AppendChangeCBOR(nil, c)
 		if err != nil {
 			return fmt.Errorf("disk: change record %d: %w", st.Seq, err)
 		}
 		wb.record = rec
+		if wb.ptxs != nil {
+			// Kept to encode the record again with the block's pending
+			// moves, once the window's commit makes them.
+			c.Spent = slices.Clone(c.Spent)
+			wb.change = c
+		}
 	}
 	w.blocks = append(w.blocks, wb)
 	w.open, w.images, w.spentHere, w.spentLive = false, nil, nil, w.spentLive[:0]
@@ -451,6 +459,22 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 		if err := s.visibilityEdge(wb.height, ch); err != nil {
 			return nil, fmt.Errorf("disk: apply block %d: %w", wb.height, err)
 		}
+		if wb.ptxs != nil {
+			// The block's pending effects, before its record: the record
+			// carries the pending moves they make (chain.Change.Pending).
+			mark := len(s.touched.entries)
+			bst := st
+			bst.MaxHeight = max(w.start.MaxHeight, wb.height)
+			s.pendingBlock(b, wb.height, wb.time, wb.ptxs, &bst)
+			if moves := s.pendingMoves(mark); len(moves) > 0 && wb.change != nil {
+				c := wb.change
+				c.Pending = moves
+				var err error
+				if wb.record, err = chain.AppendChangeCBOR(nil, c); err != nil {
+					return nil, fmt.Errorf("disk: change record %d: %w", wb.seq, err)
+				}
+			}
+		}
 		if wb.record != nil {
 			floor = s.logRecord(b, wb.seq, wb.record, floor)
 		}
@@ -458,14 +482,6 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 	var pruned pruneWork
 	if err := s.prune(b, &st, t.entries, &pruned, len(w.blocks)); err != nil {
 		return nil, fmt.Errorf("disk: prune at block %d: %w", last, err)
-	}
-	for i := range w.blocks {
-		wb := &w.blocks[i]
-		if wb.ptxs != nil {
-			bst := st
-			bst.MaxHeight = max(w.start.MaxHeight, wb.height)
-			s.pendingBlock(b, wb.height, wb.time, wb.ptxs, &bst)
-		}
 	}
 	if err := s.prunePending(b, &st, len(w.blocks)*s.opts.PruneBudget); err != nil {
 		return nil, fmt.Errorf("disk: prune pending at block %d: %w", last, err)
