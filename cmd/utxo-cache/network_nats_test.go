@@ -208,11 +208,38 @@ func (n *netNATSNode) waitHealth(t *testing.T, ok bool, within time.Duration) st
 func TestJetStreamPartitioned(t *testing.T) {
 	t.Parallel()
 	nt, hosts := netLab(t, "nats1", "nats2", "nats3", "r1", "r2")
-	nodes, urls := netNATS(t, hosts[:3])
-	nt.startWriter("--jetstream", urls, "--jetstream-replicas", "3")
-	r1 := nt.replica(hosts[3], urls)
-	r2 := nt.replica(hosts[4], urls)
+	nodes, _ := netNATS(t, hosts[:3])
+	// Each client is given one node to start from (it learns the others
+	// from it), so that the partition below is the same on every run: the
+	// writer on nats1, r2 on nats2, and r1 on nats3, the node then cut off.
+	url := func(i int) string { return "nats://" + nodes[i].host.AddrPort(natsClientPort) }
+	nt.startWriter("--jetstream", url(0), "--jetstream-replicas", "3")
+	r1 := nt.replica(hosts[3], url(2))
+	r2 := nt.replica(hosts[4], url(1))
 	reps := []*netReplica{r1, r2}
+	// On failure, what each side knew.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, rp := range reps {
+			if res, err := rp.p.try(http.MethodGet, "/v1/tip"); err == nil {
+				t.Logf("%s: tip %s", rp.name, res.body)
+			}
+		}
+		if res, err := nt.r.p.try(http.MethodGet, "/metrics"); err == nil {
+			for _, l := range strings.Split(string(res.body), "\n") {
+				if strings.Contains(l, "jetstream") && !strings.HasPrefix(l, "#") {
+					t.Logf("writer: %s", l)
+				}
+			}
+		}
+		for _, n := range nodes {
+			var v any
+			err := n.monitor("/jsz?accounts=true&streams=true&consumer=true", &v)
+			t.Logf("%s: /jsz %s %v", n.host, jsonOf(v), err)
+		}
+	})
 	began := time.Now()
 	phase := func(name string) {
 		t.Logf("%4.1fs %s: seq %d, tip %s", time.Since(began).Seconds(), name, nt.r.seq, nt.r.m.Tip())
@@ -266,14 +293,14 @@ func TestJetStreamPartitioned(t *testing.T) {
 	nt.steps(10, nil)
 	nt.converged(true)
 
-	// A NATS node cut off from the other two: the one r1 is connected to,
-	// so that a replica's server loses its cluster under it.
-	li := on(r1.host)
-	if li < 0 {
-		t.Fatalf("%s is connected to no NATS node", r1.name)
+	// nats3, the node r1 is connected to, cut off from the other two: the
+	// writer and r2 are on the majority's side.
+	const li = 2
+	lone := nodes[li]
+	if wi, r1i, r2i := on(nt.writer), on(r1.host), on(r2.host); wi != 0 || r1i != li || r2i != 1 {
+		t.Fatalf("connected to NATS nodes %d (writer), %d (r1), %d (r2); want 0, %d, 1", wi, r1i, r2i, li)
 	}
-	lone, wi, r2i := nodes[li], on(nt.writer), on(r2.host)
-	phase(fmt.Sprintf("NATS node %s cut off (r1 on it; the writer on node %d, r2 on node %d)", lone.host, wi+1, r2i+1))
+	phase(fmt.Sprintf("NATS node %s cut off from the other two", lone.host))
 	var majority []*netNATSNode
 	for i, n := range nodes {
 		if i != li {
@@ -308,11 +335,11 @@ func TestJetStreamPartitioned(t *testing.T) {
 			t.Fatalf("%v after %s was cut off from its cluster: unhealthy %v, the others leading %v", replDeadline, lone.host, lost, led)
 		}
 	}
-	// With the writer on the majority's side, a replica there follows it.
-	if wi != li && r2i != li {
-		nt.converge(r2.testReplica)
-		t.Logf("%s followed the writer to seq %d through the majority", r2.name, nt.r.seq)
-	}
+	// The writer publishes to the majority, and the replica there follows
+	// it; the one on the lone node keeps answering from what it had.
+	nt.converge(r2.testReplica)
+	last[0] = check(r1, last[0])
+	t.Logf("%s followed the writer to seq %d through the majority; %s, on the lone node, at seq %d", r2.name, nt.r.seq, r1.name, last[0])
 	t.Logf("while %s was cut off: replicas at seqs %v, the writer at %d", lone.host, last, nt.r.seq)
 	phase("NATS node healed")
 	for _, n := range majority {
