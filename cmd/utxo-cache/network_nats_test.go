@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -239,6 +240,13 @@ func TestJetStreamPartitioned(t *testing.T) {
 			err := n.monitor("/jsz?accounts=true&streams=true&consumer=true", &v)
 			t.Logf("%s: /jsz %s %v", n.host, jsonOf(v), err)
 		}
+		// Every process's goroutines, in its output below.
+		if os.Getenv("UTXO_CACHE_TEST_DUMP") != "" {
+			for _, p := range []*serveProc{r1.p, r2.p, nt.r.p} {
+				_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+				<-p.exited
+			}
+		}
 	})
 	began := time.Now()
 	phase := func(name string) {
@@ -354,10 +362,12 @@ func TestJetStreamPartitioned(t *testing.T) {
 	body := lone.waitHealth(t, true, replDeadline)
 	t.Logf("%s healthy again %.1fs after the heal: %s", lone.host, time.Since(healed).Seconds(), body)
 
-	// A replica cut off from NATS, until it has not heard from the writer
-	// for 5 s (the writer's status comes every second, its consumer's
-	// heartbeat every 2 s: both missed).
+	// A replica cut off from NATS, until the writer has moved on by 20
+	// changes and the replica has not heard from it for 5 s (the writer's
+	// status comes every second, its consumer's heartbeat every 2 s: both
+	// missed).
 	phase("replica cut off from NATS")
+	t.Logf("%s before the cut: %s", r2.name, jsonOf(r2.tip(t).Replication))
 	for _, n := range nodes {
 		r2.host.Block(n.host)
 	}
@@ -367,7 +377,7 @@ func TestJetStreamPartitioned(t *testing.T) {
 		if last[1] != held {
 			t.Fatalf("%s, cut off from NATS at seq %d, answered at seq %d", r2.name, held, last[1])
 		}
-		if st := r2.tip(t); st.Replication.LastContactMs >= 5000 {
+		if st := r2.tip(t); st.Replication.LastContactMs >= 5000 && nt.r.seq >= held+20 {
 			break
 		}
 		if time.Since(cut) > replDeadline {
