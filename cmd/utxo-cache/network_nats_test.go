@@ -239,6 +239,12 @@ func TestJetStreamPartitioned(t *testing.T) {
 			var v any
 			err := n.monitor("/jsz?accounts=true&streams=true&consumer=true", &v)
 			t.Logf("%s: /jsz %s %v", n.host, jsonOf(v), err)
+			if b, err := os.ReadFile(filepath.Join(n.dir, "nats.log")); err == nil {
+				if len(b) > 6000 {
+					b = b[len(b)-6000:]
+				}
+				t.Logf("%s: log:\n%s", n.host, b)
+			}
 		}
 		// Every process's goroutines, in its output below.
 		if os.Getenv("UTXO_CACHE_TEST_DUMP") != "" {
