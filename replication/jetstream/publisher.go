@@ -697,12 +697,12 @@ type storedCheckpoint struct {
 	mod  time.Time
 }
 
-// listObjects lists the objects of obs, giving up after an ack timeout:
+// listObjects lists the objects of obs, giving up after two ack timeouts:
 // unlike the other JetStream calls, a list has no timeout of its own, and
 // one whose stream lost its leader (a server cut off from its cluster)
 // would otherwise wait for ever, and the caller with it.
 func listObjects(ctx context.Context, obs jetstream.ObjectStore) ([]*jetstream.ObjectInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, ackTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 2*ackTimeout)
 	defer cancel()
 	return obs.List(ctx)
 }
