@@ -196,16 +196,21 @@ func (n *netNATSNode) waitHealth(t *testing.T, ok bool, within time.Duration) st
 
 // TestJetStreamPartitioned: a writer publishes to a three-node NATS cluster
 // (the stream kept on all three), and two replicas follow it through
-// JetStream, every process on a host of its own. First one NATS node is
-// cut off from the other two (its packets to and from them dropped; the
-// writer and the replicas still reach it, and may be connected to it)
-// while the writer moves on, until that node reports that it lost its
-// cluster; then one replica is cut off from all three NATS nodes while the
-// writer moves on and the other replica follows. Throughout, each
-// replica's X-Commit-Seq never goes back and every answer is the model's
-// at its seq; the cut-off replica keeps answering from the state it had;
-// after each heal every replica reaches the writer's seq, with its state
-// and digest.
+// JetStream, every process on a host of its own. First nats3, the node
+// replica r1 is connected to, is cut off from the other two (its packets to
+// and from them dropped; its clients still reach it) while the writer moves
+// on, until nats3 reports that it lost its cluster and the other two lead
+// the cluster and every stream; r2, on the majority's side with the writer,
+// must follow the writer meanwhile. Then r2 is cut off from all three NATS
+// nodes while the writer moves on by 20 changes and r1 follows, until r2
+// has not heard from the writer for 5 s. Throughout, each replica's
+// X-Commit-Seq never goes back and every answer is the model's at its seq;
+// the cut-off replica answers from the state it had; after each heal every
+// replica reaches the writer's seq, with its state and digest.
+//
+// On failure it logs each side's state and the NATS logs; with
+// UTXO_CACHE_TEST_DUMP=1 in the environment, every utxo-cache process's
+// goroutines too (SIGQUIT).
 func TestJetStreamPartitioned(t *testing.T) {
 	t.Parallel()
 	nt, hosts := netLab(t, "nats1", "nats2", "nats3", "r1", "r2")
