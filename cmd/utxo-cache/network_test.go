@@ -42,6 +42,7 @@ import (
 // replica cut off from the log) or proxy (netlab.StartProxy) the links
 // between them; converged, seqWatch and the model checks do not care where
 // the changes came from.
+// network_nats_test.go does so for NATS JetStream.
 
 // netPort is the port every process listens on inside its own host.
 const netPort = 8080

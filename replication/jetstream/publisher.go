@@ -404,7 +404,7 @@ func (p *Publisher) openBodies(ctx context.Context, first uint64) error {
 	if err != nil {
 		return fmt.Errorf("object store %s: %w", p.opts.changesBucket(), err)
 	}
-	infos, err := obs.List(ctx)
+	infos, err := listObjects(ctx, obs)
 	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return fmt.Errorf("list %s: %w", p.opts.changesBucket(), err)
 	}
@@ -697,9 +697,19 @@ type storedCheckpoint struct {
 	mod  time.Time
 }
 
+// listObjects lists the objects of obs, giving up after two ack timeouts:
+// unlike the other JetStream calls, a list has no timeout of its own, and
+// one whose stream lost its leader (a server cut off from its cluster)
+// would otherwise wait for ever, and the caller with it.
+func listObjects(ctx context.Context, obs jetstream.ObjectStore) ([]*jetstream.ObjectInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*ackTimeout)
+	defer cancel()
+	return obs.List(ctx)
+}
+
 // checkpoints lists the bucket's checkpoints, oldest first.
 func checkpoints(ctx context.Context, obs jetstream.ObjectStore) ([]storedCheckpoint, error) {
-	infos, err := obs.List(ctx)
+	infos, err := listObjects(ctx, obs)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return nil, nil
 	}

@@ -23,6 +23,9 @@ const (
 	// minWait is the shortest wait for a change: a Tail that asks without
 	// waiting (until its first contact) polls no faster than this.
 	minWait = 100 * time.Millisecond
+	// stallWait is the shortest wait after which a consumer that delivered
+	// nothing while the stream held its next message is recreated.
+	stallWait = time.Second
 )
 
 // Source is a replication.ChangeSource over a writer's stream and
@@ -49,6 +52,7 @@ type Source struct {
 	mu struct {
 		sync.Mutex
 		seq, height uint64    // the writer's, from its last status
+		streamSeq   uint64    // the stream's last message, from the same
 		heard       time.Time // when; zero: never
 	}
 
@@ -90,8 +94,9 @@ func (s *Source) status(msg *nats.Msg) {
 		return
 	}
 	height, _ := strconv.ParseUint(msg.Header.Get(headerHeight), 10, 64)
+	streamSeq, _ := strconv.ParseUint(msg.Header.Get(headerStreamSeq), 10, 64)
 	s.mu.Lock()
-	s.mu.seq, s.mu.height, s.mu.heard = seq, height, time.Now()
+	s.mu.seq, s.mu.height, s.mu.streamSeq, s.mu.heard = seq, height, streamSeq, time.Now()
 	s.mu.Unlock()
 }
 
@@ -117,6 +122,9 @@ func (s *Source) Changes(ctx context.Context, req replication.ChangesRequest) (*
 	}
 	batch := &replication.ChangeBatch{Relayed: true}
 	wait := max(req.Wait, minWait)
+	s.mu.Lock()
+	held := s.mu.streamSeq // what the stream held, as the writer last said
+	s.mu.Unlock()
 	var lastChange *chain.Change
 	for len(batch.Changes) < maxBatch && batch.Bytes < maxBatchBytes && batch.DecodeErr == nil {
 		msg, err := s.nextMsg(ctx, wait)
@@ -125,6 +133,16 @@ func (s *Source) Changes(ctx context.Context, req replication.ChangesRequest) (*
 			return nil, err
 		}
 		if msg == nil {
+			if len(batch.Changes) == 0 && wait >= stallWait && held >= s.next {
+				// The stream held the next message before this wait began,
+				// and the consumer delivered nothing for all of it: it is
+				// stalled (its server lost, then regained, its cluster,
+				// and the consumer did not notice). The next call
+				// creates a new one from the same message.
+				s.opts.Logger.Info("the stream has changes its consumer does not deliver: recreating the consumer",
+					"next", s.next, "stream_seq", held, "waited", wait)
+				s.stopConsumer()
+			}
 			break // the wait passed
 		}
 		meta, err := msg.Metadata()
