@@ -158,20 +158,11 @@ func (s *Server) AddressUtxosFiltered(ctx context.Context, address string, desc 
 // height (mature=only) or the clock (leased=…), from one snapshot, outside the cache tiers, with the
 // ETag of its body and filter tag.
 func (s *Server) readUncached(tag string, page func(v *disk.View, body []byte) ([]byte, error)) (Answer, error) {
-	v, err := s.store.PublishedView()
-	if err != nil {
-		return Answer{}, err
+	ans, err := s.readOnce(page)
+	if err == nil {
+		ans.ETag = filteredETag(tag, ans.ETag)
 	}
-	defer v.Close()
-	s.m.diskRead()
-	buf := getAnswerBuf()
-	body, err := page(v, *buf)
-	*buf = body
-	if err != nil {
-		putAnswerBuf(buf)
-		return Answer{}, err
-	}
-	return Answer{Status: 200, Tip: v.Tip(), Seq: v.State().Seq, ETag: filteredETag(tag, etagOf(body)), Body: body, Tier: "disk", buf: buf}, nil
+	return ans, err
 }
 
 // filteredPageKey is the cache key of a filtered page: its own keyspace

@@ -67,8 +67,18 @@ func (s *Server) FrontRead(ctx context.Context, key string, guard Guard, fn Comp
 }
 
 // FrontView answers fn from one published View, outside the cache tiers,
-// with the ETag of its body.
+// with the ETag of its body (readOnce).
 func (s *Server) FrontView(fn Compute) (Answer, error) {
+	ans, err := s.readOnce(fn)
+	ans.Whole = true
+	return ans, err
+}
+
+// readOnce answers fn from one published View, outside the cache tiers: for
+// an answer no single guard covers, or one that depends on the tip height or
+// the clock. A Status from fn is the answer's status; the ETag is of the
+// body.
+func (s *Server) readOnce(fn Compute) (Answer, error) {
 	v, err := s.store.PublishedView()
 	if err != nil {
 		return Answer{}, err
@@ -87,7 +97,7 @@ func (s *Server) FrontView(fn Compute) (Answer, error) {
 		putAnswerBuf(buf)
 		return Answer{}, err
 	}
-	return Answer{Status: status, Tip: v.Tip(), Seq: v.State().Seq, ETag: etagOf(body), Body: body, Tier: "disk", Whole: true, buf: buf}, nil
+	return Answer{Status: status, Tip: v.Tip(), Seq: v.State().Seq, ETag: etagOf(body), Body: body, Tier: "disk", buf: buf}, nil
 }
 
 // Indexes reports whether the store keeps index dimension d.
