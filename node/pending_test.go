@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -384,13 +385,21 @@ type restartable struct {
 	node *node.Node
 	srv  *httptest.Server
 	h    atomic.Pointer[http.Handler]
+	// inflight counts the requests the current node's handler is serving:
+	// the test server is not the node's own, so the node's shutdown does
+	// not wait for them, and stop must before it closes the store.
+	inflight atomic.Int64
 }
 
 func startRestartable(t *testing.T, dir string, clock *testClock) *restartable {
 	t.Helper()
 	r := &restartable{}
 	r.start(t, dir, clock)
-	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { (*r.h.Load()).ServeHTTP(w, req) }))
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.inflight.Add(1)
+		defer r.inflight.Add(-1)
+		(*r.h.Load()).ServeHTTP(w, req)
+	}))
 	return r
 }
 
@@ -411,8 +420,24 @@ func (r *restartable) start(t *testing.T, dir string, clock *testClock) {
 
 func (r *restartable) stop(t *testing.T) {
 	t.Helper()
+	// New requests (the replica's) answer 503 until the restart; those in
+	// flight on the old node end with their connections.
+	var unavailable http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "restarting", http.StatusServiceUnavailable)
+	})
+	r.h.Store(&unavailable)
 	if err := r.node.Drain(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if r.srv != nil {
+		r.srv.CloseClientConnections()
+		deadline := time.Now().Add(10 * time.Second)
+		for r.inflight.Load() > 0 { // the 503 handler returns at once
+			if time.Now().After(deadline) {
+				t.Fatalf("%d requests still in flight 10 s after their connections closed", r.inflight.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 	if err := r.node.Close(context.Background()); err != nil {
 		t.Fatal(err)
