@@ -275,9 +275,17 @@ func (m *Model) Rollback(target uint64) error {
 	for !m.tip.Empty && m.tip.Height > target {
 		u := m.undo[len(m.undo)-1]
 		m.undo = m.undo[:len(m.undo)-1]
-		var removed []chain.OutPoint
+		// removed: live now and not after the undo; replaced: live now and
+		// after, so the block spent the earlier output and created this one
+		// (a hash used again): the undo brings back another output.
+		var removed, replaced []chain.OutPoint
 		for _, bi := range u.before {
-			if r, ok := m.rows[bi.op]; ok && r.spent == nil && !(bi.exists && bi.row.spent == nil) {
+			r, ok := m.rows[bi.op]
+			switch {
+			case !ok || r.spent != nil:
+			case bi.exists && bi.row.spent == nil:
+				replaced = append(replaced, bi.op)
+			default:
 				removed = append(removed, bi.op)
 			}
 		}
@@ -295,7 +303,7 @@ func (m *Model) Rollback(target uint64) error {
 		}
 		delete(m.hashes, u.height)
 		m.tip = u.prevTip
-		m.pendingRollback(u.height, removed)
+		m.pendingRollback(u.height, removed, replaced)
 	}
 	if m.tip.Empty {
 		m.floor, m.first = 0, 0

@@ -262,15 +262,22 @@ func cmpOrder(a, b uint64) int {
 }
 
 // pendingRollback is what rolling back the block at height does once its
-// rows are restored: what it confirmed or made conflicting returns to the
-// pending set in posting order, or is withdrawn (an input no longer live,
-// or already spent by a pending transaction); then the pending
-// transactions spending an output the rollback removed, and their
+// rows are restored: the pending transactions spending an output the
+// rollback replaced by another on the same outpoint, and their
+// descendants, are withdrawn; what the block confirmed or made conflicting
+// returns to the pending set in posting order, or is withdrawn (an input no
+// longer live, or already spent by a pending transaction); then the
+// pending transactions spending an output the rollback removed, and their
 // descendants, are withdrawn.
-func (m *Model) pendingRollback(height uint64, removed []chain.OutPoint) {
+func (m *Model) pendingRollback(height uint64, removed, replaced []chain.OutPoint) {
 	st := m.pend()
 	did := st.byBlock[height]
 	delete(st.byBlock, height)
+	for _, op := range replaced {
+		if h, _, ok := m.PendingSpender(op); ok {
+			m.leave(m.descendants(h), chain.PendingInfo{Status: chain.PendingWithdrawn}, true)
+		}
+	}
 	for _, p := range did {
 		if m.pendingOf(p.tx.Hash) != nil {
 			continue

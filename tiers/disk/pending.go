@@ -936,14 +936,17 @@ func (s *Store) pendingBlock(b *keyBatch, height uint64, t int64, txs []pendingB
 }
 
 // pendingRollback adds to b what the rollback of the block at height does
-// to the pending set, after its rows were undone: the transactions it
-// confirmed or made conflicting return to the pending set in posting order,
-// or are withdrawn when an input is no longer live or already has a pending
-// spender; then the pending transactions that spend an output the rollback
-// removed, and their descendants, are withdrawn. live tells what the undo
-// made of an outpoint it touched (found false: it did not touch it).
-// Writer goroutine only.
-func (s *Store) pendingRollback(b *keyBatch, height uint64, st *State, live func(op chain.OutPoint) (u *chain.Utxo, found bool), removed []chain.OutPoint) error {
+// to the pending set, after its rows were undone. First the pending
+// transactions that spend an output the rollback replaced (see
+// Store.rollbackBlock: the output they spend is gone, another is live on
+// its outpoint) are withdrawn with their descendants; then the
+// transactions the block confirmed or made conflicting return to the
+// pending set in posting order, or are withdrawn when an input is no longer
+// live or already has a pending spender; then the pending transactions that
+// spend an output the rollback removed, and their descendants, are
+// withdrawn. live tells what the undo made of an outpoint it touched (found
+// false: it did not touch it). Writer goroutine only.
+func (s *Store) pendingRollback(b *keyBatch, height uint64, st *State, live func(op chain.OutPoint) (u *chain.Utxo, found bool), removed, replaced []chain.OutPoint) error {
 	raw, err := s.get(heightKey(prefixPendingBlock, height))
 	if err != nil && !errors.Is(err, pebble.ErrNotFound) {
 		return fmt.Errorf("disk: read pending of block %d: %w", height, err)
@@ -954,6 +957,15 @@ func (s *Store) pendingRollback(b *keyBatch, height uint64, st *State, live func
 			return errors.Join(err, ErrCorrupt)
 		}
 		_ = b.Delete(heightKey(prefixPendingBlock, height), nil)
+	}
+	for _, op := range replaced {
+		if r, ok := s.pending.spenderOf(op); ok {
+			if e := s.pending.get(r.tx); e != nil {
+				for _, d := range s.withDescendants(e) {
+					s.leavePending(b, d, chain.PendingInfo{Status: chain.PendingWithdrawn, Since: d.since}, forgetAt(st))
+				}
+			}
+		}
 	}
 	spendableNow := func(op chain.OutPoint) (chain.Utxo, bool, error) {
 		if e := s.pending.get(op.TxHash); e != nil {

@@ -207,6 +207,46 @@ func TestPendingStore(t *testing.T) {
 	}
 }
 
+// TestRollbackReplacesSpentOutput: a block that spends an output and
+// creates another on the same outpoint (a transaction hash used again, as
+// Bitcoin allowed before BIP 30) is rolled back while a pending transaction
+// spends the new output: the output it spends is gone (the earlier one is
+// live again), so it is withdrawn with its descendant, and the block's own
+// transaction, which spent the earlier output, returns to pending.
+func TestRollbackReplacesSpentOutput(t *testing.T) {
+	now := int64(1000)
+	st := pendingOpen(t, t.TempDir(), disk.Options{}, &now)
+	ctx := context.Background()
+	d := chain.Tx{Hash: stHash(1, 'd', 0), Coinbase: true, Outputs: []chain.Output{{Address: "alice", Value: 100}}}
+	b1 := &chain.Block{Height: 1, Hash: stHash(1, 'b', 1), Time: 500, Txs: []chain.Tx{d}}
+	st.apply(b1)
+	s := ptx(1, []chain.OutPoint{op(d, 0)}, chain.Output{Address: "erin", Value: 90})
+	if _, err := st.w.Post(ctx, chain.PendingPost{Tx: s}); err != nil {
+		t.Fatal(err)
+	}
+	again := chain.Tx{Hash: d.Hash, Outputs: []chain.Output{{Address: "bob", Value: 70}}}
+	b2 := &chain.Block{Height: 2, Hash: stHash(1, 'b', 2), PrevHash: b1.Hash, Time: 600, Txs: []chain.Tx{s, again}}
+	st.apply(b2)
+	p := ptx(2, []chain.OutPoint{op(d, 0)}, chain.Output{Address: "carol", Value: 60})
+	c := ptx(3, []chain.OutPoint{op(p, 0)}, chain.Output{Address: "dave", Value: 50})
+	for _, tx := range []chain.Tx{p, c} {
+		if _, err := st.w.Post(ctx, chain.PendingPost{Tx: tx}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := map[chain.Hash]string{d.Hash: "D", s.Hash: "S", p.Hash: "P", c.Hash: "C"}
+	addrs := []string{"alice", "bob", "carol", "erin"}
+	if got, want := pendingState(t, st.s, names, addrs, s, p, c), "S:confirmed@2 P:pending C:pending | alice + - | bob + - D:0=70>P | carol + P:0=60 - P:0=60>C | erin + -"; got != want {
+		t.Fatalf("before the rollback:\n got %s\nwant %s", got, want)
+	}
+	if _, err := st.w.Rollback(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := pendingState(t, st.s, names, addrs, s, p, c), "S:pending P:withdrawn C:withdrawn | alice + - D:0=100>S | bob + - | carol + - | erin + S:0=90 -"; got != want {
+		t.Fatalf("after the rollback:\n got %s\nwant %s", got, want)
+	}
+}
+
 // TestRollbackMovesSurviveCrash: a rollback of two blocks that each
 // confirmed a pending transaction, interrupted by a crash after its first
 // batch and completed by the next Open, logs one change record whose pending

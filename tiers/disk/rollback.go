@@ -224,7 +224,12 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 	d := newDerived(s.dims, s.dimFuncs, b, &st, ch, len(undo.entries))
 	var key, val []byte
 	touched := make(map[chain.OutPoint]*chain.Utxo, len(undo.entries)) // live after the undo, or nil
-	var removed []chain.OutPoint
+	// removed: outputs live before the undo and not after; replaced: an
+	// output live before the undo that the block created on an outpoint
+	// whose earlier output it spent (a transaction hash used again), which
+	// the undo makes live again: another output than the one a pending
+	// transaction may spend.
+	var removed, replaced []chain.OutPoint
 	for _, e := range undo.entries {
 		key = appendOutPointKey(key[:0], e.op)
 		cur, err := s.get(key)
@@ -265,6 +270,9 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 		if before != nil && before.Spent == nil {
 			d.add(&before.Utxo)
 			touched[e.op] = &before.Utxo
+			if after.Spent == nil {
+				replaced = append(replaced, e.op)
+			}
 		} else {
 			touched[e.op] = nil
 			if after.Spent == nil {
@@ -295,7 +303,7 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
 	}
 	live := func(op chain.OutPoint) (*chain.Utxo, bool) { u, ok := touched[op]; return u, ok }
-	if err := s.pendingRollback(b, h, &st, live, removed); err != nil {
+	if err := s.pendingRollback(b, h, &st, live, removed, replaced); err != nil {
 		return nil, fmt.Errorf("disk: rollback %d: %w", h, err)
 	}
 	moves, err := s.rollbackMoves(b, &st)
