@@ -412,3 +412,39 @@ func TestRestartBetweenPutAndPublish(t *testing.T) {
 		t.Fatalf("stream message %d: headers %v, want a pointer", big, m.Header)
 	}
 }
+
+// TestObjectsLeftByAnEarlierWriter: change objects an earlier writer left
+// in the bucket are found by the background listing; those of changes
+// before the stream's first are deleted, and one beyond its last (put
+// before a crash) is kept until it is put again.
+func TestObjectsLeftByAnEarlierWriter(t *testing.T) {
+	noLeaks(t)
+	srv := testnats.Start(t)
+	f := newFixture(t, 1000)
+	opts := Options{URLs: srv.URL(), Retention: 3, CheckpointInterval: time.Hour, Logger: testLogger(t)}
+	js := client(t, srv.URL())
+	ctx := context.Background()
+	obs, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: opts.EnsureDefaults().changesBucket(),
+		Storage: jetstream.FileStorage, Replicas: opts.EnsureDefaults().Replicas})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{1, 2, 100} {
+		if _, err := obs.PutBytes(ctx, changeObject(seq), []byte("left by an earlier writer")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := NewPublisher(f.store, f.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	f.w.Subscribe(p)
+	f.blocks(t, 8)
+	waitFor(t, 30*time.Second, "the stream has the writer's changes", func() bool { return p.Status().StreamSeq == 8 })
+	waitFor(t, 30*time.Second, "the objects before the stream's first deleted", func() bool {
+		f.blocks(t, 1) // each window may delete what the listing found
+		names := objectSeqs(t, js, opts)
+		return len(names) == 1 && names[0] == changeObject(100)
+	})
+}

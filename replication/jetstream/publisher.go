@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -99,10 +100,15 @@ type Publisher struct {
 	closed  sync.Once
 
 	// The change objects (runStream's goroutine only): the bucket, and
-	// the seqs of the objects it holds, in order, as far as this session
-	// knows (those it found at its start and those it put since).
+	// the seqs of the objects it holds, in order, as far as this Publisher
+	// knows (those it put, and once listed holds them, those an earlier
+	// writer left). The bucket is listed once, in the background (listBodies
+	// sends the seqs it found on found): publishing never waits for a list,
+	// which a stream without a leader can hold for as long as it lasts.
 	bodies  jetstream.ObjectStore
 	objects []uint64
+	listing bool          // listBodies was started
+	found   chan []uint64 // capacity 1: what listBodies found
 
 	streamSeq atomic.Uint64 // last change the stream acknowledged
 	// streamFirst is the first change of the stream as the publisher last
@@ -143,7 +149,7 @@ func NewPublisher(store Store, cp Checkpointer, staging string, lim chain.Limits
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Publisher{opts: opts, store: store, cp: cp, staging: staging, limits: lim.EnsureDefaults(), m: metrics,
-		nc: nc, js: js, notify: make(chan struct{}, 1), request: make(chan uint64, 1), stop: cancel}
+		nc: nc, js: js, notify: make(chan struct{}, 1), request: make(chan uint64, 1), found: make(chan []uint64, 1), stop: cancel}
 	sub, err := nc.Subscribe(opts.requestSubject(), func(msg *nats.Msg) {
 		if seq, err := strconv.ParseUint(msg.Header.Get(headerMinSeq), 10, 64); err == nil {
 			select {
@@ -288,6 +294,7 @@ func (p *Publisher) session(ctx context.Context, ok func()) error {
 			}
 			confirmed = true
 			p.acked(last)
+			p.takeListed()
 			p.dropObjects(ctx, last)
 			ok()
 		}
@@ -295,6 +302,9 @@ func (p *Publisher) session(ctx context.Context, ok func()) error {
 		case <-ctx.Done():
 			return nil
 		case <-p.notify:
+		case seqs := <-p.found:
+			p.merge(seqs)
+			p.dropObjects(ctx, last)
 		}
 	}
 }
@@ -393,30 +403,73 @@ func (p *Publisher) prepareStream(ctx context.Context) (last, first uint64, err 
 	return first - 1, first, nil
 }
 
-// openBodies opens (or creates) the bucket of change objects, lists what
-// it holds, and deletes the objects of changes before first, the stream's
-// first message: no replica reads them any more. Objects beyond the
-// stream's last message (put before a crash, or of a replaced stream) are
-// left: each is put again before its pointer is published.
+// openBodies opens (or creates) the bucket of change objects, the first
+// time it is called, and starts listing it in the background; then it
+// deletes the objects it knows of changes before first, the stream's first
+// message: no replica reads them any more. Objects beyond the stream's last
+// message (put before a crash, or of a replaced stream) are left: each is
+// put again before its pointer is published.
 func (p *Publisher) openBodies(ctx context.Context, first uint64) error {
-	obs, err := p.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: p.opts.changesBucket(),
-		Description: "utxo-cache changes too large for one message", Storage: jetstream.FileStorage, Replicas: p.opts.Replicas})
-	if err != nil {
-		return fmt.Errorf("object store %s: %w", p.opts.changesBucket(), err)
-	}
-	infos, err := listObjects(ctx, obs)
-	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return fmt.Errorf("list %s: %w", p.opts.changesBucket(), err)
-	}
-	p.bodies, p.objects = obs, p.objects[:0]
-	for _, in := range infos {
-		if seq, err := strconv.ParseUint(in.Name, 10, 64); err == nil && !in.Deleted && in.Name == changeObject(seq) {
-			p.objects = append(p.objects, seq)
+	if p.bodies == nil {
+		obs, err := p.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: p.opts.changesBucket(),
+			Description: "utxo-cache changes too large for one message", Storage: jetstream.FileStorage, Replicas: p.opts.Replicas})
+		if err != nil {
+			return fmt.Errorf("object store %s: %w", p.opts.changesBucket(), err)
 		}
+		p.bodies = obs
 	}
-	sort.Slice(p.objects, func(i, j int) bool { return p.objects[i] < p.objects[j] })
+	if !p.listing {
+		p.listing = true
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); p.listBodies(ctx, p.bodies) }()
+	}
+	p.takeListed()
 	p.deleteObjects(ctx, first)
 	return nil
+}
+
+// listBodies lists the change objects of obs until a list succeeds (or ctx
+// ends), and sends their seqs on p.found.
+func (p *Publisher) listBodies(ctx context.Context, obs jetstream.ObjectStore) {
+	backoff := time.Second
+	for {
+		infos, err := listObjects(ctx, obs)
+		if err == nil || errors.Is(err, jetstream.ErrNoObjectsFound) {
+			var seqs []uint64
+			for _, in := range infos {
+				if seq, err := strconv.ParseUint(in.Name, 10, 64); err == nil && !in.Deleted && in.Name == changeObject(seq) {
+					seqs = append(seqs, seq)
+				}
+			}
+			p.found <- seqs // capacity 1, sent once
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		p.opts.Logger.Warn("could not list the change objects an earlier writer left (deleted once listed); retrying",
+			"bucket", p.opts.changesBucket(), "err", err, "retry_in", backoff)
+		if !sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// takeListed merges what listBodies found, if it is done.
+func (p *Publisher) takeListed() {
+	select {
+	case seqs := <-p.found:
+		p.merge(seqs)
+	default:
+	}
+}
+
+// merge adds seqs to the objects known.
+func (p *Publisher) merge(seqs []uint64) {
+	p.objects = append(p.objects, seqs...)
+	sort.Slice(p.objects, func(i, j int) bool { return p.objects[i] < p.objects[j] })
+	p.objects = slices.Compact(p.objects)
 }
 
 // dropObjects deletes the objects of changes the stream no longer holds,

@@ -26,6 +26,15 @@ const (
 	// stallWait is the shortest wait after which a consumer that delivered
 	// nothing while the stream held its next message is recreated.
 	stallWait = time.Second
+	// resetAttempts bounds how many times the client library tries to
+	// create a consumer (each try up to 10 s) when it starts one or finds
+	// its heartbeats gone (a server lost): it tries for ever by default,
+	// ignoring every context, and the replica would hear nothing
+	// meanwhile. Past it, the Tail's own retry starts a new consumer.
+	resetAttempts = 2
+	// hungGrace is how long past its wait a consumer's Next may take (it is
+	// recreating the consumer) before the Source stops it.
+	hungGrace = 2 * time.Second
 )
 
 // Source is a replication.ChangeSource over a writer's stream and
@@ -226,11 +235,20 @@ func (s *Source) body(ctx context.Context, msg jetstream.Msg, seq uint64, lim ch
 }
 
 // nextMsg waits up to wait for the consumer's next message (nil, nil when
-// the wait passes).
+// the wait passes). Next honours its context only while it waits for a
+// message, not while it recreates a consumer whose heartbeats stopped: past
+// the wait and hungGrace, the consumer is stopped, which ends the
+// recreation at its next try, and nextMsg fails (a message that arrives
+// then is read again by the next consumer, which starts at it).
 func (s *Source) nextMsg(ctx context.Context, wait time.Duration) (jetstream.Msg, error) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
+	hung := time.AfterFunc(wait+hungGrace, s.it.Stop)
 	msg, err := s.it.Next(jetstream.NextContext(wctx))
+	if !hung.Stop() {
+		s.stopConsumer()
+		return nil, fmt.Errorf("stream %s: the consumer delivered nothing within %s and is being recreated (%v): starting a new one", s.opts.stream(), wait+hungGrace, err)
+	}
 	if err != nil {
 		if ctx.Err() == nil && wctx.Err() != nil {
 			return nil, nil
@@ -254,7 +272,7 @@ func (s *Source) start(ctx context.Context, next uint64) error {
 	}
 	c, err := s.js.OrderedConsumer(ctx, s.opts.stream(), jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: next,
-		InactiveThreshold: time.Minute,
+		InactiveThreshold: time.Minute, MaxResetAttempts: resetAttempts,
 	})
 	if err != nil {
 		return fmt.Errorf("stream %s: consumer: %w", s.opts.stream(), err)
