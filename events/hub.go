@@ -181,12 +181,73 @@ func (h *Hub) run() {
 			continue // ErrBehind: wait again; ctx: the loop ends
 		}
 		if err := h.dispatch(next); err != nil {
+			if errors.Is(err, ErrLogTruncated) && h.skip(next, err) {
+				continue
+			}
 			h.opts.Logger.Error("event dispatcher stopped", "seq", next, "err", err)
 			h.fail(err)
 			return
 		}
 	}
 }
+
+// skip moves the dispatcher past changes the log no longer holds: a
+// node whose log retention is shorter than a burst of changes it applies
+// (a replica catching up) may prune change next before the dispatcher
+// reads it. Every live stream has had every change before next, and can
+// have none of those pruned: each ends with a log_truncated event at
+// next-1, which tells its client to re-read the state; the dispatcher
+// resumes at the log's first kept change, for the streams opened since.
+// It reports false when the log still holds next (the failure is
+// elsewhere) or cannot be read.
+func (h *Hub) skip(next uint64, cause error) bool {
+	v, err := h.src.PublishedView()
+	if err != nil {
+		return false
+	}
+	first, err := v.FirstKept()
+	seq := v.State().Seq
+	_ = v.Close()
+	if err != nil {
+		return false
+	}
+	if first == 0 {
+		first = seq + 1 // the log keeps nothing: go on with the next change
+	}
+	if first <= next {
+		return false
+	}
+	end := &truncatedEnd{after: next - 1, cause: cause}
+	h.mu.Lock()
+	ended := map[*Stream]bool{}
+	for _, subs := range h.byKey {
+		for _, s := range subs {
+			s.end(end)
+			ended[s] = true
+		}
+	}
+	clear(h.byKey)
+	h.next = first
+	close(h.gen)
+	h.gen = make(chan struct{})
+	h.mu.Unlock()
+	h.opts.Logger.Warn("the change log no longer holds changes the event streams had not been given: live streams end with log_truncated, and their clients re-read the state",
+		"from", next, "to", first-1, "streams", len(ended), "err", cause)
+	return true
+}
+
+// truncatedEnd ends a live stream whose next changes the log no longer
+// holds (Hub.skip): its last event is log_truncated at after.
+type truncatedEnd struct {
+	after uint64
+	cause error
+}
+
+func (e *truncatedEnd) Error() string {
+	return fmt.Sprintf("events: the changes after %d are no longer in the log: %v", e.after, e.cause)
+}
+
+func (e *truncatedEnd) Unwrap() error { return ErrLogTruncated }
 
 // fail ends every live stream with err and refuses new ones.
 func (h *Hub) fail(err error) {
@@ -213,6 +274,9 @@ func (h *Hub) dispatch(next uint64) error {
 	}
 	defer v.Close()
 	cur, err := v.ChangeCursor(next - 1)
+	if errors.Is(err, disk.ErrLogTruncated) {
+		return fmt.Errorf("events: change log after %d: %w: %w", next-1, err, ErrLogTruncated)
+	}
 	if err != nil {
 		return fmt.Errorf("events: change log after %d: %w", next-1, err)
 	}
@@ -591,8 +655,12 @@ func (s *Stream) Run(ctx context.Context, w io.Writer, flush func() error) error
 			}
 		}
 		if ended != nil {
-			if over {
+			var te *truncatedEnd
+			switch {
+			case over:
 				return write(appendOverflow(nil, last))
+			case errors.As(ended, &te):
+				return write(appendTruncated(nil, te.after))
 			}
 			return ended
 		}

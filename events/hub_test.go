@@ -196,6 +196,100 @@ func TestTruncatedResume(t *testing.T) {
 	s.Close()
 }
 
+// gatedSource holds the dispatcher's waits until open is closed.
+type gatedSource struct {
+	testSource
+	open chan struct{}
+}
+
+func (s gatedSource) WaitFor(ctx context.Context, minSeq, minHeight uint64, maxWait time.Duration) (query.Published, error) {
+	select {
+	case <-s.open:
+	case <-ctx.Done():
+		return query.Published{}, ctx.Err()
+	}
+	return s.testSource.WaitFor(ctx, minSeq, minHeight, maxWait)
+}
+
+// TestDispatcherBehindTheLog: when the log prunes changes the dispatcher
+// has not read yet (more changes applied than the log keeps while it was
+// held), a live stream ends with a log_truncated event at the last seq it
+// had every change of, and the hub goes on: a new stream gets the next
+// change's event, and resuming from the truncated id is refused.
+func TestDispatcherBehindTheLog(t *testing.T) {
+	ctx := context.Background()
+	store, err := disk.Open(t.TempDir(), disk.Options{LogRetention: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := query.New(store, query.Options{HotAddresses: -1})
+	w := writer.New(store, writer.Options{})
+	w.Subscribe(reads)
+	src := gatedSource{testSource{store, reads}, make(chan struct{})}
+	hub, err := New(src, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { hub.Close(); _ = w.Close(); reads.Close(); _ = store.Close() }()
+	k := []*Key{NewKey(disk.DimAddress, []byte("alice"), "address", "alice")}
+	s, err := hub.Subscribe(k, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	runErr := make(chan error, 1)
+	go func() {
+		err := s.Run(ctx, pw, func() error { return nil })
+		s.Close()
+		pw.CloseWithError(io.EOF)
+		runErr <- err
+	}()
+	br := bufio.NewReader(pr)
+	if line, err := br.ReadString('\n'); err != nil || line != ": heartbeat\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	<-s.joined
+	for h := uint64(0); h < 10; h++ { // seqs 1..10; the log keeps 7..10
+		if _, err := w.Apply(ctx, payBlock(h, "alice")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(src.open)
+	seqs, names, err := ids(br, "log_truncated")
+	if err != nil || fmt.Sprint(seqs) != "[0]" || fmt.Sprint(names) != "[log_truncated]" {
+		t.Fatalf("the live stream: %v %v %v (run: %v); want one log_truncated event at 0", seqs, names, err, <-runErr)
+	}
+	if err := <-runErr; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if _, err := hub.Subscribe(k, 0, true); !errors.Is(err, ErrLogTruncated) {
+		t.Fatalf("resuming after 0: %v, want ErrLogTruncated", err)
+	}
+
+	s2, err := hub.Subscribe(k, 0, false)
+	if err != nil {
+		t.Fatalf("a new stream after the skip: %v", err)
+	}
+	defer s2.Close()
+	pr2, pw2 := io.Pipe()
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = s2.Run(cctx, pw2, func() error { return nil }); pw2.Close() }()
+	br2 := bufio.NewReader(pr2)
+	if line, err := br2.ReadString('\n'); err != nil || line != ": heartbeat\n" {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	<-s2.joined
+	if _, err := w.Apply(ctx, payBlock(10, "alice")); err != nil {
+		t.Fatal(err)
+	}
+	if seqs, _, err := ids(br2, "apply"); err != nil || fmt.Sprint(seqs) != "[11]" {
+		t.Fatalf("the new stream: %v %v, want the apply event of 11", seqs, err)
+	}
+	cancel()
+	_, _ = io.Copy(io.Discard, pr2)
+}
+
 // TestMaxStreams: one stream more than MaxStreams is refused; closing one
 // frees its slot.
 func TestMaxStreams(t *testing.T) {
