@@ -53,8 +53,10 @@ type FanoutLeg struct {
 	LoadAvg string `json:"loadavg,omitempty"`
 	// Seconds is the time from the first post to the last acknowledgement.
 	Seconds float64 `json:"seconds"`
-	// Writer is the writer process's resource use over the posting.
+	// Writer is the writer process's resource use over the posting, NATS
+	// nats-server's (which every leg runs, with its followers or not).
 	Writer *ProcStats `json:"writer,omitempty"`
+	NATS   *ProcStats `json:"nats,omitempty"`
 	// Apply is the distribution of the writer's own time to validate and
 	// commit each block of the leg (utxo_cache_writer_apply_seconds,
 	// outcome applied), read block by block: the harness scrapes the
@@ -78,6 +80,10 @@ type FanoutLeg struct {
 	// acknowledgement of the change to the follower's having decoded and
 	// checked it (0 when it had it before the acknowledgement arrived).
 	Lag LatencySummary `json:"lag"`
+	// ChangeBytes is the bytes a follower read per change, on average:
+	// the change log's answers over HTTP, the stream's records over
+	// JetStream.
+	ChangeBytes float64 `json:"change_bytes,omitempty"`
 	// Bad counts the changes a follower found out of order or inconsistent.
 	Bad   int64  `json:"bad_changes"`
 	Error string `json:"error,omitempty"`
@@ -116,6 +122,13 @@ type FanoutSummary struct {
 	// follower.
 	AllocsPerStep         float64 `json:"writer_allocs_per_step"`
 	AllocsPerFollowerStep float64 `json:"writer_allocs_per_follower_step"`
+	// NATSCores is the median of nats-server's CPU over the legs;
+	// NATSMilliCoresPerFollower its excess over the legs with none, per
+	// follower.
+	NATSCores                 float64 `json:"nats_cpu_cores"`
+	NATSMilliCoresPerFollower float64 `json:"nats_millicores_per_follower"`
+	// ChangeBytes is the median of the legs' bytes read per change.
+	ChangeBytes float64 `json:"change_bytes,omitempty"`
 	// LagP99 is the median of the legs' lag p99, LagP99Max the largest,
 	// in ms.
 	LagP99    float64 `json:"lag_p99_ms"`
@@ -170,7 +183,7 @@ func (r *runner) fanout(ctx context.Context, dataDir, token string) error {
 		if ctx.Err() != nil {
 			return errors.Join(append(errs, ctx.Err())...)
 		}
-		leg, err := r.fanoutLeg(ctx, len(fr.Legs), l.Transport, l.Followers, natsURL, dataDir, token, bodies)
+		leg, err := r.fanoutLeg(ctx, len(fr.Legs), l.Transport, l.Followers, natsURL, nats.pid(), dataDir, token, bodies)
 		if err != nil {
 			err = fmt.Errorf("fanout leg %s with %d followers: %w", l.Transport, l.Followers, err)
 			leg.Error = joinNonEmpty(leg.Error, err.Error())
@@ -255,6 +268,12 @@ func summarizeFanout(legs []FanoutLeg) []FanoutSummary {
 		}
 		return l.Writer.CPUCores
 	}
+	natsCPU := func(l FanoutLeg) float64 {
+		if l.NATS == nil {
+			return 0
+		}
+		return l.NATS.CPUCores
+	}
 	var out []FanoutSummary
 	for _, k := range keys {
 		ls := byKey[k]
@@ -265,6 +284,8 @@ func summarizeFanout(legs []FanoutLeg) []FanoutSummary {
 			ApplyP99:      median(col(ls, func(l FanoutLeg) float64 { return l.Apply.P99 })),
 			CPUCores:      median(col(ls, cpu)),
 			AllocsPerStep: median(col(ls, func(l FanoutLeg) float64 { return l.AllocsPerStep })),
+			NATSCores:     median(col(ls, natsCPU)),
+			ChangeBytes:   median(col(ls, func(l FanoutLeg) float64 { return l.ChangeBytes })),
 			LagP99:        median(lags), LagP99Max: slices.Max(lags),
 		}
 		if s.ApplyP50 > 0 {
@@ -280,11 +301,65 @@ func summarizeFanout(legs []FanoutLeg) []FanoutSummary {
 			}
 			n := float64(k.followers)
 			s.MilliCoresPerFollower = (s.CPUCores - median(col(base, cpu))) / n * 1000
+			s.NATSMilliCoresPerFollower = (s.NATSCores - median(col(base, natsCPU))) / n * 1000
 			s.AllocsPerFollowerStep = (s.AllocsPerStep - median(col(base, func(l FanoutLeg) float64 { return l.AllocsPerStep }))) / n
 		}
 		out = append(out, s)
 	}
 	return out
+}
+
+// Targets of the fanout scenario, with fanoutTargetFollowers JetStream
+// followers.
+const (
+	fanoutTargetFollowers = 100
+	fanoutApplyShare      = 0.95 // apply rate with the followers over with none
+	fanoutLagP99Ms        = 250.0
+)
+
+// fanoutVerdicts judge the JetStream legs with fanoutTargetFollowers
+// followers (with the most followers when no leg had that many) against
+// the legs with none.
+func (r *Report) fanoutVerdicts() []Verdict {
+	fr := r.Fanout
+	if fr == nil {
+		return nil
+	}
+	var s, none *FanoutSummary
+	for i := range fr.Summary {
+		x := &fr.Summary[i]
+		if x.Transport != FanoutJetStream {
+			continue
+		}
+		switch {
+		case x.Followers == 0:
+			none = x
+		case s != nil && s.Followers == fanoutTargetFollowers:
+			// the target's count, found already
+		case s == nil || x.Followers == fanoutTargetFollowers || x.Followers > s.Followers:
+			s = x
+		}
+	}
+	n := fanoutTargetFollowers
+	if s != nil {
+		n = s.Followers
+	}
+	a := Verdict{Target: fmt.Sprintf("writer apply rate with %d JetStream followers ≥ %.2f× with none (median block's apply time, medians over legs, same run)", n, fanoutApplyShare),
+		Threshold: fmt.Sprintf("≥ %.2f", fanoutApplyShare)}
+	l := Verdict{Target: fmt.Sprintf("lag p99 < %.0f ms with %d JetStream followers (writer acknowledgement to every follower having the change)", fanoutLagP99Ms, n),
+		Threshold: fmt.Sprintf("< %.0f ms", fanoutLagP99Ms)}
+	if s == nil || none == nil {
+		a.Status, a.Detail = "SKIP", "no JetStream leg with followers, or none without, finished"
+		l.Status, l.Detail = "SKIP", a.Detail
+		return []Verdict{a, l}
+	}
+	a.Value = fmt.Sprintf("%.3f (apply p50 %.3f ms with, %.3f ms without)", s.ApplyRatio, s.ApplyP50, none.ApplyP50)
+	a.Status = passMiss(s.ApplyRatio >= fanoutApplyShare)
+	a.Detail = fmt.Sprintf("%d and %d legs; the legs with none spread %.1f%%, those with followers %.1f%%; writer %+.0f allocations per step and %+.2f millicores per follower",
+		s.Legs, none.Legs, 100*none.Spread, 100*s.Spread, s.AllocsPerFollowerStep, s.MilliCoresPerFollower)
+	l.Value = fmt.Sprintf("%.1f ms (median of %d legs; largest %.1f ms)", s.LagP99, s.Legs, s.LagP99Max)
+	l.Status = passMiss(s.LagP99 < fanoutLagP99Ms)
+	return []Verdict{a, l}
 }
 
 // waitTCP waits until addr accepts connections.
@@ -303,7 +378,7 @@ func waitTCP(ctx context.Context, addr string, d time.Duration) error {
 }
 
 // fanoutLeg runs one leg on a fresh copy of the preloaded store.
-func (r *runner) fanoutLeg(ctx context.Context, i int, transport string, n int, natsURL, dataDir, token string, bodies [][]byte) (leg FanoutLeg, err error) {
+func (r *runner) fanoutLeg(ctx context.Context, i int, transport string, n int, natsURL string, natsPID int, dataDir, token string, bodies [][]byte) (leg FanoutLeg, err error) {
 	leg = FanoutLeg{Transport: transport, Followers: n, LoadAvg: loadAvg()}
 	ctx, cancel := context.WithTimeout(ctx, r.o.ApplyTimeout)
 	defer cancel()
@@ -385,7 +460,15 @@ func (r *runner) fanoutLeg(ctx context.Context, i int, transport string, n int, 
 	apply := newSyncHist()
 	f := &feed{client: r.ctl, writer: w.base, token: token}
 	acks := make([]time.Time, steps)
-	wp := watchProc(w.pid())
+	wp, np := watchProc(w.pid()), watchProc(natsPID)
+	watching := true
+	stopWatching := func() {
+		if watching {
+			watching = false
+			leg.Writer, leg.NATS = wp.finish(), np.finish()
+		}
+	}
+	defer stopWatching()
 	t0 := time.Now()
 	every := time.Duration(float64(time.Second) / r.o.FanoutRate)
 	var last uint64
@@ -399,12 +482,12 @@ func (r *runner) fanoutLeg(ctx context.Context, i int, transport string, n int, 
 		}
 		answer, err := f.postIdempotent(ctx, path, ct, bodies[k])
 		if err != nil {
-			wp.finish()
+			stopWatching()
 			return leg, fmt.Errorf("step %d (%s): %w", k, path, err)
 		}
 		acks[k] = time.Now()
 		if last, err = writeSeq(answer, ""); err != nil {
-			wp.finish()
+			stopWatching()
 			return leg, fmt.Errorf("step %d (%s): %w", k, path, err)
 		}
 		leg.Steps++
@@ -412,7 +495,7 @@ func (r *runner) fanoutLeg(ctx context.Context, i int, transport string, n int, 
 		// writer is idle between the two at this pace.
 		ss, err := scrapeURL(ctx, r.ctl, applyURL)
 		if err != nil {
-			wp.finish()
+			stopWatching()
 			return leg, fmt.Errorf("step %d: %w", k, err)
 		}
 		s, c := ss.Sum(metricWriterApply+"_sum", applied), ss.Sum(metricWriterApply+"_count", applied)
@@ -422,7 +505,7 @@ func (r *runner) fanoutLeg(ctx context.Context, i int, transport string, n int, 
 		sum, count = s, c
 	}
 	leg.Seconds = time.Since(t0).Seconds()
-	leg.Writer = wp.finish()
+	stopWatching()
 	after, err := scrape(ctx, r.ctl, w.base)
 	if err != nil {
 		return leg, err
@@ -460,6 +543,9 @@ func (r *runner) fanoutLeg(ctx context.Context, i int, transport string, n int, 
 	fol.mu.Unlock()
 	leg.Lag = lag.summary()
 	leg.Bad = fol.bad.Load()
+	if n > 0 && leg.Steps > 0 {
+		leg.ChangeBytes = float64(fol.bytes.Load()) / float64(n*leg.Steps)
+	}
 	if leg.Bad > 0 {
 		return leg, fmt.Errorf("%d changes out of order or inconsistent", leg.Bad)
 	}
@@ -474,6 +560,7 @@ type followers struct {
 	mu    sync.Mutex
 	recv  [][]time.Time // [follower][seq-start-1], guarded by mu
 	bad   *atomic.Int64
+	bytes atomic.Int64 // read, over every follower
 }
 
 func (f *followers) complete() bool {
@@ -514,6 +601,7 @@ func (f *followers) run(ctx context.Context, k int, src replication.ChangeSource
 			signalled = true
 			ready <- struct{}{}
 		}
+		f.bytes.Add(int64(b.Bytes))
 		now := time.Now()
 		for _, c := range b.Changes {
 			ok := c.Seq == after+1

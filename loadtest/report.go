@@ -326,6 +326,8 @@ func (r *Report) evaluate(o Options) {
 		r.Targets = r.replicationVerdicts(o)
 	} else if o.Scenario == ScenarioEvents {
 		r.Targets = r.eventsVerdicts()
+	} else if o.Scenario == ScenarioFanout {
+		r.Targets = r.fanoutVerdicts()
 	} else {
 		r.Targets = append(r.tierVerdicts(o, ceiling, hotCeiling), r.feedVerdicts(o)...)
 	}

@@ -264,8 +264,9 @@ func (r *Report) Markdown() string {
 			"apply p50, over the same median with the followers. Spread: (largest - smallest) / median of the legs' apply p50; for the legs "+
 			"with none it is the measure's own noise, and a ratio closer to 1 than that tells nothing apart. Mean ratio: the same by blocks "+
 			"over summed apply seconds.\n"+
-			"- Writer CPU and allocations per follower: the median over the legs with followers less the median over the legs with none, "+
-			"per follower. Lag: acknowledgement of a write to a follower having it.\n\n### Legs\n\n%s\n",
+			"- Writer (and nats-server) CPU and allocations per follower: the median over the legs with followers less the median over the "+
+			"legs with none, per follower. Bytes per change: what a follower read, on average. Lag: acknowledgement of a write to a "+
+			"follower having it.\n\n### Legs\n\n%s\n",
 			fr.Blocks, fr.Rollbacks, fr.Rate, fr.NATSServer, fr.Rounds, fanoutTable(fr).markdown())
 	}
 	if tr := r.Throughput; tr != nil {
@@ -325,31 +326,35 @@ func (r *Report) Markdown() string {
 func fanoutSummaryTable(fr *FanoutResult) *table {
 	t := &table{head: []string{"transport", "followers", "legs", "apply p50 ms (min–max)", "spread", "apply p99 ms",
 		"apply ratio", "mean ratio", "writer CPU cores", "mcores per follower", "allocs per step", "allocs per follower-step",
-		"lag p99 ms (max)"}}
+		"nats-server CPU cores", "nats-server mcores per follower", "bytes per change", "lag p99 ms (max)"}}
 	for _, s := range fr.Summary {
-		ratio, mean, per, perAlloc := "-", "-", "-", "-"
+		ratio, mean, per, perAlloc, perNATS, bytes := "-", "-", "-", "-", "-", "-"
 		if s.Followers > 0 {
 			ratio, mean = fmt.Sprintf("%.3f", s.ApplyRatio), fmt.Sprintf("%.3f", s.MeanApplyRatio)
 			per, perAlloc = fmt.Sprintf("%.2f", s.MilliCoresPerFollower), fmt.Sprintf("%.1f", s.AllocsPerFollowerStep)
+			perNATS, bytes = fmt.Sprintf("%.2f", s.NATSMilliCoresPerFollower), fmt.Sprintf("%.0f", s.ChangeBytes)
 		}
 		t.add(s.Transport, fmt.Sprint(s.Followers), fmt.Sprint(s.Legs),
 			fmt.Sprintf("%.3f (%.3f–%.3f)", s.ApplyP50, s.ApplyP50Min, s.ApplyP50Max), fmt.Sprintf("%.3f", s.Spread), ms(s.ApplyP99),
 			ratio, mean, fmt.Sprintf("%.3f", s.CPUCores), per, fmt.Sprintf("%.0f", s.AllocsPerStep), perAlloc,
-			fmt.Sprintf("%.1f (%.1f)", s.LagP99, s.LagP99Max))
+			fmt.Sprintf("%.3f", s.NATSCores), perNATS, bytes, fmt.Sprintf("%.1f (%.1f)", s.LagP99, s.LagP99Max))
 	}
 	return t
 }
 
 // fanoutTable is the fanout scenario's legs, in the order they ran.
 func fanoutTable(fr *FanoutResult) *table {
-	t := &table{head: []string{"leg", "transport", "followers", "load average", "steps", "writer CPU cores", "allocs per step",
+	t := &table{head: []string{"leg", "transport", "followers", "load average", "steps", "writer CPU cores", "nats-server CPU cores", "allocs per step",
 		"apply p50 ms", "apply p99 ms", "apply blocks/s (p50)", "apply blocks/s (mean)", "lag p50 ms", "lag p99 ms", "lag max ms", "bad", "error"}}
 	for i, l := range fr.Legs {
-		cpu := "-"
+		cpu, natsCPU := "-", "-"
 		if l.Writer != nil {
 			cpu = fmt.Sprintf("%.3f", l.Writer.CPUCores)
 		}
-		t.add(fmt.Sprint(i+1), l.Transport, fmt.Sprint(l.Followers), l.LoadAvg, fmt.Sprint(l.Steps), cpu, fmt.Sprintf("%.0f", l.AllocsPerStep),
+		if l.NATS != nil {
+			natsCPU = fmt.Sprintf("%.3f", l.NATS.CPUCores)
+		}
+		t.add(fmt.Sprint(i+1), l.Transport, fmt.Sprint(l.Followers), l.LoadAvg, fmt.Sprint(l.Steps), cpu, natsCPU, fmt.Sprintf("%.0f", l.AllocsPerStep),
 			fmt.Sprintf("%.3f", l.Apply.P50), ms(l.Apply.P99), fmt.Sprintf("%.1f", l.ApplyBlocksPerSec), fmt.Sprintf("%.1f", l.MeanApplyBlocksPerSec),
 			ms(l.Lag.P50), ms(l.Lag.P99), ms(l.Lag.Max), fmt.Sprint(l.Bad), l.Error)
 	}

@@ -96,7 +96,15 @@ events (200k UTXOs, no read load: one writer fed the --apply-blocks script at
 --event-streams event streams of --event-keys addresses each; reports the
 delivery p99 from publish to the event on the wire (target < 50 ms), the
 POST /v1/blocks p99 with and without streams (within 10%) and the memory per
-idle stream (≤ 16 KiB)).
+idle stream (≤ 16 KiB)),
+fanout (20k UTXOs, no read load: one writer fed the --apply-blocks script at
+--fanout-rate, with no follower and with each of --fanout-followers
+lightweight followers over each of --fanout-transports (the HTTP change log,
+NATS JetStream through a nats-server it starts), in --apply-rounds rounds,
+every other one backwards; reports the writer's apply rate from each block's
+own apply time, its CPU and allocations per follower, nats-server's CPU per
+follower and the lag p99; targets with 100 JetStream followers: apply rate ≥
+0.95 of that with none, lag p99 < 250 ms).
 
 scale (12M UTXOs by default, not for CI: streams the chain to a file in
 bounded memory, imports it with 'utxo-cache ingest' (every Cardano index for
