@@ -355,7 +355,7 @@ func (r *Report) fanoutVerdicts() []Verdict {
 	}
 	a.Value = fmt.Sprintf("%.3f (apply p50 %.3f ms with, %.3f ms without)", s.ApplyRatio, s.ApplyP50, none.ApplyP50)
 	a.Status = passMiss(s.ApplyRatio >= fanoutApplyShare)
-	a.Detail = fmt.Sprintf("%d and %d legs; the legs with none spread %.1f%%, those with followers %.1f%%; writer %+.0f allocations per step and %+.2f millicores per follower",
+	a.Detail = fmt.Sprintf("%d and %d legs; the legs with none spread %.1f%%, those with followers %.1f%%; writer %+.1f allocations per step and %+.2f millicores per follower",
 		s.Legs, none.Legs, 100*none.Spread, 100*s.Spread, s.AllocsPerFollowerStep, s.MilliCoresPerFollower)
 	l.Value = fmt.Sprintf("%.1f ms (median of %d legs; largest %.1f ms)", s.LagP99, s.Legs, s.LagP99Max)
 	l.Status = passMiss(s.LagP99 < fanoutLagP99Ms)
