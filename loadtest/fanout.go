@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/replication/jetstream"
@@ -87,6 +89,8 @@ type FanoutLeg struct {
 	// Bad counts the changes a follower found out of order or inconsistent.
 	Bad   int64  `json:"bad_changes"`
 	Error string `json:"error,omitempty"`
+
+	lag *hdrhistogram.Histogram // Lag's, for the summary's pooled figure
 }
 
 // FanoutSummary is one transport's legs with Followers followers (Legs of
@@ -130,9 +134,11 @@ type FanoutSummary struct {
 	// ChangeBytes is the median of the legs' bytes read per change.
 	ChangeBytes float64 `json:"change_bytes,omitempty"`
 	// LagP99 is the median of the legs' lag p99, LagP99Max the largest,
-	// in ms.
-	LagP99    float64 `json:"lag_p99_ms"`
-	LagP99Max float64 `json:"lag_p99_max_ms"`
+	// in ms; LagPooled is the lag over every change of every leg at once,
+	// which a single leg's burst of other work weighs on more.
+	LagP99    float64        `json:"lag_p99_ms"`
+	LagP99Max float64        `json:"lag_p99_max_ms"`
+	LagPooled LatencySummary `json:"lag_pooled"`
 }
 
 // fanout runs the fanout scenario.
@@ -291,6 +297,13 @@ func summarizeFanout(legs []FanoutLeg) []FanoutSummary {
 		if s.ApplyP50 > 0 {
 			s.Spread = (s.ApplyP50Max - s.ApplyP50Min) / s.ApplyP50
 		}
+		pooled := newHist()
+		for _, l := range ls {
+			if l.lag != nil {
+				pooled.Merge(l.lag)
+			}
+		}
+		s.LagPooled = summarize(pooled)
 		if base, ok := byKey[key{k.transport, 0}]; ok && k.followers > 0 {
 			b := median(col(base, func(l FanoutLeg) float64 { return l.Apply.P50 }))
 			if s.ApplyP50 > 0 {
@@ -358,6 +371,7 @@ func (r *Report) fanoutVerdicts() []Verdict {
 	a.Detail = fmt.Sprintf("%d and %d legs; the legs with none spread %.1f%%, those with followers %.1f%%; writer %+.1f allocations per step and %+.2f millicores per follower",
 		s.Legs, none.Legs, 100*none.Spread, 100*s.Spread, s.AllocsPerFollowerStep, s.MilliCoresPerFollower)
 	l.Value = fmt.Sprintf("%.1f ms (median of %d legs; largest %.1f ms)", s.LagP99, s.Legs, s.LagP99Max)
+	l.Detail = fmt.Sprintf("over every change of every leg at once: p50 %.1f ms, p99 %.1f ms", s.LagPooled.P50, s.LagPooled.P99)
 	l.Status = passMiss(s.LagP99 < fanoutLagP99Ms)
 	return []Verdict{a, l}
 }
@@ -542,6 +556,7 @@ func (r *runner) fanoutLeg(ctx context.Context, i int, transport string, n int, 
 	}
 	fol.mu.Unlock()
 	leg.Lag = lag.summary()
+	leg.lag = lag.h
 	leg.Bad = fol.bad.Load()
 	if n > 0 && leg.Steps > 0 {
 		leg.ChangeBytes = float64(fol.bytes.Load()) / float64(n*leg.Steps)

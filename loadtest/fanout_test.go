@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestFanoutOrder: each round runs every transport's legs, none first, and
@@ -128,5 +129,35 @@ func TestFanoutVerdicts(t *testing.T) {
 		if !strings.HasPrefix(v[0].Value, c.wantApplyVal) {
 			t.Errorf("%s: apply value %q, want it to start with %q", c.name, v[0].Value, c.wantApplyVal)
 		}
+	}
+}
+
+// TestSummarizeFanoutPooledLag: the pooled lag is over every change of
+// every leg of a count at once. Leg A: 99 changes at 10 ms and one at
+// 1,000 ms (its p99 is 10 ms); leg B: 100 at 20 ms. Pooled, the 198th of
+// the 200 sorted values, the p99, is 20 ms, and the largest 1,000 ms.
+func TestSummarizeFanoutPooledLag(t *testing.T) {
+	leg := func(values map[time.Duration]int) FanoutLeg {
+		h := newSyncHist()
+		for d, n := range values {
+			for range n {
+				h.record(d)
+			}
+		}
+		return FanoutLeg{Transport: FanoutJetStream, Followers: 100, Apply: LatencySummary{Count: 1, P50: 1}, Lag: h.summary(), lag: h.h}
+	}
+	got := summarizeFanout([]FanoutLeg{
+		leg(map[time.Duration]int{10 * time.Millisecond: 99, time.Second: 1}),
+		leg(map[time.Duration]int{20 * time.Millisecond: 100}),
+	})
+	if len(got) != 1 {
+		t.Fatalf("summary %+v", got)
+	}
+	p := got[0].LagPooled
+	if p.Count != 200 || math.Abs(p.P99-20) > 0.02 || math.Abs(p.Max-1000) > 1 {
+		t.Errorf("pooled lag %+v, want 200 values, p99 20 ms, max 1000 ms", p)
+	}
+	if math.Abs(got[0].LagP99-15) > 0.02 {
+		t.Errorf("median of the legs' p99 %v, want 15 ms (10 and 20)", got[0].LagP99)
 	}
 }
