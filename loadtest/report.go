@@ -14,7 +14,7 @@ import (
 
 // ReportVersion is the version of the JSON report's shape: a change that
 // renames or removes a field bumps it.
-const ReportVersion = 1
+const ReportVersion = 2
 
 // Report is everything a run measured. It is written as report.json
 // (machines), report.md (people) and report.html (charts).
