@@ -12,10 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/replication"
@@ -31,12 +35,15 @@ const (
 // FanoutResult is the fanout scenario's figures: for each transport, legs
 // with 0 and each of FanoutFollowers lightweight followers, each on a fresh
 // copy of the preloaded store, the same script posted at FanoutRate steps a
-// second.
+// second, in Rounds palindromic rounds (see fanoutOrder); Summary compares
+// the legs of each follower count with those with none, by their medians.
 type FanoutResult struct {
 	Blocks, Rollbacks int
 	Rate              float64
+	Rounds            int
 	NATSServer        string
 	Legs              []FanoutLeg
+	Summary           []FanoutSummary `json:"summary"`
 }
 
 // FanoutLeg is one writer with Followers followers over Transport.
@@ -44,31 +51,99 @@ type FanoutLeg struct {
 	Transport string `json:"transport"`
 	Followers int    `json:"followers"`
 	Steps     int    `json:"steps"`
+	// LoadAvg is the machine's load average when the leg started.
+	LoadAvg string `json:"loadavg,omitempty"`
 	// Seconds is the time from the first post to the last acknowledgement.
 	Seconds float64 `json:"seconds"`
-	// Writer is the writer process's resource use over the posting.
+	// Writer is the writer process's resource use over the posting, NATS
+	// nats-server's (which every leg runs, with its followers or not).
 	Writer *ProcStats `json:"writer,omitempty"`
-	// ApplyBlocksPerSec is the blocks the writer applied over the time it
-	// spent applying them (utxo_cache_writer_apply_seconds).
+	NATS   *ProcStats `json:"nats,omitempty"`
+	// Apply is the distribution of the writer's own time to validate and
+	// commit each block of the leg (utxo_cache_writer_apply_seconds,
+	// outcome applied), read block by block: the harness scrapes the
+	// histogram's sum after each acknowledgement, before the next post, and
+	// a block's time is the difference of two scrapes that counted it alone.
+	// It leaves out the HTTP round trip and the harness's own scheduling.
+	Apply LatencySummary `json:"apply"`
+	// ApplyBlocksPerSec is the leg's apply rate: 1000 / Apply.P50, the
+	// blocks a second the writer would apply back to back at its median
+	// block's apply time.
 	ApplyBlocksPerSec float64 `json:"apply_blocks_per_second"`
-	// ApplyRatio is ApplyBlocksPerSec over the transport's leg with no
-	// follower.
-	ApplyRatio float64 `json:"apply_ratio"`
-	// MilliCoresPerFollower is the writer's CPU over the leg with no
-	// follower, per follower, in thousandths of a core.
-	MilliCoresPerFollower float64 `json:"writer_millicores_per_follower"`
+	// MeanApplyBlocksPerSec is the blocks applied over the sum of their
+	// apply times (the mean's inverse, which one stalled commit moves).
+	MeanApplyBlocksPerSec float64 `json:"mean_apply_blocks_per_second"`
+	// AllocsPerStep and AllocBytesPerStep are the writer process's heap
+	// allocations (go_memstats_mallocs_total, _alloc_bytes_total) over the
+	// posting, per step: everything it did, counted, not timed.
+	AllocsPerStep     float64 `json:"writer_allocs_per_step"`
+	AllocBytesPerStep float64 `json:"writer_alloc_bytes_per_step"`
 	// Lag is, over every follower and change, the time from the writer's
 	// acknowledgement of the change to the follower's having decoded and
 	// checked it (0 when it had it before the acknowledgement arrived).
 	Lag LatencySummary `json:"lag"`
+	// ChangeBytes is the bytes a follower read per change, on average:
+	// the change log's answers over HTTP, the stream's records over
+	// JetStream.
+	ChangeBytes float64 `json:"change_bytes,omitempty"`
 	// Bad counts the changes a follower found out of order or inconsistent.
 	Bad   int64  `json:"bad_changes"`
 	Error string `json:"error,omitempty"`
+
+	lag *hdrhistogram.Histogram // Lag's, for the summary's pooled figure
+}
+
+// FanoutSummary is one transport's legs with Followers followers (Legs of
+// them), by the median over those legs, compared with its legs with none.
+type FanoutSummary struct {
+	Transport string `json:"transport"`
+	Followers int    `json:"followers"`
+	Legs      int    `json:"legs"`
+	// ApplyP50 is the median over the legs of their apply p50, in ms;
+	// ApplyP50Min and ApplyP50Max their range.
+	ApplyP50    float64 `json:"apply_p50_ms"`
+	ApplyP50Min float64 `json:"apply_p50_min_ms"`
+	ApplyP50Max float64 `json:"apply_p50_max_ms"`
+	ApplyP99    float64 `json:"apply_p99_ms"` // median over the legs
+	// ApplyRatio is the apply rate with these followers over that with
+	// none: the legs with none's ApplyP50 over this ApplyP50 (target ≥ 0.95
+	// for 100 JetStream followers). Spread is (ApplyP50Max - ApplyP50Min) /
+	// ApplyP50: the legs' disagreement, which for the legs with none (the
+	// same work each time) is the measure's own noise; a ratio that differs
+	// from 1 by less than that spread does not tell the two apart.
+	ApplyRatio float64 `json:"apply_ratio"`
+	Spread     float64 `json:"spread"`
+	// MeanApplyRatio is the same ratio by the medians of the legs'
+	// MeanApplyBlocksPerSec.
+	MeanApplyRatio float64 `json:"mean_apply_ratio"`
+	// CPUCores is the median of the writer's CPU over the legs;
+	// MilliCoresPerFollower its excess over the legs with none, per
+	// follower, in thousandths of a core.
+	CPUCores              float64 `json:"writer_cpu_cores"`
+	MilliCoresPerFollower float64 `json:"writer_millicores_per_follower"`
+	// AllocsPerStep is the median of the legs' writer allocations per
+	// step; AllocsPerFollowerStep its excess over the legs with none, per
+	// follower.
+	AllocsPerStep         float64 `json:"writer_allocs_per_step"`
+	AllocsPerFollowerStep float64 `json:"writer_allocs_per_follower_step"`
+	// NATSCores is the median of nats-server's CPU over the legs;
+	// NATSMilliCoresPerFollower its excess over the legs with none, per
+	// follower.
+	NATSCores                 float64 `json:"nats_cpu_cores"`
+	NATSMilliCoresPerFollower float64 `json:"nats_millicores_per_follower"`
+	// ChangeBytes is the median of the legs' bytes read per change.
+	ChangeBytes float64 `json:"change_bytes,omitempty"`
+	// LagP99 is the median of the legs' lag p99, LagP99Max the largest,
+	// in ms; LagPooled is the lag over every change of every leg at once,
+	// which a single leg's burst of other work weighs on more.
+	LagP99    float64        `json:"lag_p99_ms"`
+	LagP99Max float64        `json:"lag_p99_max_ms"`
+	LagPooled LatencySummary `json:"lag_pooled"`
 }
 
 // fanout runs the fanout scenario.
 func (r *runner) fanout(ctx context.Context, dataDir, token string) error {
-	fr := &FanoutResult{Rate: r.o.FanoutRate}
+	fr := &FanoutResult{Rate: r.o.FanoutRate, Rounds: r.o.ApplyRounds}
 	r.report.Fanout = fr
 	bodies := make([][]byte, len(r.w.script.steps))
 	for i, st := range r.w.script.steps {
@@ -110,33 +185,195 @@ func (r *runner) fanout(ctx context.Context, dataDir, token string) error {
 		return fmt.Errorf("nats-server: %w", err)
 	}
 	var errs []error
-	for _, transport := range []string{FanoutHTTP, FanoutJetStream} {
-		var base *FanoutLeg
-		for _, n := range append([]int{0}, r.o.FanoutFollowers...) {
-			if ctx.Err() != nil {
-				return errors.Join(append(errs, ctx.Err())...)
-			}
-			leg, err := r.fanoutLeg(ctx, len(fr.Legs), transport, n, natsURL, dataDir, token, bodies)
-			if err != nil {
-				err = fmt.Errorf("fanout leg %s with %d followers: %w", transport, n, err)
-				leg.Error = joinNonEmpty(leg.Error, err.Error())
-				errs = append(errs, err)
-			}
-			if n == 0 && err == nil {
-				base = &leg
-			} else if base != nil && n > 0 {
-				if base.ApplyBlocksPerSec > 0 {
-					leg.ApplyRatio = leg.ApplyBlocksPerSec / base.ApplyBlocksPerSec
-				}
-				if leg.Writer != nil && base.Writer != nil {
-					leg.MilliCoresPerFollower = (leg.Writer.CPUCores - base.Writer.CPUCores) / float64(n) * 1000
-				}
-			}
-			r.logf("fanout: %s, %d followers: writer %.1f applied blocks/s, lag p99 %.1f ms, %d bad", transport, n, leg.ApplyBlocksPerSec, leg.Lag.P99, leg.Bad)
-			fr.Legs = append(fr.Legs, leg)
+	for _, l := range fanoutOrder(r.o.FanoutTransports, r.o.FanoutFollowers, r.o.ApplyRounds) {
+		if ctx.Err() != nil {
+			return errors.Join(append(errs, ctx.Err())...)
+		}
+		leg, err := r.fanoutLeg(ctx, len(fr.Legs), l.Transport, l.Followers, natsURL, nats.pid(), dataDir, token, bodies)
+		if err != nil {
+			err = fmt.Errorf("fanout leg %s with %d followers: %w", l.Transport, l.Followers, err)
+			leg.Error = joinNonEmpty(leg.Error, err.Error())
+			errs = append(errs, err)
+		}
+		cpu := 0.0
+		if leg.Writer != nil {
+			cpu = leg.Writer.CPUCores
+		}
+		r.logf("fanout: %s, %d followers: writer apply p50 %.2f ms (%.1f blocks/s), p99 %.2f ms, %.3f cores, %.0f allocs/step; lag p99 %.1f ms, %d bad",
+			l.Transport, l.Followers, leg.Apply.P50, leg.ApplyBlocksPerSec, leg.Apply.P99, cpu, leg.AllocsPerStep, leg.Lag.P99, leg.Bad)
+		fr.Legs = append(fr.Legs, leg)
+	}
+	fr.Summary = summarizeFanout(fr.Legs)
+	return errors.Join(errs...)
+}
+
+// fanoutOrder is the order of the scenario's legs: each round runs, for
+// each transport, a leg with no follower and one with each count, and
+// every other round runs the same legs backwards (0, 10, 100 | 100, 10, 0
+// ...). A machine that drifts over the run (another job starting, a disk
+// filling its cache) then weighs on each count alike, and the legs of one
+// transport are spread over the whole run, not packed into one half of it.
+func fanoutOrder(transports []string, counts []int, rounds int) []FanoutLeg {
+	var round []FanoutLeg
+	for _, t := range transports {
+		round = append(round, FanoutLeg{Transport: t})
+		for _, n := range counts {
+			round = append(round, FanoutLeg{Transport: t, Followers: n})
 		}
 	}
-	return errors.Join(errs...)
+	var out []FanoutLeg
+	for i := range rounds {
+		if i%2 == 0 {
+			out = append(out, round...)
+			continue
+		}
+		for j := len(round) - 1; j >= 0; j-- {
+			out = append(out, round[j])
+		}
+	}
+	return out
+}
+
+// summarizeFanout compares, for each transport, the legs of each follower
+// count with its legs with none, by medians over the legs (failed legs left
+// out): the median of a few legs is not moved by one leg that a burst of
+// other work on the machine slowed down.
+func summarizeFanout(legs []FanoutLeg) []FanoutSummary {
+	type key struct {
+		transport string
+		followers int
+	}
+	var keys []key
+	byKey := map[key][]FanoutLeg{}
+	for _, l := range legs {
+		if l.Error != "" || l.Apply.Count == 0 {
+			continue
+		}
+		k := key{l.Transport, l.Followers}
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], l)
+	}
+	slices.SortStableFunc(keys, func(a, b key) int {
+		if a.transport != b.transport {
+			return strings.Compare(a.transport, b.transport)
+		}
+		return a.followers - b.followers
+	})
+	col := func(ls []FanoutLeg, f func(FanoutLeg) float64) []float64 {
+		v := make([]float64, len(ls))
+		for i, l := range ls {
+			v[i] = f(l)
+		}
+		return v
+	}
+	cpu := func(l FanoutLeg) float64 {
+		if l.Writer == nil {
+			return 0
+		}
+		return l.Writer.CPUCores
+	}
+	natsCPU := func(l FanoutLeg) float64 {
+		if l.NATS == nil {
+			return 0
+		}
+		return l.NATS.CPUCores
+	}
+	var out []FanoutSummary
+	for _, k := range keys {
+		ls := byKey[k]
+		p50s := col(ls, func(l FanoutLeg) float64 { return l.Apply.P50 })
+		lags := col(ls, func(l FanoutLeg) float64 { return l.Lag.P99 })
+		s := FanoutSummary{Transport: k.transport, Followers: k.followers, Legs: len(ls),
+			ApplyP50: median(p50s), ApplyP50Min: slices.Min(p50s), ApplyP50Max: slices.Max(p50s),
+			ApplyP99:      median(col(ls, func(l FanoutLeg) float64 { return l.Apply.P99 })),
+			CPUCores:      median(col(ls, cpu)),
+			AllocsPerStep: median(col(ls, func(l FanoutLeg) float64 { return l.AllocsPerStep })),
+			NATSCores:     median(col(ls, natsCPU)),
+			ChangeBytes:   median(col(ls, func(l FanoutLeg) float64 { return l.ChangeBytes })),
+			LagP99:        median(lags), LagP99Max: slices.Max(lags),
+		}
+		if s.ApplyP50 > 0 {
+			s.Spread = (s.ApplyP50Max - s.ApplyP50Min) / s.ApplyP50
+		}
+		pooled := newHist()
+		for _, l := range ls {
+			if l.lag != nil {
+				pooled.Merge(l.lag)
+			}
+		}
+		s.LagPooled = summarize(pooled)
+		if base, ok := byKey[key{k.transport, 0}]; ok && k.followers > 0 {
+			b := median(col(base, func(l FanoutLeg) float64 { return l.Apply.P50 }))
+			if s.ApplyP50 > 0 {
+				s.ApplyRatio = b / s.ApplyP50
+			}
+			if bm := median(col(base, func(l FanoutLeg) float64 { return l.MeanApplyBlocksPerSec })); bm > 0 {
+				s.MeanApplyRatio = median(col(ls, func(l FanoutLeg) float64 { return l.MeanApplyBlocksPerSec })) / bm
+			}
+			n := float64(k.followers)
+			s.MilliCoresPerFollower = (s.CPUCores - median(col(base, cpu))) / n * 1000
+			s.NATSMilliCoresPerFollower = (s.NATSCores - median(col(base, natsCPU))) / n * 1000
+			s.AllocsPerFollowerStep = (s.AllocsPerStep - median(col(base, func(l FanoutLeg) float64 { return l.AllocsPerStep }))) / n
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Targets of the fanout scenario, with fanoutTargetFollowers JetStream
+// followers.
+const (
+	fanoutTargetFollowers = 100
+	fanoutApplyShare      = 0.95 // apply rate with the followers over with none
+	fanoutLagP99Ms        = 250.0
+)
+
+// fanoutVerdicts judge the JetStream legs with fanoutTargetFollowers
+// followers (with the most followers when no leg had that many) against
+// the legs with none.
+func (r *Report) fanoutVerdicts() []Verdict {
+	fr := r.Fanout
+	if fr == nil {
+		return nil
+	}
+	var s, none *FanoutSummary
+	for i := range fr.Summary {
+		x := &fr.Summary[i]
+		if x.Transport != FanoutJetStream {
+			continue
+		}
+		switch {
+		case x.Followers == 0:
+			none = x
+		case s != nil && s.Followers == fanoutTargetFollowers:
+			// the target's count, found already
+		case s == nil || x.Followers == fanoutTargetFollowers || x.Followers > s.Followers:
+			s = x
+		}
+	}
+	n := fanoutTargetFollowers
+	if s != nil {
+		n = s.Followers
+	}
+	a := Verdict{Target: fmt.Sprintf("writer apply rate with %d JetStream followers ≥ %.2f× with none (median block's apply time, medians over legs, same run)", n, fanoutApplyShare),
+		Threshold: fmt.Sprintf("≥ %.2f", fanoutApplyShare)}
+	l := Verdict{Target: fmt.Sprintf("lag p99 < %.0f ms with %d JetStream followers (writer acknowledgement to every follower having the change)", fanoutLagP99Ms, n),
+		Threshold: fmt.Sprintf("< %.0f ms", fanoutLagP99Ms)}
+	if s == nil || none == nil {
+		a.Status, a.Detail = "SKIP", "no JetStream leg with followers, or none without, finished"
+		l.Status, l.Detail = "SKIP", a.Detail
+		return []Verdict{a, l}
+	}
+	a.Value = fmt.Sprintf("%.3f (apply p50 %.3f ms with, %.3f ms without)", s.ApplyRatio, s.ApplyP50, none.ApplyP50)
+	a.Status = passMiss(s.ApplyRatio >= fanoutApplyShare)
+	a.Detail = fmt.Sprintf("%d and %d legs; the legs with none spread %.1f%%, those with followers %.1f%%; writer %+.1f allocations per step and %+.2f millicores per follower",
+		s.Legs, none.Legs, 100*none.Spread, 100*s.Spread, s.AllocsPerFollowerStep, s.MilliCoresPerFollower)
+	l.Value = fmt.Sprintf("%.1f ms (median of %d legs; largest %.1f ms)", s.LagP99, s.Legs, s.LagP99Max)
+	l.Detail = fmt.Sprintf("over every change of every leg at once: p50 %.1f ms, p99 %.1f ms", s.LagPooled.P50, s.LagPooled.P99)
+	l.Status = passMiss(s.LagP99 < fanoutLagP99Ms)
+	return []Verdict{a, l}
 }
 
 // waitTCP waits until addr accepts connections.
@@ -155,8 +392,8 @@ func waitTCP(ctx context.Context, addr string, d time.Duration) error {
 }
 
 // fanoutLeg runs one leg on a fresh copy of the preloaded store.
-func (r *runner) fanoutLeg(ctx context.Context, i int, transport string, n int, natsURL, dataDir, token string, bodies [][]byte) (leg FanoutLeg, err error) {
-	leg = FanoutLeg{Transport: transport, Followers: n}
+func (r *runner) fanoutLeg(ctx context.Context, i int, transport string, n int, natsURL string, natsPID int, dataDir, token string, bodies [][]byte) (leg FanoutLeg, err error) {
+	leg = FanoutLeg{Transport: transport, Followers: n, LoadAvg: loadAvg()}
 	ctx, cancel := context.WithTimeout(ctx, r.o.ApplyTimeout)
 	defer cancel()
 	dir := filepath.Join(r.dir, "store-fanout")
@@ -231,9 +468,21 @@ func (r *runner) fanoutLeg(ctx context.Context, i int, transport string, n int, 
 	if err != nil {
 		return leg, err
 	}
+	applied := map[string]string{"outcome": "applied"}
+	applyURL := w.base + "/metrics?name[]=" + metricWriterApply
+	sum, count := before.Sum(metricWriterApply+"_sum", applied), before.Sum(metricWriterApply+"_count", applied)
+	apply := newSyncHist()
 	f := &feed{client: r.ctl, writer: w.base, token: token}
 	acks := make([]time.Time, steps)
-	wp := watchProc(w.pid())
+	wp, np := watchProc(w.pid()), watchProc(natsPID)
+	watching := true
+	stopWatching := func() {
+		if watching {
+			watching = false
+			leg.Writer, leg.NATS = wp.finish(), np.finish()
+		}
+	}
+	defer stopWatching()
 	t0 := time.Now()
 	every := time.Duration(float64(time.Second) / r.o.FanoutRate)
 	var last uint64
@@ -247,26 +496,45 @@ func (r *runner) fanoutLeg(ctx context.Context, i int, transport string, n int, 
 		}
 		answer, err := f.postIdempotent(ctx, path, ct, bodies[k])
 		if err != nil {
-			wp.finish()
+			stopWatching()
 			return leg, fmt.Errorf("step %d (%s): %w", k, path, err)
 		}
 		acks[k] = time.Now()
 		if last, err = writeSeq(answer, ""); err != nil {
-			wp.finish()
+			stopWatching()
 			return leg, fmt.Errorf("step %d (%s): %w", k, path, err)
 		}
 		leg.Steps++
+		// The block's own apply time, read before the next post: the
+		// writer is idle between the two at this pace.
+		ss, err := scrapeURL(ctx, r.ctl, applyURL)
+		if err != nil {
+			stopWatching()
+			return leg, fmt.Errorf("step %d: %w", k, err)
+		}
+		s, c := ss.Sum(metricWriterApply+"_sum", applied), ss.Sum(metricWriterApply+"_count", applied)
+		if c == count+1 {
+			apply.record(time.Duration((s - sum) * float64(time.Second)))
+		}
+		sum, count = s, c
 	}
 	leg.Seconds = time.Since(t0).Seconds()
-	leg.Writer = wp.finish()
+	stopWatching()
 	after, err := scrape(ctx, r.ctl, w.base)
 	if err != nil {
 		return leg, err
 	}
-	applied := map[string]string{"outcome": "applied"}
+	leg.Apply = apply.summary()
+	if leg.Apply.P50 > 0 {
+		leg.ApplyBlocksPerSec = 1000 / leg.Apply.P50
+	}
 	blocks := after.Sum(metricWriterApply+"_count", applied) - before.Sum(metricWriterApply+"_count", applied)
 	if secs := after.Sum(metricWriterApply+"_sum", applied) - before.Sum(metricWriterApply+"_sum", applied); secs > 0 {
-		leg.ApplyBlocksPerSec = blocks / secs
+		leg.MeanApplyBlocksPerSec = blocks / secs
+	}
+	if leg.Steps > 0 {
+		leg.AllocsPerStep = (after.Sum(metricMallocs, nil) - before.Sum(metricMallocs, nil)) / float64(leg.Steps)
+		leg.AllocBytesPerStep = (after.Sum(metricAllocBytes, nil) - before.Sum(metricAllocBytes, nil)) / float64(leg.Steps)
 	}
 	if last != start.Seq+uint64(steps) {
 		return leg, fmt.Errorf("the writer acknowledged seq %d after %d steps from %d", last, steps, start.Seq)
@@ -288,7 +556,11 @@ func (r *runner) fanoutLeg(ctx context.Context, i int, transport string, n int, 
 	}
 	fol.mu.Unlock()
 	leg.Lag = lag.summary()
+	leg.lag = lag.h
 	leg.Bad = fol.bad.Load()
+	if n > 0 && leg.Steps > 0 {
+		leg.ChangeBytes = float64(fol.bytes.Load()) / float64(n*leg.Steps)
+	}
 	if leg.Bad > 0 {
 		return leg, fmt.Errorf("%d changes out of order or inconsistent", leg.Bad)
 	}
@@ -303,6 +575,7 @@ type followers struct {
 	mu    sync.Mutex
 	recv  [][]time.Time // [follower][seq-start-1], guarded by mu
 	bad   *atomic.Int64
+	bytes atomic.Int64 // read, over every follower
 }
 
 func (f *followers) complete() bool {
@@ -343,6 +616,7 @@ func (f *followers) run(ctx context.Context, k int, src replication.ChangeSource
 			signalled = true
 			ready <- struct{}{}
 		}
+		f.bytes.Add(int64(b.Bytes))
 		now := time.Now()
 		for _, c := range b.Changes {
 			ok := c.Seq == after+1

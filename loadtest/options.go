@@ -138,7 +138,10 @@ type Options struct {
 	ApplyBlocks int
 	// ApplyRounds is the replicas scenario's rounds of two legs, without
 	// and with replicas, in ABBA order (none, with; with, none; …), so that
-	// a machine that drifts during the run weighs on both alike. Default 2.
+	// a machine that drifts during the run weighs on both alike; the events
+	// scenario's likewise, and the fanout scenario's rounds of a leg with no
+	// follower and one with each count, every other round backwards.
+	// Default 2.
 	ApplyRounds int
 	// ApplyTimeout bounds one leg of the replicas scenario: its posts and
 	// its replicas' catching up. Default 2m.
@@ -147,6 +150,9 @@ type Options struct {
 	// FanoutFollowers are the follower counts of the fanout scenario's
 	// legs (each transport also runs a leg with none). Default 10, 50, 100.
 	FanoutFollowers []int
+	// FanoutTransports are the transports of the fanout scenario's legs
+	// (FanoutHTTP, FanoutJetStream). Default both.
+	FanoutTransports []string
 	// FanoutRate is the fanout scenario's steps (blocks and rollbacks) a
 	// second. Default 10.
 	FanoutRate float64
@@ -412,6 +418,9 @@ func (o Options) EnsureDefaults() Options {
 	if len(o.FanoutFollowers) == 0 {
 		o.FanoutFollowers = []int{10, 50, 100}
 	}
+	if len(o.FanoutTransports) == 0 {
+		o.FanoutTransports = []string{FanoutHTTP, FanoutJetStream}
+	}
 	if o.FanoutRate == 0 {
 		o.FanoutRate = 10
 	}
@@ -465,8 +474,14 @@ func (o Options) Validate() error {
 				errs = append(errs, fmt.Errorf("fanout followers %d outside 1..1000", n))
 			}
 		}
-		if o.FanoutRate <= 0 || o.ApplyBlocks < 1 || o.ApplyTimeout <= 0 {
-			errs = append(errs, errors.New("fanout rate, apply blocks and apply timeout must be positive"))
+		for i, t := range o.FanoutTransports {
+			if (t != FanoutHTTP && t != FanoutJetStream) || slices.Contains(o.FanoutTransports[:i], t) {
+				errs = append(errs, fmt.Errorf("fanout transports %v: want http, jetstream or both, each once", o.FanoutTransports))
+				break
+			}
+		}
+		if o.FanoutRate <= 0 || o.ApplyBlocks < 1 || o.ApplyRounds < 1 || o.ApplyTimeout <= 0 {
+			errs = append(errs, errors.New("fanout rate, apply blocks, apply rounds and apply timeout must be positive"))
 		}
 	} else if o.Scenario == ScenarioReplicas || o.Scenario == ScenarioEvents {
 		if len(o.Configs) > 0 {

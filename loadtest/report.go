@@ -14,7 +14,7 @@ import (
 
 // ReportVersion is the version of the JSON report's shape: a change that
 // renames or removes a field bumps it.
-const ReportVersion = 1
+const ReportVersion = 2
 
 // Report is everything a run measured. It is written as report.json
 // (machines), report.md (people) and report.html (charts).
@@ -326,6 +326,8 @@ func (r *Report) evaluate(o Options) {
 		r.Targets = r.replicationVerdicts(o)
 	} else if o.Scenario == ScenarioEvents {
 		r.Targets = r.eventsVerdicts()
+	} else if o.Scenario == ScenarioFanout {
+		r.Targets = r.fanoutVerdicts()
 	} else {
 		r.Targets = append(r.tierVerdicts(o, ceiling, hotCeiling), r.feedVerdicts(o)...)
 	}

@@ -254,13 +254,20 @@ func (r *Report) Markdown() string {
 		b.WriteString("\n")
 	}
 	if fr := r.Fanout; fr != nil {
-		fmt.Fprintf(&b, "## Fan-out: what followers cost the writer\n\n%s\n", fanoutTable(fr).markdown())
+		fmt.Fprintf(&b, "## Fan-out: what followers cost the writer\n\n%s\n", fanoutSummaryTable(fr).markdown())
 		fmt.Fprintf(&b, "- Each leg: a writer on a fresh copy of the preloaded store (pinned to the service's CPUs when the run pins), "+
-			"fed the same %d blocks and %d rollbacks at %.0f steps/s, and that many lightweight followers in the harness's process, "+
-			"each reading every change (the change log over HTTP, or the JetStream stream through a single nats-server, %s) and checking "+
-			"that it follows the one before. Lag: acknowledgement of a write to a follower having it. Writer CPU per follower: "+
-			"the writer's CPU over the leg with none, per follower. Apply ratio: the writer's apply rate over the leg with none.\n\n",
-			fr.Blocks, fr.Rollbacks, fr.Rate, fr.NATSServer)
+			"fed the same %d blocks and %d rollbacks at %.0f steps/s, and that many lightweight followers in the harness's process "+
+			"(on the harness's CPUs, with nats-server), each reading every change (the change log over HTTP, or the JetStream stream "+
+			"through a single nats-server, %s) and checking that it follows the one before; %d rounds of legs, every other one backwards.\n"+
+			"- Apply time: the writer's own time to validate and commit each block (utxo_cache_writer_apply_seconds, read after each "+
+			"acknowledgement); a leg's apply rate is 1000 / its median block's ms. Apply ratio: the median over the legs with none of their "+
+			"apply p50, over the same median with the followers. Spread: (largest - smallest) / median of the legs' apply p50; for the legs "+
+			"with none it is the measure's own noise, and a ratio closer to 1 than that tells nothing apart. Mean ratio: the same by blocks "+
+			"over summed apply seconds.\n"+
+			"- Writer (and nats-server) CPU and allocations per follower: the median over the legs with followers less the median over the "+
+			"legs with none, per follower. Bytes per change: what a follower read, on average. Lag: acknowledgement of a write to a "+
+			"follower having it; lag p99 (max) is the median (largest) of the legs' p99, pooled the p99 over every change of every leg at once.\n\n### Legs\n\n%s\n",
+			fr.Blocks, fr.Rollbacks, fr.Rate, fr.NATSServer, fr.Rounds, fanoutTable(fr).markdown())
 	}
 	if tr := r.Throughput; tr != nil {
 		fmt.Fprintf(&b, "## Writer apply throughput with and without replicas\n\n%s\n", throughputTable(tr).markdown())
@@ -314,20 +321,41 @@ func (r *Report) Markdown() string {
 	return b.String()
 }
 
-// fanoutTable is the fanout scenario's legs.
+// fanoutSummaryTable is the fanout scenario's medians by transport and
+// follower count.
+func fanoutSummaryTable(fr *FanoutResult) *table {
+	t := &table{head: []string{"transport", "followers", "legs", "apply p50 ms (min–max)", "spread", "apply p99 ms",
+		"apply ratio", "mean ratio", "writer CPU cores", "mcores per follower", "allocs per step", "allocs per follower-step",
+		"nats-server CPU cores", "nats-server mcores per follower", "bytes per change", "lag p99 ms (max)", "lag p99 ms, pooled"}}
+	for _, s := range fr.Summary {
+		ratio, mean, per, perAlloc, perNATS, bytes := "-", "-", "-", "-", "-", "-"
+		if s.Followers > 0 {
+			ratio, mean = fmt.Sprintf("%.3f", s.ApplyRatio), fmt.Sprintf("%.3f", s.MeanApplyRatio)
+			per, perAlloc = fmt.Sprintf("%.2f", s.MilliCoresPerFollower), fmt.Sprintf("%.1f", s.AllocsPerFollowerStep)
+			perNATS, bytes = fmt.Sprintf("%.2f", s.NATSMilliCoresPerFollower), fmt.Sprintf("%.0f", s.ChangeBytes)
+		}
+		t.add(s.Transport, fmt.Sprint(s.Followers), fmt.Sprint(s.Legs),
+			fmt.Sprintf("%.3f (%.3f–%.3f)", s.ApplyP50, s.ApplyP50Min, s.ApplyP50Max), fmt.Sprintf("%.3f", s.Spread), ms(s.ApplyP99),
+			ratio, mean, fmt.Sprintf("%.3f", s.CPUCores), per, fmt.Sprintf("%.0f", s.AllocsPerStep), perAlloc,
+			fmt.Sprintf("%.3f", s.NATSCores), perNATS, bytes, fmt.Sprintf("%.1f (%.1f)", s.LagP99, s.LagP99Max), ms(s.LagPooled.P99))
+	}
+	return t
+}
+
+// fanoutTable is the fanout scenario's legs, in the order they ran.
 func fanoutTable(fr *FanoutResult) *table {
-	t := &table{head: []string{"transport", "followers", "steps", "writer CPU cores", "writer mcores per follower",
-		"writer apply blocks/s", "apply ratio", "lag p50 ms", "lag p99 ms", "lag max ms", "bad", "error"}}
-	for _, l := range fr.Legs {
-		cpu := "-"
+	t := &table{head: []string{"leg", "transport", "followers", "load average", "steps", "writer CPU cores", "nats-server CPU cores", "allocs per step",
+		"apply p50 ms", "apply p99 ms", "apply blocks/s (p50)", "apply blocks/s (mean)", "lag p50 ms", "lag p99 ms", "lag max ms", "bad", "error"}}
+	for i, l := range fr.Legs {
+		cpu, natsCPU := "-", "-"
 		if l.Writer != nil {
 			cpu = fmt.Sprintf("%.3f", l.Writer.CPUCores)
 		}
-		per, ratio := "-", "-"
-		if l.Followers > 0 {
-			per, ratio = fmt.Sprintf("%.2f", l.MilliCoresPerFollower), fmt.Sprintf("%.2f", l.ApplyRatio)
+		if l.NATS != nil {
+			natsCPU = fmt.Sprintf("%.3f", l.NATS.CPUCores)
 		}
-		t.add(l.Transport, fmt.Sprint(l.Followers), fmt.Sprint(l.Steps), cpu, per, fmt.Sprintf("%.1f", l.ApplyBlocksPerSec), ratio,
+		t.add(fmt.Sprint(i+1), l.Transport, fmt.Sprint(l.Followers), l.LoadAvg, fmt.Sprint(l.Steps), cpu, natsCPU, fmt.Sprintf("%.0f", l.AllocsPerStep),
+			fmt.Sprintf("%.3f", l.Apply.P50), ms(l.Apply.P99), fmt.Sprintf("%.1f", l.ApplyBlocksPerSec), fmt.Sprintf("%.1f", l.MeanApplyBlocksPerSec),
 			ms(l.Lag.P50), ms(l.Lag.P99), ms(l.Lag.Max), fmt.Sprint(l.Bad), l.Error)
 	}
 	return t

@@ -142,6 +142,9 @@ const (
 	// Pebble's block cache, for the scale scenario's cold reads.
 	metricBlockCacheHits   = "utxo_cache_store_block_cache_hits_total"
 	metricBlockCacheMisses = "utxo_cache_store_block_cache_misses_total"
+	// The Go runtime's heap allocations since the process started.
+	metricMallocs    = "go_memstats_mallocs_total"
+	metricAllocBytes = "go_memstats_alloc_bytes_total"
 )
 
 // TierStats is the cache activity of a phase: the difference of two scrapes.
@@ -193,21 +196,28 @@ func tierDelta(before, after Samples) TierStats {
 
 // scrape fetches and parses base + "/metrics".
 func scrape(ctx context.Context, c *http.Client, base string) (Samples, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	return scrapeURL(ctx, c, base+"/metrics")
+}
+
+// scrapeURL fetches and parses a metrics page: u may name the families it
+// wants ("/metrics?name[]=NAME", which the service's handler honours), and
+// the page then holds only those.
+func scrapeURL(ctx context.Context, c *http.Client, u string) (Samples, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", base, err)
+		return nil, fmt.Errorf("scrape %s: %w", u, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", base, err)
+		return nil, fmt.Errorf("scrape %s: %w", u, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: status %d", base, resp.StatusCode)
+		return nil, fmt.Errorf("scrape %s: status %d", u, resp.StatusCode)
 	}
 	return ParseMetrics(string(body))
 }

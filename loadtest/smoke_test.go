@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -403,6 +404,83 @@ func TestLoadtestReplicasScenarioSmoke(t *testing.T) {
 	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
 	if err != nil || !strings.Contains(string(md), "Writer apply throughput with and without replicas") {
 		t.Errorf("report.md (%v) lacks the throughput section", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "store-*")); len(left) > 0 {
+		t.Errorf("stores left: %v", left)
+	}
+}
+
+// TestLoadtestFanoutScenarioSmoke runs the fanout scenario at smoke size:
+// two rounds, each transport with no follower and with three. Every leg
+// read every block's own apply time (as many as the script has blocks, and
+// summing to the writer's total apply seconds over the leg), the legs ran
+// in the palindromic order, every follower had every change, and the
+// summary compares each count with its transport's legs with none.
+func TestLoadtestFanoutScenarioSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts subprocesses")
+	}
+	if _, err := os.Stat("/usr/sbin/nats-server"); err != nil {
+		if _, err := exec.LookPath("nats-server"); err != nil {
+			t.Fatal("the fanout scenario needs nats-server: apt-get install nats-server")
+		}
+	}
+	bin := smokeBinary(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Options{
+		Scenario: ScenarioFanout, Bin: bin, ResultsDir: dir, Log: testLog{t},
+		UTXOs: 2000, TxsPerBlock: 20, RollbackEvery: 5, ApplyBlocks: 10, ApplyRounds: 2,
+		FanoutFollowers: []int{3}, FanoutRate: 20,
+	})
+	if err != nil {
+		logTails(t, dir)
+		t.Fatal(err)
+	}
+	fr := rep.Fanout
+	if fr == nil || fr.Blocks < 10 || fr.Rollbacks == 0 || fr.Rounds != 2 {
+		t.Fatalf("fanout %+v", fr)
+	}
+	want := []string{"http 0", "http 3", "jetstream 0", "jetstream 3", "jetstream 3", "jetstream 0", "http 3", "http 0"}
+	if len(fr.Legs) != len(want) {
+		t.Fatalf("%d legs, want %d: %+v", len(fr.Legs), len(want), fr.Legs)
+	}
+	for i, l := range fr.Legs {
+		if got := fmt.Sprintf("%s %d", l.Transport, l.Followers); got != want[i] {
+			t.Errorf("leg %d is %s, want %s", i+1, got, want[i])
+		}
+		if l.Error != "" || l.Bad != 0 || l.Steps != fr.Blocks+fr.Rollbacks {
+			t.Errorf("leg %d: %+v", i+1, l)
+		}
+		if l.Apply.Count != int64(fr.Blocks) || l.Apply.P50 <= 0 || l.ApplyBlocksPerSec <= 0 || l.MeanApplyBlocksPerSec <= 0 || l.AllocsPerStep <= 0 {
+			t.Errorf("leg %d: apply %+v, %v blocks/s (mean %v), %v allocs/step", i+1, l.Apply, l.ApplyBlocksPerSec, l.MeanApplyBlocksPerSec, l.AllocsPerStep)
+		}
+		// The blocks' own times add up to the writer's total over the leg
+		// (the histogram keeps 3 significant digits).
+		total := float64(fr.Blocks) / l.MeanApplyBlocksPerSec * 1000
+		if sum := l.Apply.Mean * float64(l.Apply.Count); math.Abs(sum-total) > 0.01*total {
+			t.Errorf("leg %d: the blocks' apply times add up to %.3f ms, the writer's total is %.3f ms", i+1, sum, total)
+		}
+		if l.Followers > 0 && l.Lag.Count != int64(l.Followers*l.Steps) {
+			t.Errorf("leg %d: lag of %d changes, want %d", i+1, l.Lag.Count, l.Followers*l.Steps)
+		}
+	}
+	if len(fr.Summary) != 4 {
+		t.Fatalf("summary %+v", fr.Summary)
+	}
+	for _, s := range fr.Summary {
+		if s.Legs != 2 || s.ApplyP50 <= 0 || s.ApplyP50Min > s.ApplyP50 || s.ApplyP50 > s.ApplyP50Max {
+			t.Errorf("summary %+v", s)
+		}
+		if (s.Followers > 0) != (s.ApplyRatio > 0) {
+			t.Errorf("summary %+v: a ratio with followers only", s)
+		}
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil || !strings.Contains(string(md), "Fan-out: what followers cost the writer") {
+		t.Errorf("report.md (%v) lacks the fan-out section", err)
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, "store-*")); len(left) > 0 {
 		t.Errorf("stores left: %v", left)

@@ -96,7 +96,15 @@ events (200k UTXOs, no read load: one writer fed the --apply-blocks script at
 --event-streams event streams of --event-keys addresses each; reports the
 delivery p99 from publish to the event on the wire (target < 50 ms), the
 POST /v1/blocks p99 with and without streams (within 10%) and the memory per
-idle stream (≤ 16 KiB)).
+idle stream (≤ 16 KiB)),
+fanout (20k UTXOs, no read load: one writer fed the --apply-blocks script at
+--fanout-rate, with no follower and with each of --fanout-followers
+lightweight followers over each of --fanout-transports (the HTTP change log,
+NATS JetStream through a nats-server it starts), in --apply-rounds rounds,
+every other one backwards; reports the writer's apply rate from each block's
+own apply time, its CPU and allocations per follower, nats-server's CPU per
+follower and the lag p99; targets with 100 JetStream followers: apply rate ≥
+0.95 of that with none, lag p99 < 250 ms).
 
 scale (12M UTXOs by default, not for CI: streams the chain to a file in
 bounded memory, imports it with 'utxo-cache ingest' (every Cardano index for
@@ -176,6 +184,8 @@ func runLoadtest(e *env, args []string) error {
 	fs.StringVar(&o.Scenario, "scenario", loadtest.ScenarioStandard, "`NAME`: standard, big, smoke, soak, replicas, events, fanout or scale (sets the defaults of the flags below marked 0)")
 	var fanoutFollowers string
 	fs.StringVar(&fanoutFollowers, "fanout-followers", "10,50,100", "comma-separated follower `COUNTS` of the fanout scenario's legs (each transport also runs one with none)")
+	var fanoutTransports string
+	fs.StringVar(&fanoutTransports, "fanout-transports", "http,jetstream", "comma-separated `TRANSPORTS` of the fanout scenario's legs: http, jetstream or both")
 	fs.Float64Var(&o.FanoutRate, "fanout-rate", 10, "`STEPS/S` (blocks and rollbacks) the fanout scenario feeds the writer")
 	fs.StringVar(&o.NATSServer, "nats-server", "", "nats-server `BINARY` of the fanout scenario (default: from PATH, or /usr/sbin/nats-server)")
 	fs.StringVar(&profile, "chain-profile", "bitcoin", "shape of the generated chain: bitcoin or cardano")
@@ -185,7 +195,7 @@ func runLoadtest(e *env, args []string) error {
 	fs.StringVar(&configs, "configs", "", "comma-separated configurations to run, from memory,redis,disk,full,replica,bare (empty: the scenario's)")
 	fs.IntVar(&o.Replicas, "replicas", 3, "replicas tailing the writer in the replicas scenario's legs with replicas")
 	fs.IntVar(&o.ApplyBlocks, "apply-blocks", 300, "`BLOCKS` of the script each leg of the replicas scenario posts")
-	fs.IntVar(&o.ApplyRounds, "apply-rounds", 2, "`ROUNDS` of two legs (without, with replicas; ABBA order) in the replicas scenario")
+	fs.IntVar(&o.ApplyRounds, "apply-rounds", 2, "`ROUNDS` of two legs (without, with replicas or streams; ABBA order) in the replicas or events scenario; in the fanout scenario, of a leg with no follower and one with each count, every other round backwards")
 	fs.DurationVar(&o.ApplyTimeout, "apply-timeout", 2*time.Minute, "bound of one leg of the replicas or events scenario (its posts and its replicas catching up)")
 	fs.IntVar(&o.EventStreams, "event-streams", 1000, "event streams the events scenario opens in its legs with streams")
 	fs.IntVar(&o.EventKeys, "event-keys", 10, "addresses of each event stream in the events scenario")
@@ -258,6 +268,9 @@ func runLoadtest(e *env, args []string) error {
 			return usagef("--fanout-followers %q: comma-separated counts", fanoutFollowers)
 		}
 		o.FanoutFollowers = append(o.FanoutFollowers, n)
+	}
+	for _, t := range strings.Split(fanoutTransports, ",") {
+		o.FanoutTransports = append(o.FanoutTransports, strings.TrimSpace(t))
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
