@@ -89,6 +89,10 @@ type Route struct {
 	Serve func(ctx context.Context, req Request) (query.Answer, error)
 }
 
+// ChecksProjectID reports whether a project_id is configured (and so
+// checked by CheckProjectID): without one the header need not be read.
+func (f *FrontEnd) ChecksProjectID() bool { return f.opts.ProjectID != "" }
+
 // CheckProjectID checks a request's project_id header against
 // Options.ProjectID: ErrForbidden when one is configured and id differs.
 func (f *FrontEnd) CheckProjectID(id string) error {
@@ -141,6 +145,7 @@ func (f *FrontEnd) indexKept(d disk.Dimension, what string) error {
 func listPage(v *disk.View, body []byte, d disk.Dimension, value []byte, p Page, keep func(r *disk.UtxoRef) bool) ([]byte, error) {
 	blocks := &blockHashes{v: v}
 	txs := &txHashes{}
+	addrs := &addressJSON{}
 	body = append(body, '[')
 	n := 0
 	item := func(r *disk.UtxoRef) error {
@@ -149,7 +154,7 @@ func listPage(v *disk.View, body []byte, d disk.Dimension, value []byte, p Page,
 		}
 		n++
 		var err error
-		body, err = appendAddressUtxo(body, r, blocks, txs)
+		body, err = appendAddressUtxo(body, r, addrs, blocks, txs)
 		return err
 	}
 	if keep == nil {
@@ -229,12 +234,29 @@ func (f *FrontEnd) addressUtxos(ctx context.Context, req Request) (query.Answer,
 	if err != nil {
 		return query.Answer{}, err
 	}
-	s, err := ParseSubject(req.Param("address"))
+	a, u := req.Param("address"), req.Param("unit")
+	if u == "" && shelleyForm(a) {
+		// A Shelley address's listing, the wallets' polling: its answer is
+		// cached under the address as given, and only a valid address's
+		// answer is ever cached (an invalid one fails the read, in
+		// compute), so a cached answer is served without decoding the
+		// address; a miss decodes it first. The key is the one below
+		// (unit "").
+		var kb [256]byte
+		k := append(append(p.appendKey(append(kb[:0], "u|"...)), "||"...), a...)
+		return f.r.FrontRead(ctx, string(k), query.AddressGuard(a), func(v *disk.View, body []byte) ([]byte, error) {
+			if _, err := ParseSubject(a); err != nil {
+				return body, err
+			}
+			return listPage(v, body, disk.DimAddress, []byte(a), p, nil)
+		})
+	}
+	s, err := ParseSubject(a)
 	if err != nil {
 		return query.Answer{}, err
 	}
 	keep, unit := (func(*disk.UtxoRef) bool)(nil), ""
-	if u := req.Param("unit"); u != "" {
+	if u != "" {
 		if keep, unit, err = unitFilter(u); err != nil {
 			return query.Answer{}, err
 		}
