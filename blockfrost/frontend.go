@@ -48,7 +48,7 @@ var ErrForbidden = errors.New("blockfrost: missing or wrong project_id")
 
 // Reader is the read side the front end serves (query.Server).
 type Reader interface {
-	FrontRead(ctx context.Context, key string, guard query.Guard, fn query.Compute) (query.Answer, error)
+	FrontRead(ctx context.Context, key query.Key, guard query.Guard, fn query.Compute) (query.Answer, error)
 	FrontView(fn query.Compute) (query.Answer, error)
 	Indexes(d disk.Dimension) bool
 }
@@ -244,7 +244,7 @@ func (f *FrontEnd) addressUtxos(ctx context.Context, req Request) (query.Answer,
 		// (unit "").
 		var kb [256]byte
 		k := append(append(p.appendKey(append(kb[:0], "u|"...)), "||"...), a...)
-		return f.r.FrontRead(ctx, string(k), query.AddressGuard(a), func(v *disk.View, body []byte) ([]byte, error) {
+		return f.r.FrontRead(ctx, query.FrontKey(k), query.AddressGuard(a), func(v *disk.View, body []byte) ([]byte, error) {
 			if _, err := ParseSubject(a); err != nil {
 				return body, err
 			}
@@ -261,9 +261,9 @@ func (f *FrontEnd) addressUtxos(ctx context.Context, req Request) (query.Answer,
 			return query.Answer{}, err
 		}
 	}
-	key := "u|" + p.key() + "|" + unit + "|"
+	key := append(append(append(p.appendKey([]byte("u|")), '|'), unit...), '|')
 	if s.Hash == nil {
-		return f.r.FrontRead(ctx, key+s.Address, query.AddressGuard(s.Address), func(v *disk.View, body []byte) ([]byte, error) {
+		return f.r.FrontRead(ctx, query.FrontKey(append(key, s.Address...)), query.AddressGuard(s.Address), func(v *disk.View, body []byte) ([]byte, error) {
 			return listPage(v, body, disk.DimAddress, []byte(s.Address), p, keep)
 		})
 	}
@@ -279,7 +279,7 @@ func (f *FrontEnd) addressUtxos(ctx context.Context, req Request) (query.Answer,
 	// it is read uncached, from whichever kind lists outputs.
 	named := credential.AppendValue(nil, s.Kind, s.Hash)
 	other := credential.AppendValue(nil, s.Kind^1, s.Hash)
-	ans, err := f.r.FrontRead(ctx, key+hex.EncodeToString(named), query.IndexGuard(disk.DimPaymentCredential, named), func(v *disk.View, body []byte) ([]byte, error) {
+	ans, err := f.r.FrontRead(ctx, query.FrontKey(hex.AppendEncode(key, named)), query.IndexGuard(disk.DimPaymentCredential, named), func(v *disk.View, body []byte) ([]byte, error) {
 		if b, err := v.Balance(disk.DimPaymentCredential, named); err != nil || b.Count == 0 {
 			return body, errors.Join(err, errOtherKind)
 		}
@@ -312,7 +312,7 @@ func (f *FrontEnd) accountUtxos(ctx context.Context, req Request) (query.Answer,
 	if err := f.indexKept(disk.DimStakeCredential, "listing an account's outputs"); err != nil {
 		return query.Answer{}, err
 	}
-	return f.r.FrontRead(ctx, "s|"+p.key()+"|"+hex.EncodeToString(value), query.IndexGuard(disk.DimStakeCredential, value), func(v *disk.View, body []byte) ([]byte, error) {
+	return f.r.FrontRead(ctx, query.FrontKey(hex.AppendEncode(append(p.appendKey([]byte("s|")), '|'), value)), query.IndexGuard(disk.DimStakeCredential, value), func(v *disk.View, body []byte) ([]byte, error) {
 		return listPage(v, body, disk.DimStakeCredential, value, p, nil)
 	})
 }

@@ -28,10 +28,8 @@ type Page struct {
 // skip is the number of items before the page.
 func (p Page) skip() int { return (p.Page - 1) * p.Count }
 
-// key is the page's part of a cache key.
-func (p Page) key() string { return string(p.appendKey(nil)) }
-
-// appendKey appends key's bytes: the order, the count and the page.
+// appendKey appends the page's part of a cache key: the order, the count
+// and the page.
 func (p Page) appendKey(dst []byte) []byte {
 	o := byte('a')
 	if p.Desc {

@@ -82,14 +82,14 @@ func (f *Frontend) utxo(ctx context.Context, r Request, dim disk.Dimension, valu
 	if hasCursor && !paged {
 		return f.fail(400, "cursor needs limit"), nil
 	}
-	// The cache key is built on the stack and made a string once.
+	// The cache key is built on the stack.
 	var kb [256]byte
 	if !paged {
 		k := append(kb[:0], "eu|"...)
 		k = strconv.AppendInt(k, int64(f.opts.UtxosLimit), 10)
 		k = append(k, '|', byte('0'+dim), '|')
 		k = append(k, value...)
-		ans, err := f.r.FrontRead(ctx, string(k), guard, func(v *disk.View, body []byte) ([]byte, error) {
+		ans, err := f.r.FrontRead(ctx, query.FrontKey(k), guard, func(v *disk.View, body []byte) ([]byte, error) {
 			return f.appendUtxos(v, body, dim, []byte(value), nil, 0)
 		})
 		if err != nil {
@@ -116,7 +116,7 @@ func (f *Frontend) utxo(ctx context.Context, r Request, dim disk.Dimension, valu
 	k = append(k, cursor...)
 	k = append(k, '|', byte('0'+dim), '|')
 	k = append(k, value...)
-	ans, err := f.r.FrontRead(ctx, string(k), guard, func(v *disk.View, body []byte) ([]byte, error) {
+	ans, err := f.r.FrontRead(ctx, query.FrontKey(k), guard, func(v *disk.View, body []byte) ([]byte, error) {
 		return f.appendUtxos(v, body, dim, []byte(value), after, int(n))
 	})
 	if err != nil {
@@ -350,8 +350,8 @@ func (f *Frontend) scripthashStats(ctx context.Context, r Request) (Reply, error
 // mempool_stats, with the keys in Esplora's order (sorted: "scripthash"
 // comes last).
 func (f *Frontend) stats(ctx context.Context, field, label string, dim disk.Dimension, value []byte, guard query.Guard) (Reply, error) {
-	key := "es|" + string(rune('0'+dim)) + "|" + label
-	ans, err := f.r.FrontRead(ctx, key, guard, func(v *disk.View, body []byte) ([]byte, error) {
+	key := append([]byte{'e', 's', '|', byte('0' + dim), '|'}, label...)
+	ans, err := f.r.FrontRead(ctx, query.FrontKey(key), guard, func(v *disk.View, body []byte) ([]byte, error) {
 		c, err := v.Counters(dim, value)
 		switch {
 		case errors.Is(err, disk.ErrNoCounters):
