@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
 	"strings"
 	"testing"
 
+	"github.com/utxo-cache/utxo-cache/api"
 	"github.com/utxo-cache/utxo-cache/api/esplora"
 	"github.com/utxo-cache/utxo-cache/blockfrost"
 	"github.com/utxo-cache/utxo-cache/chain"
@@ -111,5 +113,61 @@ func TestFrontEndHitAllocs(t *testing.T) {
 		if front > v1+c.extra {
 			t.Errorf("%s: %.1f allocations per request, /v1's answer %.1f: want at most %.0f", c.name, front, v1, v1+c.extra)
 		}
+	}
+}
+
+// TestFrontRequestsConcurrent: concurrent Esplora reads of different
+// addresses and pages, through the pooled per-request state, each answer
+// exactly the one the same request answers alone (no request reads
+// another's path or query).
+func TestFrontRequestsConcurrent(t *testing.T) {
+	s := newStack(t, stackConfig{noSpec: true, hot: -1, esplora: &esplora.Options{}})
+	s.apply(tx("conc", nil, out(espA, 1), out(espA, 2), out(espA, 3), out(espB, 4), out(espB, 5)))
+	targets := []string{
+		"/api/address/" + espA + "/utxo",
+		"/api/address/" + espB + "/utxo",
+		"/api/address/" + espA + "/utxo?limit=1",
+		"/api/address/" + espB + "/utxo?limit=2",
+	}
+	type answer struct {
+		body, cursor string
+	}
+	serve := func(target string) answer {
+		rec := httptest.NewRecorder()
+		s.h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+		return answer{rec.Body.String(), rec.Header().Get("X-Next-Cursor")}
+	}
+	want := make([]answer, len(targets))
+	for i, target := range targets {
+		if want[i] = serve(target); !strings.HasPrefix(want[i].body, "[") {
+			t.Fatalf("%s: %q", target, want[i].body)
+		}
+	}
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for n := range 200 {
+				i := (g + n) % len(targets)
+				if got := serve(targets[i]); got != want[i] {
+					errs <- fmt.Errorf("%s: %+v, alone %+v", targets[i], got, want[i])
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestProjectIDHeaderCanonical: the Blockfrost routes read project_id under
+// the key net/http stores it by (Header.Get's lookup, without its
+// canonicalizing on every request).
+func TestProjectIDHeaderCanonical(t *testing.T) {
+	if want := textproto.CanonicalMIMEHeaderKey("project_id"); api.ProjectIDHeader != want {
+		t.Fatalf("project_id read under %q, stored under %q", api.ProjectIDHeader, want)
 	}
 }
