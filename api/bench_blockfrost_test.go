@@ -15,7 +15,8 @@ import (
 // live outputs through the whole handler, as Blockfrost's route and as the
 // equivalent /v1 read, with the memory tier (a hit) and with the disk tier
 // alone (a disk read and encoding per request), each answer written into a
-// new recorder or into a kept buffer (write=, as BenchmarkEsploraRead):
+// new recorder, into a kept buffer or over HTTP (write=, as
+// BenchmarkEsploraRead):
 //
 //	go test ./api -run '^$' -bench BlockfrostRead -count 6 | benchstat -
 func BenchmarkBlockfrostRead(b *testing.B) {

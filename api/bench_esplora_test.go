@@ -14,8 +14,9 @@ import (
 // listing of the same outputs (an address with 1000 live outputs, all of
 // them or a 100-item page), answered by the memory tier or from the disk,
 // each answer written into a new recorder (write=recorder, as every read
-// benchmark) or into a buffer kept between answers, as a server's
-// connection is (write=conn, serveBenchConn):
+// benchmark), into a buffer kept between answers, as a server's connection
+// is (write=conn, serveBenchConn), or sent over HTTP on the loopback
+// interface to a client in the same process (write=http, serveBenchHTTP):
 //
 //	go test ./api -run '^$' -bench EsploraRead -count 6 | benchstat -col /api -
 func BenchmarkEsploraRead(b *testing.B) {
@@ -51,4 +52,5 @@ var benchWriters = []struct {
 }{
 	{"recorder", serveBench},
 	{"conn", serveBenchConn},
+	{"http", serveBenchHTTP},
 }

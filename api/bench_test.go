@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -95,6 +96,44 @@ func serveBenchConn(b *testing.B, h http.Handler, req *http.Request) {
 		h.ServeHTTP(w, req)
 		if w.status != http.StatusOK || len(w.body) != n {
 			b.Fatalf("%d, %d bytes", w.status, len(w.body))
+		}
+	}
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// serveBenchHTTP serves req's target b.N times over HTTP: a real server on
+// the loopback interface and a client keeping its connection alive, the
+// body read to the end. The CPU per request is the server's and the
+// client's (one process).
+func serveBenchHTTP(b *testing.B, h http.Handler, req *http.Request) {
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	client := srv.Client()
+	url := srv.URL + req.URL.RequestURI()
+	get := func() (int, int64) {
+		resp, err := client.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		if cerr := resp.Body.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		return resp.StatusCode, n
+	}
+	code, n := get()
+	if code != http.StatusOK {
+		b.Fatalf("warm-up: %d", code)
+	}
+	b.SetBytes(n)
+	b.ReportAllocs()
+	cpu0 := processCPU(b)
+	for b.Loop() {
+		if c, m := get(); c != http.StatusOK || m != n {
+			b.Fatalf("%d, %d bytes", c, m)
 		}
 	}
 	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
