@@ -16,7 +16,7 @@ DEMO_PRUNE_DEPTH ?= 20000
 # it by test-norace. internal/lint's TestNoRaceTestsListed keeps the list
 # equal to the tests that check raceEnabled and skip.
 NORACE_PKGS  := ./api ./tiers/memory ./tiers/disk ./internal/workload
-NORACE_TESTS := TestAnswerBufferReused|TestDiskReadAllocs|TestCostModelTrap|TestEntryCostHoldsHeap|TestSlowChangeReadersHeap|TestBlockMemory|TestGeneratorMemoryBounded
+NORACE_TESTS := TestAnswerBufferReused|TestDiskReadAllocs|TestFrontEndHitAllocs|TestCostModelTrap|TestEntryCostHoldsHeap|TestSlowChangeReadersHeap|TestBlockMemory|TestGeneratorMemoryBounded
 
 .DEFAULT_GOAL := help
 .PHONY: help build build-loadtest test test-norace test-loadtest test-deploy bench fuzz lint verify run clean image

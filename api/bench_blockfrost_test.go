@@ -14,7 +14,9 @@ import (
 // BenchmarkBlockfrostRead serves a page of 100 of a Cardano address with 100
 // live outputs through the whole handler, as Blockfrost's route and as the
 // equivalent /v1 read, with the memory tier (a hit) and with the disk tier
-// alone (a disk read and encoding per request):
+// alone (a disk read and encoding per request), each answer written into a
+// new recorder, into a kept buffer or over HTTP (write=, as
+// BenchmarkEsploraRead):
 //
 //	go test ./api -run '^$' -bench BlockfrostRead -count 6 | benchstat -
 func BenchmarkBlockfrostRead(b *testing.B) {
@@ -31,14 +33,16 @@ func BenchmarkBlockfrostRead(b *testing.B) {
 			{"v1", "/v1/addresses/" + addr + "/utxos?limit=100"},
 			{"blockfrost", "/api/v0/addresses/" + addr + "/utxos"},
 		} {
-			b.Run("tier="+tier+"/read="+r.name, func(b *testing.B) {
-				req := httptest.NewRequest(http.MethodGet, r.target, nil)
-				if s.mem != nil {
-					s.h.ServeHTTP(httptest.NewRecorder(), req) // fill
-					s.mem.Wait()
-				}
-				serveBench(b, s.h, req)
-			})
+			for _, w := range benchWriters {
+				b.Run("tier="+tier+"/write="+w.name+"/read="+r.name, func(b *testing.B) {
+					req := httptest.NewRequest(http.MethodGet, r.target, nil)
+					if s.mem != nil {
+						s.h.ServeHTTP(httptest.NewRecorder(), req) // fill
+						s.mem.Wait()
+					}
+					w.serve(b, s.h, req)
+				})
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -11,7 +12,11 @@ import (
 
 // BenchmarkEsploraRead compares the Esplora UTXO listing with the /v1
 // listing of the same outputs (an address with 1000 live outputs, all of
-// them or a 100-item page), answered by the memory tier or from the disk:
+// them or a 100-item page), answered by the memory tier or from the disk,
+// each answer written into a new recorder (write=recorder, as every read
+// benchmark), into a buffer kept between answers, as a server's connection
+// is (write=conn, serveBenchConn), or sent over HTTP on the loopback
+// interface to a client in the same process (write=http, serveBenchHTTP):
 //
 //	go test ./api -run '^$' -bench EsploraRead -count 6 | benchstat -col /api -
 func BenchmarkEsploraRead(b *testing.B) {
@@ -31,9 +36,21 @@ func BenchmarkEsploraRead(b *testing.B) {
 				{"all1000", "/v1/addresses/" + espA + "/utxos?limit=1000", "/api/address/" + espA + "/utxo"},
 				{"page100", "/v1/addresses/" + espA + "/utxos?limit=100", "/api/address/" + espA + "/utxo?limit=100"},
 			} {
-				b.Run(r.name+"/api=v1", func(b *testing.B) { serveBench(b, s.h, httptest.NewRequest("GET", r.v1, nil)) })
-				b.Run(r.name+"/api=esplora", func(b *testing.B) { serveBench(b, s.h, httptest.NewRequest("GET", r.api, nil)) })
+				for _, w := range benchWriters {
+					b.Run(r.name+"/write="+w.name+"/api=v1", func(b *testing.B) { w.serve(b, s.h, httptest.NewRequest("GET", r.v1, nil)) })
+					b.Run(r.name+"/write="+w.name+"/api=esplora", func(b *testing.B) { w.serve(b, s.h, httptest.NewRequest("GET", r.api, nil)) })
+				}
 			}
 		})
 	}
+}
+
+// benchWriters are the two ways the front-end benchmarks write answers.
+var benchWriters = []struct {
+	name  string
+	serve func(b *testing.B, h http.Handler, req *http.Request)
+}{
+	{"recorder", serveBench},
+	{"conn", serveBenchConn},
+	{"http", serveBenchHTTP},
 }

@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -74,6 +75,101 @@ func serveBench(b *testing.B, h http.Handler, req *http.Request) {
 	// The process's CPU per request (the GC's included): on a shared
 	// machine wall time measures the neighbours too.
 	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// serveBenchConn is serveBench with each answer written into a connWriter
+// rather than a new recorder: what a server's own writing costs, for
+// comparing answers of different sizes (the front ends' against /v1's).
+func serveBenchConn(b *testing.B, h http.Handler, req *http.Request) {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		b.Fatalf("warm-up: %d %s", rec.Code, rec.Body)
+	}
+	n := rec.Body.Len()
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	w := &connWriter{body: make([]byte, 0, n)}
+	cpu0 := processCPU(b)
+	for b.Loop() {
+		w.reset()
+		h.ServeHTTP(w, req)
+		if w.status != http.StatusOK || len(w.body) != n {
+			b.Fatalf("%d, %d bytes", w.status, len(w.body))
+		}
+	}
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// serveBenchHTTP serves req's target b.N times over HTTP: a real server on
+// the loopback interface and a client keeping its connection alive, the
+// body read to the end. The CPU per request is the server's and the
+// client's (one process).
+func serveBenchHTTP(b *testing.B, h http.Handler, req *http.Request) {
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	client := srv.Client()
+	url := srv.URL + req.URL.RequestURI()
+	get := func() (int, int64) {
+		resp, err := client.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		if cerr := resp.Body.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		return resp.StatusCode, n
+	}
+	code, n := get()
+	if code != http.StatusOK {
+		b.Fatalf("warm-up: %d", code)
+	}
+	b.SetBytes(n)
+	b.ReportAllocs()
+	cpu0 := processCPU(b)
+	for b.Loop() {
+		if c, m := get(); c != http.StatusOK || m != n {
+			b.Fatalf("%d, %d bytes", c, m)
+		}
+	}
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// connWriter is a ResponseWriter as a server's connection is one: a new
+// header map for each response, as net/http makes, and the body copied into
+// one buffer kept from response to response, as net/http's buffered
+// connection writer is (whose bytes then go to the socket). httptest's
+// recorder instead grows a new buffer to each body's size: an allocation
+// and its clearing, a large object past 32 KiB, that no server makes, and
+// that in a comparison of bodies of different sizes weighs on the larger
+// one alone.
+type connWriter struct {
+	h      http.Header
+	status int
+	body   []byte
+}
+
+func (w *connWriter) Header() http.Header { return w.h }
+
+func (w *connWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+
+func (w *connWriter) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	w.body = append(w.body, p...)
+	return len(p), nil
+}
+
+// reset readies w for the next response.
+func (w *connWriter) reset() {
+	w.h, w.status, w.body = make(http.Header), 0, w.body[:0]
 }
 
 func BenchmarkRead(b *testing.B) {

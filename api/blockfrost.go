@@ -36,25 +36,43 @@ func (a *API) blockfrostPath(c *gin.Context) bool {
 func (a *API) getBlockfrost(fe *blockfrost.FrontEnd, r blockfrost.Route) gin.HandlerFunc {
 	allowed := append(append([]string{}, r.Params...), readParamNames...)
 	return func(c *gin.Context) {
-		if err := fe.CheckProjectID(c.GetHeader("project_id")); err != nil {
+		if fe.ChecksProjectID() {
+			if err := fe.CheckProjectID(headerValue(c.Request.Header, projectIDHeader)); err != nil {
+				a.failBlockfrost(c, err)
+				return
+			}
+		}
+		fr := getFrontRequest(c)
+		defer fr.put()
+		var err error
+		if fr.q, err = parseQuery(c.Request.URL.RawQuery, allowed...); err != nil {
 			a.failBlockfrost(c, err)
 			return
 		}
-		q, err := parseQuery(c.Request.URL.RawQuery, allowed...)
+		rc, err := a.conditions(&fr.q)
 		if err != nil {
 			a.failBlockfrost(c, err)
 			return
 		}
-		rc, err := a.conditions(&q)
-		if err != nil {
-			a.failBlockfrost(c, err)
-			return
-		}
-		req := blockfrost.Request{Param: c.Param, Query: q.lookup}
+		req := blockfrost.Request{Param: fr.param, Query: fr.lookup}
 		a.serveReadAs(c, rc, true, func(ctx context.Context) (query.Answer, error) {
 			return r.Serve(ctx, req)
 		}, a.writeAnswer, a.failBlockfrost)
 	}
+}
+
+// projectIDHeader is Blockfrost's project_id header in its canonical form
+// (textproto.CanonicalMIMEHeaderKey), the key net/http stores it under: a
+// lookup by it is Header.Get's without canonicalizing the name anew (an
+// allocation) on every request.
+const projectIDHeader = "Project_id"
+
+// headerValue is h.Get(key) for a key already canonical.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // failBlockfrost answers an error in Blockfrost's shape ({"status_code",

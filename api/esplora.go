@@ -28,17 +28,19 @@ func (a *API) esploraRoutes() {
 	for _, rt := range esplora.Routes() {
 		allowed := append(append([]string(nil), readParamNames...), rt.Params...)
 		a.route(http.MethodGet, rt.Path, a.read(func(c *gin.Context) {
-			q, err := parseQuery(c.Request.URL.RawQuery, allowed...)
+			fr := getFrontRequest(c)
+			defer fr.put()
+			var err error
+			if fr.q, err = parseQuery(c.Request.URL.RawQuery, allowed...); err != nil {
+				a.failEsplora(c, err)
+				return
+			}
+			rc, err := a.conditions(&fr.q)
 			if err != nil {
 				a.failEsplora(c, err)
 				return
 			}
-			rc, err := a.conditions(&q)
-			if err != nil {
-				a.failEsplora(c, err)
-				return
-			}
-			req := esplora.Request{Param: c.Param, Query: q.lookup}
+			req := esplora.Request{Param: fr.param, Query: fr.lookup}
 			var rep esplora.Reply
 			a.serveReadAs(c, rc, true, func(ctx context.Context) (query.Answer, error) {
 				var err error
@@ -76,11 +78,16 @@ func (a *API) writeEsplora(c *gin.Context, rep *esplora.Reply, conditional bool)
 	default:
 		h["Cache-Control"] = []string{"public, max-age=" + strconv.Itoa(rep.MaxAge)}
 	}
+	// One allocation holds the values of X-Next-Cursor, ETag and
+	// Content-Length (each header's slice is its own, capped at one).
+	vals := new([3]string)
 	if rep.NextCursor != "" {
-		h["X-Next-Cursor"] = []string{rep.NextCursor}
+		vals[0] = rep.NextCursor
+		h["X-Next-Cursor"] = vals[0:1:1]
 	}
 	if conditional && ans.ETag != "" && ans.Status == http.StatusOK {
-		h["Etag"] = []string{ans.ETag}
+		vals[1] = ans.ETag
+		h["Etag"] = vals[1:2:2]
 		if inm := c.GetHeader("If-None-Match"); inm != "" && etagMatches(inm, ans.ETag) {
 			c.Status(http.StatusNotModified)
 			c.Writer.WriteHeaderNow()
@@ -92,7 +99,11 @@ func (a *API) writeEsplora(c *gin.Context, rep *esplora.Reply, conditional bool)
 	if rep.ContentType == esplora.ContentJSON {
 		ct = esploraJSON
 	}
-	writeData(c, ans.Status, ct, ans.Body)
+	h["Content-Type"] = ct
+	vals[2] = strconv.Itoa(len(ans.Body))
+	h["Content-Length"] = vals[2:3:3]
+	c.Status(ans.Status)
+	_, _ = c.Writer.Write(ans.Body)
 	ans.Release()
 }
 

@@ -12,3 +12,6 @@ import (
 func (a *API) HandleWallet(method, path string, h http.HandlerFunc) {
 	a.route(method, path, a.wallet(func(c *gin.Context) { h(c.Writer, c.Request) }))
 }
+
+// ProjectIDHeader is the key the Blockfrost routes read project_id under.
+const ProjectIDHeader = projectIDHeader

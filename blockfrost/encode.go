@@ -146,9 +146,12 @@ func appendDatumFields(dst []byte, r *disk.UtxoRef) []byte {
 type blockHashes struct {
 	v      *disk.View
 	height uint64
-	json   []byte // the hash as a JSON string, or null when not found: in buf
-	buf    [2 + 2*chain.HashSize]byte
-	valid  bool
+	// json[:n] is the hash as a JSON string, or null when not found (a
+	// length, not a slice of json: a pointer into the struct itself would
+	// move it to the heap).
+	json  [2 + 2*chain.HashSize]byte
+	n     int
+	valid bool
 }
 
 // appendAt appends the hash of the block at height h as a JSON string, or
@@ -161,12 +164,12 @@ func (b *blockHashes) appendAt(dst []byte, h uint64) ([]byte, error) {
 		}
 		b.height, b.valid = h, true
 		if found {
-			b.json = appendHexString(b.buf[:0], p.Hash[:])
+			b.n = len(appendHexString(b.json[:0], p.Hash[:]))
 		} else {
-			b.json = append(b.buf[:0], "null"...)
+			b.n = copy(b.json[:], "null")
 		}
 	}
-	return append(dst, b.json...), nil
+	return append(dst, b.json[:b.n]...), nil
 }
 
 // txHashes keeps the last transaction hash an item encoded, as its quoted
@@ -185,15 +188,43 @@ func (t *txHashes) append(dst []byte, h *chain.Hash) []byte {
 	return append(dst, t.json[:]...)
 }
 
+// addressJSON keeps the last address an item encoded, with its JSON
+// string: every item of an address's listing carries the same address, and
+// the items of a credential's or an account's listing mostly a few, so each
+// is escaped once and then copied. Both are kept in arrays (no allocation,
+// and nothing pointing into the struct itself, which would move it to the
+// heap); a longer address is escaped on every item.
+type addressJSON struct {
+	raw     [256]byte
+	rawLen  int
+	json    [264]byte
+	jsonLen int // 0: nothing kept
+}
+
+func (a *addressJSON) append(dst, address []byte) []byte {
+	if a.jsonLen > 0 && string(a.raw[:a.rawLen]) == string(address) {
+		return append(dst, a.json[:a.jsonLen]...)
+	}
+	start := len(dst)
+	dst = appendString(dst, address)
+	if enc := dst[start:]; len(address) <= len(a.raw) && len(enc) <= len(a.json) {
+		a.rawLen = copy(a.raw[:], address)
+		a.jsonLen = copy(a.json[:], enc)
+	} else {
+		a.jsonLen = 0
+	}
+	return dst
+}
+
 // appendAddressUtxo appends one item of an address's (or a credential's,
 // or an account's) UTXO list: address, tx_hash, tx_index (Blockfrost's
 // deprecated name of output_index, still read), output_index, amount, block
 // (the hash of the creating block; null when the store has no row for its
 // height, which a store started mid-chain lacks below its first block),
 // data_hash, inline_datum, reference_script_hash.
-func appendAddressUtxo(dst []byte, r *disk.UtxoRef, blocks *blockHashes, txs *txHashes) ([]byte, error) {
+func appendAddressUtxo(dst []byte, r *disk.UtxoRef, addrs *addressJSON, blocks *blockHashes, txs *txHashes) ([]byte, error) {
 	dst = append(dst, `{"address":`...)
-	dst = appendString(dst, r.Address)
+	dst = addrs.append(dst, r.Address)
 	dst = append(dst, `,"tx_hash":`...)
 	dst = txs.append(dst, &r.OutPoint.TxHash)
 	dst = append(dst, `,"tx_index":`...)

@@ -48,7 +48,7 @@ var ErrForbidden = errors.New("blockfrost: missing or wrong project_id")
 
 // Reader is the read side the front end serves (query.Server).
 type Reader interface {
-	FrontRead(ctx context.Context, key string, guard query.Guard, fn query.Compute) (query.Answer, error)
+	FrontRead(ctx context.Context, key query.Key, guard query.Guard, fn query.Compute) (query.Answer, error)
 	FrontView(fn query.Compute) (query.Answer, error)
 	Indexes(d disk.Dimension) bool
 }
@@ -88,6 +88,10 @@ type Route struct {
 	// Serve answers a request.
 	Serve func(ctx context.Context, req Request) (query.Answer, error)
 }
+
+// ChecksProjectID reports whether a project_id is configured (and so
+// checked by CheckProjectID): without one the header need not be read.
+func (f *FrontEnd) ChecksProjectID() bool { return f.opts.ProjectID != "" }
 
 // CheckProjectID checks a request's project_id header against
 // Options.ProjectID: ErrForbidden when one is configured and id differs.
@@ -141,6 +145,7 @@ func (f *FrontEnd) indexKept(d disk.Dimension, what string) error {
 func listPage(v *disk.View, body []byte, d disk.Dimension, value []byte, p Page, keep func(r *disk.UtxoRef) bool) ([]byte, error) {
 	blocks := &blockHashes{v: v}
 	txs := &txHashes{}
+	addrs := &addressJSON{}
 	body = append(body, '[')
 	n := 0
 	item := func(r *disk.UtxoRef) error {
@@ -149,7 +154,7 @@ func listPage(v *disk.View, body []byte, d disk.Dimension, value []byte, p Page,
 		}
 		n++
 		var err error
-		body, err = appendAddressUtxo(body, r, blocks, txs)
+		body, err = appendAddressUtxo(body, r, addrs, blocks, txs)
 		return err
 	}
 	if keep == nil {
@@ -229,19 +234,36 @@ func (f *FrontEnd) addressUtxos(ctx context.Context, req Request) (query.Answer,
 	if err != nil {
 		return query.Answer{}, err
 	}
-	s, err := ParseSubject(req.Param("address"))
+	a, u := req.Param("address"), req.Param("unit")
+	if u == "" && shelleyForm(a) {
+		// A Shelley address's listing, the wallets' polling: its answer is
+		// cached under the address as given, and only a valid address's
+		// answer is ever cached (an invalid one fails the read, in
+		// compute), so a cached answer is served without decoding the
+		// address; a miss decodes it first. The key is the one below
+		// (unit "").
+		var kb [256]byte
+		k := append(append(p.appendKey(append(kb[:0], "u|"...)), "||"...), a...)
+		return f.r.FrontRead(ctx, query.FrontKey(k), query.AddressGuard(a), func(v *disk.View, body []byte) ([]byte, error) {
+			if _, err := ParseSubject(a); err != nil {
+				return body, err
+			}
+			return listPage(v, body, disk.DimAddress, []byte(a), p, nil)
+		})
+	}
+	s, err := ParseSubject(a)
 	if err != nil {
 		return query.Answer{}, err
 	}
 	keep, unit := (func(*disk.UtxoRef) bool)(nil), ""
-	if u := req.Param("unit"); u != "" {
+	if u != "" {
 		if keep, unit, err = unitFilter(u); err != nil {
 			return query.Answer{}, err
 		}
 	}
-	key := "u|" + p.key() + "|" + unit + "|"
+	key := append(append(append(p.appendKey([]byte("u|")), '|'), unit...), '|')
 	if s.Hash == nil {
-		return f.r.FrontRead(ctx, key+s.Address, query.AddressGuard(s.Address), func(v *disk.View, body []byte) ([]byte, error) {
+		return f.r.FrontRead(ctx, query.FrontKey(append(key, s.Address...)), query.AddressGuard(s.Address), func(v *disk.View, body []byte) ([]byte, error) {
 			return listPage(v, body, disk.DimAddress, []byte(s.Address), p, keep)
 		})
 	}
@@ -257,7 +279,7 @@ func (f *FrontEnd) addressUtxos(ctx context.Context, req Request) (query.Answer,
 	// it is read uncached, from whichever kind lists outputs.
 	named := credential.AppendValue(nil, s.Kind, s.Hash)
 	other := credential.AppendValue(nil, s.Kind^1, s.Hash)
-	ans, err := f.r.FrontRead(ctx, key+hex.EncodeToString(named), query.IndexGuard(disk.DimPaymentCredential, named), func(v *disk.View, body []byte) ([]byte, error) {
+	ans, err := f.r.FrontRead(ctx, query.FrontKey(hex.AppendEncode(key, named)), query.IndexGuard(disk.DimPaymentCredential, named), func(v *disk.View, body []byte) ([]byte, error) {
 		if b, err := v.Balance(disk.DimPaymentCredential, named); err != nil || b.Count == 0 {
 			return body, errors.Join(err, errOtherKind)
 		}
@@ -290,7 +312,7 @@ func (f *FrontEnd) accountUtxos(ctx context.Context, req Request) (query.Answer,
 	if err := f.indexKept(disk.DimStakeCredential, "listing an account's outputs"); err != nil {
 		return query.Answer{}, err
 	}
-	return f.r.FrontRead(ctx, "s|"+p.key()+"|"+hex.EncodeToString(value), query.IndexGuard(disk.DimStakeCredential, value), func(v *disk.View, body []byte) ([]byte, error) {
+	return f.r.FrontRead(ctx, query.FrontKey(hex.AppendEncode(append(p.appendKey([]byte("s|")), '|'), value)), query.IndexGuard(disk.DimStakeCredential, value), func(v *disk.View, body []byte) ([]byte, error) {
 		return listPage(v, body, disk.DimStakeCredential, value, p, nil)
 	})
 }

@@ -28,13 +28,17 @@ type Page struct {
 // skip is the number of items before the page.
 func (p Page) skip() int { return (p.Page - 1) * p.Count }
 
-// key is the page's part of a cache key.
-func (p Page) key() string {
-	o := "a"
+// appendKey appends the page's part of a cache key: the order, the count
+// and the page.
+func (p Page) appendKey(dst []byte) []byte {
+	o := byte('a')
 	if p.Desc {
-		o = "d"
+		o = 'd'
 	}
-	return o + "|" + strconv.Itoa(p.Count) + "|" + strconv.Itoa(p.Page)
+	dst = append(dst, o, '|')
+	dst = strconv.AppendInt(dst, int64(p.Count), 10)
+	dst = append(dst, '|')
+	return strconv.AppendInt(dst, int64(p.Page), 10)
 }
 
 // Lookup returns a query parameter's value and whether it was given.
@@ -105,6 +109,14 @@ type Subject struct {
 	Raw []byte
 	// Byron is set for a Byron (base58) address.
 	Byron bool
+}
+
+// shelleyForm reports whether s is what ParseSubject reads as a Shelley
+// address, by its prefix and length alone (ParseSubject still decides
+// whether it is a valid one).
+func shelleyForm(s string) bool {
+	return len(s) > 0 && len(s) <= chain.MaxAddressLen &&
+		(strings.HasPrefix(s, "addr1") || strings.HasPrefix(s, "addr_test1"))
 }
 
 // ParseSubject reads an /addresses route's {address}: a Shelley address

@@ -26,7 +26,7 @@ func (f *FrontEnd) address(ctx context.Context, req Request) (query.Answer, erro
 	if s.Hash != nil {
 		return query.Answer{}, fmt.Errorf("/addresses/{address} takes an address, not a payment credential: %w", chain.ErrInvalidArgument)
 	}
-	return f.r.FrontRead(ctx, "a|"+s.Address, query.AddressGuard(s.Address), func(v *disk.View, body []byte) ([]byte, error) {
+	return f.r.FrontRead(ctx, query.FrontKey(append([]byte("a|"), s.Address...)), query.AddressGuard(s.Address), func(v *disk.View, body []byte) ([]byte, error) {
 		b, err := v.Balance(disk.DimAddress, []byte(s.Address))
 		if err != nil {
 			return body, err
@@ -159,7 +159,7 @@ func (f *FrontEnd) refScript(ctx context.Context, req Request, kind string, fn f
 	if err := f.indexKept(disk.DimReferenceScriptHash, "a script lookup"); err != nil {
 		return query.Answer{}, err
 	}
-	return f.r.FrontRead(ctx, kind+"|"+hex.EncodeToString(h), query.IndexGuard(disk.DimReferenceScriptHash, h), func(v *disk.View, body []byte) ([]byte, error) {
+	return f.r.FrontRead(ctx, query.FrontKey(hex.AppendEncode(append([]byte(kind), '|'), h)), query.IndexGuard(disk.DimReferenceScriptHash, h), func(v *disk.View, body []byte) ([]byte, error) {
 		var ref script.Ref
 		var refBytes []byte
 		_, _, err := v.ListFunc(disk.ListQuery{Dim: disk.DimReferenceScriptHash, Value: h, Limit: 1}, func(r *disk.UtxoRef) error {
@@ -234,7 +234,7 @@ func (f *FrontEnd) datumCBOR(ctx context.Context, req Request) (query.Answer, er
 	if err := f.indexKept(disk.DimDatumHash, "a datum lookup"); err != nil {
 		return query.Answer{}, err
 	}
-	return f.r.FrontRead(ctx, "dc|"+hex.EncodeToString(h), query.IndexGuard(disk.DimDatumHash, h), func(v *disk.View, body []byte) ([]byte, error) {
+	return f.r.FrontRead(ctx, query.FrontKey(hex.AppendEncode([]byte("dc|"), h)), query.IndexGuard(disk.DimDatumHash, h), func(v *disk.View, body []byte) ([]byte, error) {
 		start := len(body)
 		body = append(body, `{"cbor":`...)
 		found := false

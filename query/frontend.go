@@ -48,20 +48,27 @@ func (s Status) Error() string { return "query: the answer has status " + strcon
 // read.
 type Compute func(v *disk.View, body []byte) ([]byte, error)
 
+// Key is a front end's cache key as the tiers hold it: "f|" then the front
+// end's own key (FrontKey).
+type Key string
+
+// FrontKey is the cache key of a front end's own key b, made in one
+// allocation; b is not retained (a front end builds it on its stack).
+func FrontKey(b []byte) Key { return Key(frontKeyspace + string(b)) }
+
+// frontKeyspace starts every front-end cache key.
+const frontKeyspace = "f|"
+
 // FrontRead answers key through the cache tiers, computing it with fn from
 // one published View on a miss. The answer's Body is the front end's body
-// as fn wrote it, and Whole is set (Answer.AppendBody adds no tip member). guard must name every piece of data the body depends on
-// that a change can alter; a body that depends on the tip height itself
-// (a depth, a count of confirmations) must not be cached: use FrontView.
-func (s *Server) FrontRead(ctx context.Context, key string, guard Guard, fn Compute) (Answer, error) {
-	ans, err := s.read(ctx, "f|"+key, string(guard), func(v *disk.View, body []byte) ([]byte, error) {
-		body, err := fn(v, body)
-		var st Status
-		if errors.As(err, &st) {
-			return body, &statusAnswer{status: int(st)}
-		}
-		return body, err
-	})
+// as fn wrote it, and Whole is set (Answer.AppendBody adds no tip member).
+// guard must name every piece of data the body depends on that a change
+// can alter; a body that depends on the tip height itself (a depth, a count
+// of confirmations) must not be cached: use FrontView.
+func (s *Server) FrontRead(ctx context.Context, key Key, guard Guard, fn Compute) (Answer, error) {
+	// fn is a compute as it is: compute turns a Status it returns into the
+	// answer's status.
+	ans, err := s.read(ctx, string(key), string(guard), compute(fn))
 	ans.Whole = true
 	return ans, err
 }
@@ -102,11 +109,3 @@ func (s *Server) readOnce(fn Compute) (Answer, error) {
 
 // Indexes reports whether the store keeps index dimension d.
 func (s *Server) Indexes(d disk.Dimension) bool { return s.store.Indexes(d) }
-
-// statusAnswer, from a read's compute, marks its body as the answer with
-// status (compute turns it into the entry's status).
-type statusAnswer struct{ status int }
-
-func (e *statusAnswer) Error() string {
-	return "query: the answer has status " + strconv.Itoa(e.status)
-}

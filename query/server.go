@@ -649,8 +649,9 @@ func (s *Server) lookup(ops []chain.OutPoint, absent func(v *disk.View, op chain
 }
 
 // compute appends the body of an answer, read from v, to body. An error
-// fails the read, except errNotFoundAnswer: the body is then the answer,
-// with status 404.
+// fails the read, except errNotFoundAnswer and a Status (a front end's,
+// frontend.go): the body is then the answer, with status 404 or that
+// status.
 type compute func(v *disk.View, body []byte) ([]byte, error)
 
 // read answers key through the tiers, computing it from a View on a miss.
@@ -720,12 +721,12 @@ func (s *Server) compute(ctx context.Context, key, guard string, fn compute) (*c
 	body, err := fn(view, *buf)
 	*buf = body
 	status := 200
-	var sa *statusAnswer
+	var st Status
 	switch {
 	case errors.Is(err, errNotFoundAnswer):
 		status, err = 404, nil
-	case errors.As(err, &sa):
-		status, err = sa.status, nil
+	case errors.As(err, &st):
+		status, err = int(st), nil
 	}
 	if err != nil {
 		putAnswerBuf(buf)

@@ -48,7 +48,7 @@ const (
 
 // Reader is the read side the front end answers from (query.Server).
 type Reader interface {
-	FrontRead(ctx context.Context, key string, guard query.Guard, fn query.Compute) (query.Answer, error)
+	FrontRead(ctx context.Context, key query.Key, guard query.Guard, fn query.Compute) (query.Answer, error)
 	FrontView(fn query.Compute) (query.Answer, error)
 	Published() query.Published
 	Indexes(d disk.Dimension) bool

@@ -51,7 +51,7 @@ func (f *Frontend) addressUtxo(ctx context.Context, r Request) (Reply, error) {
 	if len(a) > query.MaxAddressLen {
 		return f.fail(400, "Invalid Bitcoin address"), nil
 	}
-	rep, err := f.utxo(ctx, r, disk.DimAddress, []byte(a), query.AddressGuard(a))
+	rep, err := f.utxo(ctx, r, disk.DimAddress, a, query.AddressGuard(a))
 	if err == nil && rep.Answer.Status == 200 && string(rep.Answer.Body) == "[]" && !validAddress(a) {
 		rep.Answer.Release()
 		return f.fail(400, "Invalid Bitcoin address"), nil
@@ -67,23 +67,30 @@ func (f *Frontend) scripthashUtxo(ctx context.Context, r Request) (Reply, error)
 	if !f.r.Indexes(disk.DimScriptHash) {
 		return f.fail(404, noScriptHashIndex), nil
 	}
-	return f.utxo(ctx, r, disk.DimScriptHash, h, query.IndexGuard(disk.DimScriptHash, h))
+	return f.utxo(ctx, r, disk.DimScriptHash, string(h), query.IndexGuard(disk.DimScriptHash, h))
 }
 
 const noScriptHashIndex = "This service does not keep the script_hash index on this store (a store's indexes are chosen when it is created: --indexes script_hash); use /api/address/:address"
 
-// utxo answers a UTXO listing: unpaged (the whole listing, refused over
-// Options.UtxosLimit) or, with ?limit=, one page of it.
-func (f *Frontend) utxo(ctx context.Context, r Request, dim disk.Dimension, value []byte, guard query.Guard) (Reply, error) {
+// utxo answers a UTXO listing of (dim, value): unpaged (the whole listing,
+// refused over Options.UtxosLimit) or, with ?limit=, one page of it. value
+// is converted to bytes only when the answer is computed: a cached answer
+// is found by its key alone.
+func (f *Frontend) utxo(ctx context.Context, r Request, dim disk.Dimension, value string, guard query.Guard) (Reply, error) {
 	limitStr, paged := r.Query("limit")
 	cursor, hasCursor := r.Query("cursor")
 	if hasCursor && !paged {
 		return f.fail(400, "cursor needs limit"), nil
 	}
+	// The cache key is built on the stack.
+	var kb [256]byte
 	if !paged {
-		key := "eu|" + strconv.Itoa(f.opts.UtxosLimit) + "|" + string(rune('0'+dim)) + "|" + string(value)
-		ans, err := f.r.FrontRead(ctx, key, guard, func(v *disk.View, body []byte) ([]byte, error) {
-			return f.appendUtxos(v, body, dim, value, nil, 0)
+		k := append(kb[:0], "eu|"...)
+		k = strconv.AppendInt(k, int64(f.opts.UtxosLimit), 10)
+		k = append(k, '|', byte('0'+dim), '|')
+		k = append(k, value...)
+		ans, err := f.r.FrontRead(ctx, query.FrontKey(k), guard, func(v *disk.View, body []byte) ([]byte, error) {
+			return f.appendUtxos(v, body, dim, []byte(value), nil, 0)
 		})
 		if err != nil {
 			return Reply{}, err
@@ -103,9 +110,14 @@ func (f *Frontend) utxo(ctx context.Context, r Request, dim disk.Dimension, valu
 		after = &p
 	}
 	var next string
-	key := "ep|" + strconv.FormatUint(n, 10) + "|" + cursor + "|" + string(rune('0'+dim)) + "|" + string(value)
-	ans, err := f.r.FrontRead(ctx, key, guard, func(v *disk.View, body []byte) ([]byte, error) {
-		return f.appendUtxos(v, body, dim, value, after, int(n))
+	k := append(kb[:0], "ep|"...)
+	k = strconv.AppendUint(k, n, 10)
+	k = append(k, '|')
+	k = append(k, cursor...)
+	k = append(k, '|', byte('0'+dim), '|')
+	k = append(k, value...)
+	ans, err := f.r.FrontRead(ctx, query.FrontKey(k), guard, func(v *disk.View, body []byte) ([]byte, error) {
+		return f.appendUtxos(v, body, dim, []byte(value), after, int(n))
 	})
 	if err != nil {
 		return Reply{}, err
@@ -338,8 +350,8 @@ func (f *Frontend) scripthashStats(ctx context.Context, r Request) (Reply, error
 // mempool_stats, with the keys in Esplora's order (sorted: "scripthash"
 // comes last).
 func (f *Frontend) stats(ctx context.Context, field, label string, dim disk.Dimension, value []byte, guard query.Guard) (Reply, error) {
-	key := "es|" + string(rune('0'+dim)) + "|" + label
-	ans, err := f.r.FrontRead(ctx, key, guard, func(v *disk.View, body []byte) ([]byte, error) {
+	key := append([]byte{'e', 's', '|', byte('0' + dim), '|'}, label...)
+	ans, err := f.r.FrontRead(ctx, query.FrontKey(key), guard, func(v *disk.View, body []byte) ([]byte, error) {
 		c, err := v.Counters(dim, value)
 		switch {
 		case errors.Is(err, disk.ErrNoCounters):
