@@ -61,6 +61,7 @@ type EventsResult struct {
 	// hold live objects), IdleStreamRSS from its resident set (which a GC
 	// does not give back at once): both are reported, not targets.
 	IdleStreamBytes float64 `json:"idle_stream_bytes"`
+	IdleStreamStack float64 `json:"idle_stream_stack_bytes"` // the stacks' part of IdleStreamBytes
 	IdleStreamInuse float64 `json:"idle_stream_inuse_bytes"`
 	IdleStreamRSS   float64 `json:"idle_stream_rss_bytes"`
 }
@@ -87,8 +88,10 @@ type EventsLeg struct {
 	Delivered int64         `json:"delivered"`
 	Delivery  BucketSummary `json:"delivery"`
 	// The memory per idle stream of the leg (the slopes of Memory's
-	// figures) and how well a line fits Memory's live figures (R²).
+	// figures; StackPerStream is the stacks' part of HeapPerStream) and how
+	// well a line fits Memory's live figures (R²).
 	HeapPerStream  float64       `json:"heap_per_idle_stream_bytes,omitempty"`
+	StackPerStream float64       `json:"stack_per_idle_stream_bytes,omitempty"`
 	InusePerStream float64       `json:"inuse_per_idle_stream_bytes,omitempty"`
 	RSSPerStream   float64       `json:"rss_per_idle_stream_bytes,omitempty"`
 	HeapFitR2      float64       `json:"heap_fit_r2,omitempty"`
@@ -160,7 +163,7 @@ func (r *runner) eventsScenario(ctx context.Context, dataDir, token string) erro
 	applies := [2]*syncHist{newSyncHist(), newSyncHist()}
 	afterAck, afterSend := newSyncHist(), newSyncHist()
 	var delivery promHist
-	var heap, inuse, rss []float64
+	var heap, stack, inuse, rss []float64
 	for i, n := range order {
 		if ctx.Err() != nil {
 			errs = append(errs, ctx.Err())
@@ -177,7 +180,8 @@ func (r *runner) eventsScenario(ctx context.Context, dataDir, token string) erro
 			errs = append(errs, err)
 		} else if n > 0 {
 			delivery.add(d)
-			heap, inuse, rss = append(heap, leg.HeapPerStream), append(inuse, leg.InusePerStream), append(rss, leg.RSSPerStream)
+			heap, stack = append(heap, leg.HeapPerStream), append(stack, leg.StackPerStream)
+			inuse, rss = append(inuse, leg.InusePerStream), append(rss, leg.RSSPerStream)
 		}
 		er.Legs = append(er.Legs, leg)
 		r.logf("events: leg %d, %d streams: %d blocks in %.1fs, POST p99 %.2f ms, %d events read (%d delivered), delivery p99 %.2f ms, idle stream %.1f KiB heap and stacks (fit R² %.4f), %.1f KiB RSS",
@@ -190,7 +194,7 @@ func (r *runner) eventsScenario(ctx context.Context, dataDir, token string) erro
 	er.Delivery = delivery.summary()
 	er.ReceivedAfterAck, er.ReceivedAfterSend = afterAck.summary(), afterSend.summary()
 	if len(heap) > 0 {
-		er.IdleStreamBytes, er.IdleStreamInuse, er.IdleStreamRSS = mean(heap), mean(inuse), mean(rss)
+		er.IdleStreamBytes, er.IdleStreamStack, er.IdleStreamInuse, er.IdleStreamRSS = mean(heap), mean(stack), mean(inuse), mean(rss)
 	}
 	return errors.Join(errs...)
 }
@@ -382,6 +386,7 @@ const idleMemorySteps = 4
 type MemPoint struct {
 	Streams int     `json:"streams"`
 	Live    float64 `json:"live_bytes"`  // live Go heap and goroutine stacks
+	Stacks  float64 `json:"stack_bytes"` // goroutine stacks (in Live and Inuse)
 	Inuse   float64 `json:"inuse_bytes"` // heap spans in use and stacks
 	RSS     float64 `json:"rss_bytes"`
 	GCs     int     `json:"gcs"` // GCs forced until the figures settled
@@ -411,11 +416,12 @@ func (r *runner) idleMemory(ctx context.Context, svc *service, leg *EventsLeg, n
 		leg.Memory = append(leg.Memory, p)
 	}
 	xs := make([]float64, len(leg.Memory))
-	live, inuse, rss := make([]float64, len(xs)), make([]float64, len(xs)), make([]float64, len(xs))
+	live, stacks, inuse, rss := make([]float64, len(xs)), make([]float64, len(xs)), make([]float64, len(xs)), make([]float64, len(xs))
 	for i, p := range leg.Memory {
-		xs[i], live[i], inuse[i], rss[i] = float64(p.Streams), p.Live, p.Inuse, p.RSS
+		xs[i], live[i], stacks[i], inuse[i], rss[i] = float64(p.Streams), p.Live, p.Stacks, p.Inuse, p.RSS
 	}
 	leg.HeapPerStream, leg.HeapFitR2 = lineFit(xs, live)
+	leg.StackPerStream, _ = lineFit(xs, stacks)
 	leg.InusePerStream, _ = lineFit(xs, inuse)
 	leg.RSSPerStream, _ = lineFit(xs, rss)
 	return nil
@@ -473,14 +479,17 @@ func (r *runner) settledMemory(ctx context.Context, svc *service) (MemPoint, err
 			}
 			continue
 		case calm < 0:
-			best, calm = MemPoint{Live: m.live, Inuse: m.inuse}, 0
+			best, calm = MemPoint{Live: m.live, Stacks: m.stacks, Inuse: m.inuse}, 0
 		case m.live < best.Live-settleTolerance:
 			calm = 0
 		default:
 			calm++
 		}
 		best.GCs++
-		best.Live, best.Inuse, best.RSS = min(best.Live, m.live), min(best.Inuse, m.inuse), m.rss
+		if m.live < best.Live {
+			best.Live, best.Stacks = m.live, m.stacks
+		}
+		best.Inuse, best.RSS = min(best.Inuse, m.inuse), m.rss
 		if calm >= settleCalm || best.GCs >= settleMaxGCs {
 			return best, nil
 		}
@@ -509,7 +518,7 @@ func (r *runner) serviceMemory(ctx context.Context, svc *service) (m memFigures,
 		return m, false, err
 	}
 	stacks := ss.Sum("go_memstats_stack_inuse_bytes", nil)
-	m.live = ss.Sum("go_memstats_heap_alloc_bytes", nil) + stacks
+	m.live, m.stacks = ss.Sum("go_memstats_heap_alloc_bytes", nil)+stacks, stacks
 	m.inuse = ss.Sum("go_memstats_heap_inuse_bytes", nil) + stacks
 	ps, err := readProc(svc.pid())
 	if err != nil {
@@ -522,7 +531,7 @@ func (r *runner) serviceMemory(ctx context.Context, svc *service) (m memFigures,
 // memFigures are a service's memory figures, in bytes: its live Go heap
 // (go_memstats_heap_alloc_bytes after a GC) and goroutine stacks, its heap
 // spans in use and stacks, its resident set.
-type memFigures struct{ live, inuse, rss float64 }
+type memFigures struct{ live, stacks, inuse, rss float64 }
 
 // sseClient is one stream of the harness: it reads events, checks that
 // their ids only grow, and records when each arrived.
@@ -745,7 +754,8 @@ func (r *Report) eventsVerdicts() []Verdict {
 	if er.Delivery.Count == 0 {
 		m.Status, m.Detail = "SKIP", "no leg with streams finished"
 	} else {
-		m.Value = fmt.Sprintf("%.1f KiB (heap spans in use and stacks %.1f KiB, RSS %.1f KiB)", er.IdleStreamBytes/1024, er.IdleStreamInuse/1024, er.IdleStreamRSS/1024)
+		m.Value = fmt.Sprintf("%.1f KiB (%.1f KiB of it stacks; heap spans in use and stacks %.1f KiB, RSS %.1f KiB)",
+			er.IdleStreamBytes/1024, er.IdleStreamStack/1024, er.IdleStreamInuse/1024, er.IdleStreamRSS/1024)
 		m.Status = passMiss(er.IdleStreamBytes <= eventIdleStreamMaxB)
 		var legs []string
 		for _, l := range er.Legs {
