@@ -390,19 +390,25 @@ type MemPoint struct {
 	Inuse   float64 `json:"inuse_bytes"` // heap spans in use and stacks
 	RSS     float64 `json:"rss_bytes"`
 	GCs     int     `json:"gcs"` // GCs forced until the figures settled
+	// The store's compactions so far: the same at every point of a leg
+	// when none ran during its measurement.
+	Compactions float64 `json:"compactions"`
 }
 
-// idleMemory measures the service's memory per idle stream: it opens the
-// leg's n streams in idleMemorySteps equal batches (open(k) opens streams
-// up to the kth), measures the service's settled memory before the first
-// batch and after each, and sets leg's per-stream figures to the slopes of
-// least-squares lines through the points. A slope over several points,
-// each the minimum of several samples after repeated GCs, leaves out what
-// does not grow with the streams (the service's own heap, the garbage of
-// the measuring requests, work left from its start) and does not depend
-// on what closing the streams gives back (a Go map never shrinks, a dead
-// goroutine keeps its stack for reuse).
+// idleMemory measures the service's memory per idle stream: once the
+// store has stopped compacting (storeQuiet), it opens the leg's n streams
+// in idleMemorySteps equal batches (open(k) opens streams up to the kth),
+// measures the service's settled memory before the first batch and after
+// each, and sets leg's per-stream figures to the slopes of least-squares
+// lines through the points. A slope over several points, each the minimum
+// of several samples after repeated GCs, leaves out what does not grow with
+// the streams (the service's own heap, the garbage of the measuring
+// requests) and does not depend on what closing the streams gives back (a
+// Go map never shrinks, a dead goroutine keeps its stack for reuse).
 func (r *runner) idleMemory(ctx context.Context, svc *service, leg *EventsLeg, n int, open func(k int) error) error {
+	if err := r.storeQuiet(ctx, svc); err != nil {
+		return err
+	}
 	for step := 0; step <= idleMemorySteps; step++ {
 		k := n * step / idleMemorySteps
 		if err := open(k); err != nil {
@@ -454,32 +460,35 @@ const (
 	settleTolerance = 64 << 10
 	settleMaxGCs    = 20
 	settleTimeout   = 30 * time.Second
+	storeQuietFor   = 2 * time.Second
 )
 
 // settledMemory returns svc's memory once the garbage of the past no longer
 // shows in it: each figure the lowest of the samples it took, each sample
 // after a GC it forced. One forced GC is not enough: what the service's
 // start left in sync.Pools (a compaction's buffers) is only freed by the
-// second, and the first samples after its start still see it. While a
-// compaction runs (its buffers live), it waits and starts over.
+// second, and the first samples after its start still see it. While the
+// store compacts (its buffers live, its new tables' metadata to come), it
+// waits, and it starts over after one.
 func (r *runner) settledMemory(ctx context.Context, svc *service) (MemPoint, error) {
 	deadline := time.Now().Add(settleTimeout)
 	var best MemPoint
 	calm := -1 // no sample yet
 	for {
-		m, compacting, err := r.serviceMemory(ctx, svc)
+		m, err := r.serviceMemory(ctx, svc)
 		if err != nil {
 			return best, err
 		}
+		changed := calm >= 0 && m.compactions != best.Compactions
 		switch {
-		case compacting && time.Now().Before(deadline):
+		case (m.compacting || changed) && time.Now().Before(deadline):
 			calm = -1
 			if !(realClock{}).SleepUntil(ctx, time.Now().Add(100*time.Millisecond)) {
 				return best, ctx.Err()
 			}
 			continue
 		case calm < 0:
-			best, calm = MemPoint{Live: m.live, Stacks: m.stacks, Inuse: m.inuse}, 0
+			best, calm = MemPoint{Live: m.live, Stacks: m.stacks, Inuse: m.inuse, Compactions: m.compactions}, 0
 		case m.live < best.Live-settleTolerance:
 			calm = 0
 		default:
@@ -496,42 +505,74 @@ func (r *runner) settledMemory(ctx context.Context, svc *service) (MemPoint, err
 	}
 }
 
+// storeQuiet waits until svc's store has run no compaction for
+// storeQuietFor (at most settleTimeout): a store copied for a leg compacts
+// soon after it opens, and the tables it writes add to the live heap for
+// good, so memory measured before that would count them with the streams.
+func (r *runner) storeQuiet(ctx context.Context, svc *service) error {
+	deadline := time.Now().Add(settleTimeout)
+	last, since := -1.0, time.Now()
+	for time.Now().Before(deadline) {
+		ss, err := scrape(ctx, r.ctl, svc.base)
+		if err != nil {
+			return err
+		}
+		total := ss.Sum("utxo_cache_store_compactions_total", nil)
+		if ss.Sum("utxo_cache_store_compactions_running", nil) > 0 || total != last {
+			last, since = total, time.Now()
+		} else if time.Since(since) >= storeQuietFor {
+			return nil
+		}
+		if !(realClock{}).SleepUntil(ctx, time.Now().Add(100*time.Millisecond)) {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
 // serviceMemory forces a GC in svc (its heap profile with gc=1, as text:
 // less garbage to count after the GC than the compressed profile) and
-// returns its memory, and whether the store is compacting.
-func (r *runner) serviceMemory(ctx context.Context, svc *service) (m memFigures, compacting bool, err error) {
+// returns its memory and the store's compactions.
+func (r *runner) serviceMemory(ctx context.Context, svc *service) (m memFigures, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, svc.admin+"/debug/pprof/heap?gc=1&debug=1", nil)
 	if err != nil {
-		return m, false, err
+		return m, err
 	}
 	resp, err := r.ctl.Do(req)
 	if err != nil {
-		return m, false, fmt.Errorf("forcing a GC: %w", err)
+		return m, fmt.Errorf("forcing a GC: %w", err)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return m, false, fmt.Errorf("forcing a GC: status %d", resp.StatusCode)
+		return m, fmt.Errorf("forcing a GC: status %d", resp.StatusCode)
 	}
 	ss, err := scrape(ctx, r.ctl, svc.base)
 	if err != nil {
-		return m, false, err
+		return m, err
 	}
 	stacks := ss.Sum("go_memstats_stack_inuse_bytes", nil)
 	m.live, m.stacks = ss.Sum("go_memstats_heap_alloc_bytes", nil)+stacks, stacks
 	m.inuse = ss.Sum("go_memstats_heap_inuse_bytes", nil) + stacks
 	ps, err := readProc(svc.pid())
 	if err != nil {
-		return m, false, err
+		return m, err
 	}
 	m.rss = float64(ps.rssBytes)
-	return m, ss.Sum("utxo_cache_store_compactions_running", nil) > 0, nil
+	m.compacting = ss.Sum("utxo_cache_store_compactions_running", nil) > 0
+	m.compactions = ss.Sum("utxo_cache_store_compactions_total", nil)
+	return m, nil
 }
 
 // memFigures are a service's memory figures, in bytes: its live Go heap
 // (go_memstats_heap_alloc_bytes after a GC) and goroutine stacks, its heap
-// spans in use and stacks, its resident set.
-type memFigures struct{ live, stacks, inuse, rss float64 }
+// spans in use and stacks, its resident set; and whether its store is
+// compacting, and its compactions so far.
+type memFigures struct {
+	live, stacks, inuse, rss float64
+	compacting               bool
+	compactions              float64
+}
 
 // sseClient is one stream of the harness: it reads events, checks that
 // their ids only grow, and records when each arrived.
