@@ -52,14 +52,16 @@ type EventsResult struct {
 	// sent (an upper bound: it includes the apply).
 	ReceivedAfterAck  LatencySummary `json:"received_after_ack"`
 	ReceivedAfterSend LatencySummary `json:"received_after_send"`
-	// IdleStreamBytes is the service's memory per idle stream: its live Go
-	// heap (after a forced GC) and goroutine stacks with Streams idle
-	// streams open, less the same once it has closed them, over Streams. IdleStreamInuse is the
-	// same from the heap's spans in use (which also counts the free room
-	// the subscriptions' garbage left in spans that hold live objects),
-	// IdleStreamRSS from its resident set (which a GC does not give back
-	// at once): both are reported, not targets.
+	// IdleStreamBytes is the service's memory per idle stream: the slope
+	// of its settled live Go heap and goroutine stacks (memFigures) over the
+	// number of idle streams open, a least-squares fit over the points of
+	// each leg with streams (EventsLeg.Memory), averaged over those legs.
+	// IdleStreamInuse is the same from the heap's spans in use (which also
+	// counts the free room the subscriptions' garbage left in spans that
+	// hold live objects), IdleStreamRSS from its resident set (which a GC
+	// does not give back at once): both are reported, not targets.
 	IdleStreamBytes float64 `json:"idle_stream_bytes"`
+	IdleStreamStack float64 `json:"idle_stream_stack_bytes"` // the stacks' part of IdleStreamBytes
 	IdleStreamInuse float64 `json:"idle_stream_inuse_bytes"`
 	IdleStreamRSS   float64 `json:"idle_stream_rss_bytes"`
 }
@@ -82,12 +84,18 @@ type EventsLeg struct {
 	Apply     LatencySummary `json:"apply"` // POST /v1/blocks, send to answer
 	// Events the streams' clients read, and the service's count of events
 	// flushed on live streams over the leg (they must be equal).
-	Events         int64         `json:"events"`
-	Delivered      int64         `json:"delivered"`
-	Delivery       BucketSummary `json:"delivery"`
+	Events    int64         `json:"events"`
+	Delivered int64         `json:"delivered"`
+	Delivery  BucketSummary `json:"delivery"`
+	// The memory per idle stream of the leg (the slopes of Memory's
+	// figures; StackPerStream is the stacks' part of HeapPerStream) and how
+	// well a line fits Memory's live figures (R²).
 	HeapPerStream  float64       `json:"heap_per_idle_stream_bytes,omitempty"`
+	StackPerStream float64       `json:"stack_per_idle_stream_bytes,omitempty"`
 	InusePerStream float64       `json:"inuse_per_idle_stream_bytes,omitempty"`
 	RSSPerStream   float64       `json:"rss_per_idle_stream_bytes,omitempty"`
+	HeapFitR2      float64       `json:"heap_fit_r2,omitempty"`
+	Memory         []MemPoint    `json:"memory,omitempty"`
 	Final          *StoreState   `json:"final,omitempty"`
 	Writer         *ProcStats    `json:"writer,omitempty"`
 	Processes      []ProcessInfo `json:"processes,omitempty"`
@@ -155,7 +163,7 @@ func (r *runner) eventsScenario(ctx context.Context, dataDir, token string) erro
 	applies := [2]*syncHist{newSyncHist(), newSyncHist()}
 	afterAck, afterSend := newSyncHist(), newSyncHist()
 	var delivery promHist
-	var heap, inuse, rss []float64
+	var heap, stack, inuse, rss []float64
 	for i, n := range order {
 		if ctx.Err() != nil {
 			errs = append(errs, ctx.Err())
@@ -172,11 +180,12 @@ func (r *runner) eventsScenario(ctx context.Context, dataDir, token string) erro
 			errs = append(errs, err)
 		} else if n > 0 {
 			delivery.add(d)
-			heap, inuse, rss = append(heap, leg.HeapPerStream), append(inuse, leg.InusePerStream), append(rss, leg.RSSPerStream)
+			heap, stack = append(heap, leg.HeapPerStream), append(stack, leg.StackPerStream)
+			inuse, rss = append(inuse, leg.InusePerStream), append(rss, leg.RSSPerStream)
 		}
 		er.Legs = append(er.Legs, leg)
-		r.logf("events: leg %d, %d streams: %d blocks in %.1fs, POST p99 %.2f ms, %d events read (%d delivered), delivery p99 %.2f ms, idle stream %.1f KiB heap, %.1f KiB RSS",
-			i+1, n, leg.Blocks, leg.Seconds, leg.Apply.P99, leg.Events, leg.Delivered, leg.Delivery.P99, leg.HeapPerStream/1024, leg.RSSPerStream/1024)
+		r.logf("events: leg %d, %d streams: %d blocks in %.1fs, POST p99 %.2f ms, %d events read (%d delivered), delivery p99 %.2f ms, idle stream %.1f KiB heap and stacks (fit R² %.4f), %.1f KiB RSS",
+			i+1, n, leg.Blocks, leg.Seconds, leg.Apply.P99, leg.Events, leg.Delivered, leg.Delivery.P99, leg.HeapPerStream/1024, leg.HeapFitR2, leg.RSSPerStream/1024)
 	}
 	er.ApplyWithout, er.ApplyWith = applies[0].summary(), applies[1].summary()
 	if er.ApplyWithout.P99 > 0 && er.ApplyWith.Count > 0 {
@@ -185,7 +194,7 @@ func (r *runner) eventsScenario(ctx context.Context, dataDir, token string) erro
 	er.Delivery = delivery.summary()
 	er.ReceivedAfterAck, er.ReceivedAfterSend = afterAck.summary(), afterSend.summary()
 	if len(heap) > 0 {
-		er.IdleStreamBytes, er.IdleStreamInuse, er.IdleStreamRSS = mean(heap), mean(inuse), mean(rss)
+		er.IdleStreamBytes, er.IdleStreamStack, er.IdleStreamInuse, er.IdleStreamRSS = mean(heap), mean(stack), mean(inuse), mean(rss)
 	}
 	return errors.Join(errs...)
 }
@@ -226,33 +235,30 @@ func (r *runner) eventsLeg(ctx context.Context, i int, streams [][]string, dataD
 		return leg, delivery, fmt.Errorf("the writer starts at %s, not at the preloaded store's %s", start, r.w.base.state)
 	}
 
-	// Open the streams, measure the memory they hold while idle by closing
-	// them (the service's figures with the streams open, then once it has
-	// closed them all), and open them again for the feed.
+	// Open the streams in idleMemorySteps equal batches, the service's
+	// settled memory measured before the first and after each (idleMemory),
+	// and keep them open for the feed.
 	cl := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: len(streams) + 1, DisableCompression: true}}
 	defer cl.CloseIdleConnections()
 	var clients []*sseClient
 	var wg sync.WaitGroup
-	stopStreams := func() {}
+	sctx, stopStreams := context.WithCancel(ctx)
 	defer func() {
 		stopStreams()
 		wg.Wait()
 	}()
-	open := func() error {
-		sctx, cancel := context.WithCancel(ctx)
-		stopStreams = cancel
-		clients = make([]*sseClient, len(streams))
-		opened := make(chan error, len(streams))
-		for j, keys := range streams {
+	open := func(batch [][]string) error {
+		opened := make(chan error, len(batch))
+		for _, keys := range batch {
 			c := &sseClient{}
-			clients[j] = c
+			clients = append(clients, c)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				c.run(sctx, cl, svc.base, keys, opened)
 			}()
 		}
-		for range streams {
+		for range batch {
 			if err := <-opened; err != nil {
 				return fmt.Errorf("opening a stream: %w", err)
 			}
@@ -260,35 +266,7 @@ func (r *runner) eventsLeg(ctx context.Context, i int, streams [][]string, dataD
 		return nil
 	}
 	if len(streams) > 0 {
-		if err := open(); err != nil {
-			return leg, delivery, err
-		}
-		m1, err := r.serviceMemory(ctx, svc)
-		if err != nil {
-			return leg, delivery, err
-		}
-		stopStreams()
-		wg.Wait()
-		cl.CloseIdleConnections()
-		for {
-			ss, err := scrape(ctx, r.ctl, svc.base)
-			if err != nil {
-				return leg, delivery, err
-			}
-			if ss.Sum("utxo_cache_event_streams", nil) == 0 {
-				break
-			}
-			if !(realClock{}).SleepUntil(ctx, time.Now().Add(20*time.Millisecond)) {
-				return leg, delivery, ctx.Err()
-			}
-		}
-		m0, err := r.serviceMemory(ctx, svc)
-		if err != nil {
-			return leg, delivery, err
-		}
-		per := func(a, b float64) float64 { return (b - a) / float64(len(streams)) }
-		leg.HeapPerStream, leg.InusePerStream, leg.RSSPerStream = per(m0.live, m1.live), per(m0.inuse, m1.inuse), per(m0.rss, m1.rss)
-		if err := open(); err != nil {
+		if err := r.idleMemory(ctx, svc, &leg, len(streams), func(n int) error { return open(streams[len(clients):n]) }); err != nil {
 			return leg, delivery, err
 		}
 	}
@@ -399,10 +377,164 @@ func (r *runner) eventsLeg(ctx context.Context, i int, streams [][]string, dataD
 	return leg, delivery, nil
 }
 
-// serviceMemory forces a GC in svc (its pprof heap profile with gc=1) and
-// returns its memory.
+// idleMemorySteps is the number of equal batches a leg opens its streams
+// in; its memory is measured before the first and after each.
+const idleMemorySteps = 4
+
+// MemPoint is the service's settled memory (settledMemory) with Streams
+// idle streams open.
+type MemPoint struct {
+	Streams int     `json:"streams"`
+	Live    float64 `json:"live_bytes"`  // live Go heap and goroutine stacks
+	Stacks  float64 `json:"stack_bytes"` // goroutine stacks (in Live and Inuse)
+	Inuse   float64 `json:"inuse_bytes"` // heap spans in use and stacks
+	RSS     float64 `json:"rss_bytes"`
+	GCs     int     `json:"gcs"` // GCs forced until the figures settled
+	// The store's compactions so far: the same at every point of a leg
+	// when none ran during its measurement.
+	Compactions float64 `json:"compactions"`
+}
+
+// idleMemory measures the service's memory per idle stream: once the
+// store has stopped compacting (storeQuiet), it opens the leg's n streams
+// in idleMemorySteps equal batches (open(k) opens streams up to the kth),
+// measures the service's settled memory before the first batch and after
+// each, and sets leg's per-stream figures to the slopes of least-squares
+// lines through the points. A slope over several points, each the minimum
+// of several samples after repeated GCs, leaves out what does not grow with
+// the streams (the service's own heap, the garbage of the measuring
+// requests) and does not depend on what closing the streams gives back (a
+// Go map never shrinks, a dead goroutine keeps its stack for reuse).
+func (r *runner) idleMemory(ctx context.Context, svc *service, leg *EventsLeg, n int, open func(k int) error) error {
+	if err := r.storeQuiet(ctx, svc); err != nil {
+		return err
+	}
+	for step := 0; step <= idleMemorySteps; step++ {
+		k := n * step / idleMemorySteps
+		if err := open(k); err != nil {
+			return err
+		}
+		p, err := r.settledMemory(ctx, svc)
+		if err != nil {
+			return fmt.Errorf("memory with %d idle streams: %w", k, err)
+		}
+		p.Streams = k
+		leg.Memory = append(leg.Memory, p)
+	}
+	xs := make([]float64, len(leg.Memory))
+	live, stacks, inuse, rss := make([]float64, len(xs)), make([]float64, len(xs)), make([]float64, len(xs)), make([]float64, len(xs))
+	for i, p := range leg.Memory {
+		xs[i], live[i], stacks[i], inuse[i], rss[i] = float64(p.Streams), p.Live, p.Stacks, p.Inuse, p.RSS
+	}
+	leg.HeapPerStream, leg.HeapFitR2 = lineFit(xs, live)
+	leg.StackPerStream, _ = lineFit(xs, stacks)
+	leg.InusePerStream, _ = lineFit(xs, inuse)
+	leg.RSSPerStream, _ = lineFit(xs, rss)
+	return nil
+}
+
+// lineFit returns the slope of the least-squares line through (xs, ys)
+// and its coefficient of determination R² (1: every point on the line).
+func lineFit(xs, ys []float64) (slope, r2 float64) {
+	mx, my := mean(xs), mean(ys)
+	var sxy, sxx, syy float64
+	for i := range xs {
+		dx, dy := xs[i]-mx, ys[i]-my
+		sxy, sxx, syy = sxy+dx*dy, sxx+dx*dx, syy+dy*dy
+	}
+	if sxx == 0 {
+		return 0, 0
+	}
+	slope = sxy / sxx
+	if syy == 0 {
+		return slope, 1
+	}
+	return slope, sxy * sxy / (sxx * syy)
+}
+
+// Settling: settledMemory forces a GC and samples until settleCalm samples
+// in a row come no more than settleTolerance under the lowest before them
+// (at most settleMaxGCs, then the lowest is taken as it is).
+const (
+	settleCalm      = 3
+	settleTolerance = 64 << 10
+	settleMaxGCs    = 20
+	settleTimeout   = 30 * time.Second
+	storeQuietFor   = 2 * time.Second
+)
+
+// settledMemory returns svc's memory once the garbage of the past no longer
+// shows in it: each figure the lowest of the samples it took, each sample
+// after a GC it forced. One forced GC is not enough: what the service's
+// start left in sync.Pools (a compaction's buffers) is only freed by the
+// second, and the first samples after its start still see it. While the
+// store compacts (its buffers live, its new tables' metadata to come), it
+// waits, and it starts over after one.
+func (r *runner) settledMemory(ctx context.Context, svc *service) (MemPoint, error) {
+	deadline := time.Now().Add(settleTimeout)
+	var best MemPoint
+	calm := -1 // no sample yet
+	for {
+		m, err := r.serviceMemory(ctx, svc)
+		if err != nil {
+			return best, err
+		}
+		changed := calm >= 0 && m.compactions != best.Compactions
+		switch {
+		case (m.compacting || changed) && time.Now().Before(deadline):
+			calm = -1
+			if !(realClock{}).SleepUntil(ctx, time.Now().Add(100*time.Millisecond)) {
+				return best, ctx.Err()
+			}
+			continue
+		case calm < 0:
+			best, calm = MemPoint{Live: m.live, Stacks: m.stacks, Inuse: m.inuse, Compactions: m.compactions}, 0
+		case m.live < best.Live-settleTolerance:
+			calm = 0
+		default:
+			calm++
+		}
+		best.GCs++
+		if m.live < best.Live {
+			best.Live, best.Stacks = m.live, m.stacks
+		}
+		best.Inuse, best.RSS = min(best.Inuse, m.inuse), m.rss
+		if calm >= settleCalm || best.GCs >= settleMaxGCs {
+			return best, nil
+		}
+	}
+}
+
+// storeQuiet waits until svc's store has run no compaction for
+// storeQuietFor (at most settleTimeout): a store copied for a leg compacts
+// soon after it opens, and the tables it writes add to the live heap for
+// good, so memory measured before that would count them with the streams.
+func (r *runner) storeQuiet(ctx context.Context, svc *service) error {
+	deadline := time.Now().Add(settleTimeout)
+	last, since := -1.0, time.Now()
+	for time.Now().Before(deadline) {
+		ss, err := scrape(ctx, r.ctl, svc.base)
+		if err != nil {
+			return err
+		}
+		total := ss.Sum("utxo_cache_store_compactions_total", nil)
+		if ss.Sum("utxo_cache_store_compactions_running", nil) > 0 || total != last {
+			last, since = total, time.Now()
+		} else if time.Since(since) >= storeQuietFor {
+			return nil
+		}
+		if !(realClock{}).SleepUntil(ctx, time.Now().Add(100*time.Millisecond)) {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// serviceMemory forces a GC in svc (its heap profile with gc=1, as text:
+// less garbage to count after the GC than the compressed profile) and
+// returns its memory and the store's compactions.
 func (r *runner) serviceMemory(ctx context.Context, svc *service) (m memFigures, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, svc.admin+"/debug/pprof/heap?gc=1", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, svc.admin+"/debug/pprof/heap?gc=1&debug=1", nil)
 	if err != nil {
 		return m, err
 	}
@@ -420,19 +552,27 @@ func (r *runner) serviceMemory(ctx context.Context, svc *service) (m memFigures,
 		return m, err
 	}
 	stacks := ss.Sum("go_memstats_stack_inuse_bytes", nil)
-	m.live = ss.Sum("go_memstats_heap_alloc_bytes", nil) + stacks
+	m.live, m.stacks = ss.Sum("go_memstats_heap_alloc_bytes", nil)+stacks, stacks
 	m.inuse = ss.Sum("go_memstats_heap_inuse_bytes", nil) + stacks
 	ps, err := readProc(svc.pid())
 	if err != nil {
 		return m, err
 	}
 	m.rss = float64(ps.rssBytes)
+	m.compacting = ss.Sum("utxo_cache_store_compactions_running", nil) > 0
+	m.compactions = ss.Sum("utxo_cache_store_compactions_total", nil)
 	return m, nil
 }
 
 // memFigures are a service's memory figures, in bytes: its live Go heap
-// and goroutine stacks, its heap spans in use and stacks, its resident set.
-type memFigures struct{ live, inuse, rss float64 }
+// (go_memstats_heap_alloc_bytes after a GC) and goroutine stacks, its heap
+// spans in use and stacks, its resident set; and whether its store is
+// compacting, and its compactions so far.
+type memFigures struct {
+	live, stacks, inuse, rss float64
+	compacting               bool
+	compactions              float64
+}
 
 // sseClient is one stream of the harness: it reads events, checks that
 // their ids only grow, and records when each arrived.
@@ -650,13 +790,21 @@ func (r *Report) eventsVerdicts() []Verdict {
 		a.Status = passMiss(er.ApplyRatio <= eventApplyP99Share)
 		a.Detail = fmt.Sprintf("%d legs of %d blocks and %d rollbacks each", len(er.Legs), er.Blocks, er.Rollbacks)
 	}
-	m := Verdict{Target: fmt.Sprintf("memory per idle stream ≤ %d KiB (live Go heap after a GC and stacks, %d streams of %d addresses)", eventIdleStreamMaxB>>10, er.Streams, er.KeysPerStream),
+	m := Verdict{Target: fmt.Sprintf("memory per idle stream ≤ %d KiB (live Go heap after GCs and stacks, slope over 0..%d streams of %d addresses)", eventIdleStreamMaxB>>10, er.Streams, er.KeysPerStream),
 		Threshold: fmt.Sprintf("≤ %d KiB", eventIdleStreamMaxB>>10)}
 	if er.Delivery.Count == 0 {
 		m.Status, m.Detail = "SKIP", "no leg with streams finished"
 	} else {
-		m.Value = fmt.Sprintf("%.1f KiB (heap spans in use and stacks %.1f KiB, RSS %.1f KiB)", er.IdleStreamBytes/1024, er.IdleStreamInuse/1024, er.IdleStreamRSS/1024)
+		m.Value = fmt.Sprintf("%.1f KiB (%.1f KiB of it stacks; heap spans in use and stacks %.1f KiB, RSS %.1f KiB)",
+			er.IdleStreamBytes/1024, er.IdleStreamStack/1024, er.IdleStreamInuse/1024, er.IdleStreamRSS/1024)
 		m.Status = passMiss(er.IdleStreamBytes <= eventIdleStreamMaxB)
+		var legs []string
+		for _, l := range er.Legs {
+			if len(l.Memory) > 0 && l.Error == "" {
+				legs = append(legs, fmt.Sprintf("%.1f KiB (R² %.4f)", l.HeapPerStream/1024, l.HeapFitR2))
+			}
+		}
+		m.Detail = "legs: " + strings.Join(legs, ", ")
 	}
 	return []Verdict{d, a, m}
 }

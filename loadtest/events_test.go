@@ -45,3 +45,24 @@ func TestPromHistQuantile(t *testing.T) {
 		t.Fatalf("sum of two equal histograms: count %v, p70 %v", sum.count, sum.quantile(0.7))
 	}
 }
+
+// TestLineFit: the slope and R² of a least-squares line, against points on
+// a known line and a set worked out by hand.
+func TestLineFit(t *testing.T) {
+	xs := []float64{0, 250, 500, 750, 1000}
+	ys := make([]float64, len(xs))
+	for i, x := range xs {
+		ys[i] = 30e6 + 11264*x
+	}
+	if slope, r2 := lineFit(xs, ys); math.Abs(slope-11264) > 1e-6 || math.Abs(r2-1) > 1e-12 {
+		t.Fatalf("points on y = 30e6 + 11264x: slope %v, R² %v", slope, r2)
+	}
+	// x 0,1,2,3; y 1,3,2,5: mean x 1.5, mean y 2.75; Sxy = 5.5, Sxx = 5,
+	// Syy = 8.75: slope 1.1, R² 30.25/43.75.
+	if slope, r2 := lineFit([]float64{0, 1, 2, 3}, []float64{1, 3, 2, 5}); math.Abs(slope-1.1) > 1e-12 || math.Abs(r2-30.25/43.75) > 1e-12 {
+		t.Fatalf("slope %v, R² %v; want 1.1, %v", slope, r2, 30.25/43.75)
+	}
+	if slope, r2 := lineFit([]float64{2, 2}, []float64{1, 5}); slope != 0 || r2 != 0 {
+		t.Fatalf("one x: slope %v, R² %v", slope, r2)
+	}
+}

@@ -777,10 +777,10 @@ func (r *Report) Headline() string {
 	if er := r.Events; er != nil {
 		b.WriteString("\n")
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "leg\tstreams\tblocks\tPOST p50\tPOST p99\tevents\tdelivery p50\tdelivery p99\tidle stream heap\tidle stream RSS\t")
+		fmt.Fprintln(tw, "leg\tstreams\tblocks\tPOST p50\tPOST p99\tevents\tdelivery p50\tdelivery p99\tidle stream heap\tfit R²\tidle stream RSS\t")
 		for i, l := range er.Legs {
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%.2f ms\t%.2f ms\t%d\t%.2f ms\t%.2f ms\t%.1f KiB\t%.1f KiB\t\n", i+1, l.Streams, l.Blocks,
-				l.Apply.P50, l.Apply.P99, l.Events, l.Delivery.P50, l.Delivery.P99, l.HeapPerStream/1024, l.RSSPerStream/1024)
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%.2f ms\t%.2f ms\t%d\t%.2f ms\t%.2f ms\t%.1f KiB\t%.4f\t%.1f KiB\t\n", i+1, l.Streams, l.Blocks,
+				l.Apply.P50, l.Apply.P99, l.Events, l.Delivery.P50, l.Delivery.P99, l.HeapPerStream/1024, l.HeapFitR2, l.RSSPerStream/1024)
 		}
 		tw.Flush()
 		fmt.Fprintf(&b, "events: read after the acknowledgement p50 %.2f p99 %.2f max %.2f ms; after the POST's send p50 %.2f p99 %.2f ms\n",

@@ -486,3 +486,69 @@ func TestLoadtestFanoutScenarioSmoke(t *testing.T) {
 		t.Errorf("stores left: %v", left)
 	}
 }
+
+// TestLoadtestEventsScenarioSmoke runs the events scenario at smoke size:
+// one round of a leg without and a leg with 40 streams. The leg with
+// streams measures its memory at 0, 10, 20, 30 and 40 idle streams, each
+// point settled by repeated GCs, and fits a line through them; every event
+// the service flushed is read.
+func TestLoadtestEventsScenarioSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts subprocesses")
+	}
+	bin := smokeBinary(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, Options{
+		Scenario: ScenarioEvents, Bin: bin, ResultsDir: dir, Log: testLog{t},
+		UTXOs: 2000, TxsPerBlock: 20, RollbackEvery: 4, ApplyBlocks: 12, ApplyRounds: 1,
+		EventStreams: 40, EventKeys: 2, BlockRate: 20,
+	})
+	if err != nil {
+		logTails(t, dir)
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", rep.Headline())
+	if rep.Failed {
+		t.Fatalf("run failed: %v", rep.FailReasons)
+	}
+	er := rep.Events
+	if er == nil || len(er.Legs) != 2 || er.Streams != 40 || er.Addresses != 80 {
+		t.Fatalf("events %+v", er)
+	}
+	if l := er.Legs[0]; l.Streams != 0 || len(l.Memory) != 0 || l.HeapPerStream != 0 {
+		t.Errorf("leg without streams: %+v", l)
+	}
+	l := er.Legs[1]
+	if l.Error != "" || l.Streams != 40 || l.Events == 0 || l.Events != l.Delivered {
+		t.Fatalf("leg with streams: %+v", l)
+	}
+	if len(l.Memory) != idleMemorySteps+1 {
+		t.Fatalf("memory points %+v", l.Memory)
+	}
+	for i, p := range l.Memory {
+		if p.Streams != 40*i/idleMemorySteps || p.GCs < settleCalm+1 || p.Live <= 0 || p.Stacks <= 0 || p.Inuse <= 0 || p.RSS <= 0 {
+			t.Errorf("memory point %d: %+v", i, p)
+		}
+	}
+	last := l.Memory[len(l.Memory)-1]
+	if l.HeapPerStream <= 0 || l.HeapFitR2 <= 0 || l.HeapFitR2 > 1 || l.StackPerStream <= 0 || l.StackPerStream >= l.HeapPerStream ||
+		er.IdleStreamBytes != l.HeapPerStream || er.IdleStreamStack != l.StackPerStream {
+		t.Errorf("per stream: heap %v (R² %v), stacks %v; points %+v; report %v, %v", l.HeapPerStream, l.HeapFitR2, l.StackPerStream, l.Memory,
+			er.IdleStreamBytes, er.IdleStreamStack)
+	}
+	if got := (last.Live - l.Memory[0].Live) / 40; got <= 0 {
+		t.Errorf("the live memory with 40 streams is %v bytes per stream over none", got)
+	}
+	found := false
+	for _, v := range rep.Targets {
+		if strings.HasPrefix(v.Target, "memory per idle stream") && (v.Status == "PASS" || v.Status == "MISS") && strings.HasPrefix(v.Detail, "legs: ") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no idle-stream memory verdict in %+v", rep.Targets)
+	}
+}

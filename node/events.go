@@ -35,8 +35,8 @@ func (s eventSource) WaitFor(ctx context.Context, minSeq, minHeight uint64, maxW
 // newEventHub starts the event streams of a store (nil when the store keeps
 // no change log: the streams then answer 503): the address, and each index
 // dimension the store keeps.
-// The hub is subscribed to w, after the reads: it records when each change
-// is published, what its streams' delivery time is measured from.
+// The hub is subscribed to w: it records when each change is published,
+// what its streams' delivery time is measured from.
 func newEventHub(store *disk.Store, reads *query.Server, w *writer.Writer, reg prometheus.Registerer, maxStreams int, lim chain.Limits, log *slog.Logger) (*events.Hub, error) {
 	if store.Options().LogRetention == 0 {
 		return nil, nil
@@ -56,12 +56,14 @@ func newEventHub(store *disk.Store, reads *query.Server, w *writer.Writer, reg p
 	return hub, nil
 }
 
-// publishClock tells a hub when each change is published (the writer's
-// goroutine, as it publishes).
+// publishClock tells a hub when each change is published: on the writer's
+// goroutine, just before the store publishes it (Changed). Marked after the
+// publish instead, the hub's dispatcher, woken by the reads' own publish
+// listener, could deliver the change's events before the mark on a busy
+// CPU, and their delivery would go uncounted.
 type publishClock struct{ hub *events.Hub }
 
-func (p publishClock) Changed(*changeset.Set) {}
-func (p publishClock) AfterPublish(cs *changeset.Set) {
+func (p publishClock) Changed(cs *changeset.Set) {
 	p.hub.MarkPublished(cs.Seq, time.Now())
 }
 

@@ -96,7 +96,8 @@ events (200k UTXOs, no read load: one writer fed the --apply-blocks script at
 --event-streams event streams of --event-keys addresses each; reports the
 delivery p99 from publish to the event on the wire (target < 50 ms), the
 POST /v1/blocks p99 with and without streams (within 10%) and the memory per
-idle stream (≤ 16 KiB)),
+idle stream (≤ 16 KiB: the slope of the service's live heap and stacks, each
+point settled by repeated GCs, over its streams opened in four batches)),
 fanout (20k UTXOs, no read load: one writer fed the --apply-blocks script at
 --fanout-rate, with no follower and with each of --fanout-followers
 lightweight followers over each of --fanout-transports (the HTTP change log,
