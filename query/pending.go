@@ -199,6 +199,18 @@ func appendPendingUtxo(dst []byte, u *chain.Utxo, since uint64) []byte {
 	return append(dst, '}')
 }
 
+// appendPendingUtxoRef appends the Utxo object of an unconfirmed output
+// read in place (disk.PendingOutputRefs): the bytes appendPendingUtxo
+// appends for the output's chain.Utxo, with no chain.Utxo built
+// (TestChainUtxoEncodingMatchesStored and FuzzUtxoEncoding hold the two
+// byte for byte).
+func appendPendingUtxoRef(dst []byte, r *disk.UtxoRef, since uint64) []byte {
+	dst = appendUtxoHead(dst, r)
+	dst = append(dst, `,"confirmed":false,"pending_since":`...)
+	dst = strconv.AppendUint(dst, since, 10)
+	return append(dst, '}')
+}
+
 func lastIndex(b []byte, sep string) int {
 	for i := len(b) - len(sep); i >= 0; i-- {
 		if string(b[i:i+len(sep)]) == sep {
@@ -246,9 +258,10 @@ func (s *Server) appendPendingListing(v *disk.View, body []byte, q disk.ListQuer
 	}
 	// unconfirmed lists up to limit unconfirmed outputs after pafter:
 	// whether more remain, and the last one listed.
+	var lastPending disk.PendingPos
 	unconfirmed := func(pafter *disk.PendingPos, limit int) (more bool, last *disk.PendingPos, err error) {
-		err = v.PendingOutputsAfter(q.Dim, q.Value, pafter, q.Desc, func(o *disk.PendingOutput) error {
-			if _, spent, err := v.PendingSpender(o.Utxo.OutPoint); err != nil || spent {
+		err = v.PendingOutputRefs(q.Dim, q.Value, pafter, q.Desc, func(o *disk.PendingOutputRef) error {
+			if _, spent, err := v.PendingSpender(o.Ref.OutPoint); err != nil || spent {
 				return err
 			}
 			if limit == 0 {
@@ -257,9 +270,10 @@ func (s *Server) appendPendingListing(v *disk.View, body []byte, q disk.ListQuer
 			}
 			limit--
 			sep()
-			body = appendPendingUtxo(body, &o.Utxo, o.Since)
+			body = appendPendingUtxoRef(body, &o.Ref, o.Since)
 			n++
-			last = &disk.PendingPos{Order: o.Order, Index: o.Utxo.Index}
+			lastPending = disk.PendingPos{Order: o.Order, Index: o.Ref.OutPoint.Index}
+			last = &lastPending
 			return nil
 		})
 		return more, last, err

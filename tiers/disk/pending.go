@@ -1181,11 +1181,58 @@ type PendingPos struct {
 // (exclusive, in the listing's direction; nil: from the start). fn stops
 // the listing with ErrStop, which is not returned.
 func (v *View) PendingOutputsAfter(dim Dimension, value []byte, after *PendingPos, desc bool, fn func(o *PendingOutput) error) error {
+	return v.pendingOutRows(dim, value, after, desc, func(order uint64, idx uint32, val []byte) error {
+		since, u, err := decodePendingOutRow(idx, val)
+		if err != nil {
+			return errors.Join(err, ErrCorrupt)
+		}
+		return fn(&PendingOutput{Utxo: u, Since: since, Order: order})
+	})
+}
+
+// PendingOutputRef is an unconfirmed output read in place (PendingOutputRefs):
+// Ref (height 0, never spent) aliases the row's bytes.
+type PendingOutputRef struct {
+	Ref   UtxoRef
+	Since uint64
+	Order uint64
+}
+
+// PendingOutputRefs is PendingOutputsAfter with each output read in place,
+// as ListFunc reads the confirmed ones: no chain.Utxo is built, and the
+// listing allocates one PendingOutputRef, whatever its length. o and the
+// bytes o.Ref aliases are valid only until fn returns. fn stops the listing
+// with ErrStop, which is not returned.
+func (v *View) PendingOutputRefs(dim Dimension, value []byte, after *PendingPos, desc bool, fn func(o *PendingOutputRef) error) error {
+	var o PendingOutputRef
+	return v.pendingOutRows(dim, value, after, desc, func(order uint64, idx uint32, val []byte) error {
+		d := decbuf{b: val, ctx: "pending output row"}
+		if ver := d.byte1(); d.err() == nil && ver != pendingRowVersion {
+			d.fail("unknown version")
+		}
+		o.Since = d.u64()
+		if err := d.err(); err != nil {
+			return errors.Join(err, ErrCorrupt)
+		}
+		if err := parseIndexValue(idx, d.b, &o.Ref); err != nil {
+			return errors.Join(err, ErrCorrupt)
+		}
+		o.Order = order
+		return fn(&o)
+	})
+}
+
+// pendingOutRows calls fn with the 0x0d rows of value in dimension dim
+// after position after, in the listing's direction: each row's posting
+// order, output index and value (valid until fn returns). fn stops the
+// listing with ErrStop, which is not returned.
+func (v *View) pendingOutRows(dim Dimension, value []byte, after *PendingPos, desc bool, fn func(order uint64, idx uint32, val []byte) error) error {
+	var lob, hib, afterb [1 + dimKeySize + 8 + 4 + 1]byte
 	dk := MakeDimKey(dim, value)
-	lo := append([]byte{prefixPendingOut}, dk[:]...)
-	hi := successorPrefix(lo)
+	lo := append(append(lob[:0], prefixPendingOut), dk[:]...)
+	hi := successorPrefixTo(hib[:0], lo)
 	if after != nil {
-		k := appendPendingOutKey(nil, dk, after.Order, after.Index)
+		k := appendPendingOutKey(afterb[:0], dk, after.Order, after.Index)
 		if desc {
 			hi = k
 		} else {
@@ -1208,11 +1255,11 @@ func (v *View) PendingOutputsAfter(dim Dimension, value []byte, after *PendingPo
 		}
 		order := binary.BigEndian.Uint64(k[1+dimKeySize:])
 		idx := binary.BigEndian.Uint32(k[1+dimKeySize+8:])
-		since, u, err := decodePendingOutRow(idx, it.Value())
+		val, err := it.ValueAndErr()
 		if err != nil {
-			return errors.Join(err, ErrCorrupt)
+			return fmt.Errorf("disk: list pending: %w", err)
 		}
-		if err := fn(&PendingOutput{Utxo: u, Since: since, Order: order}); err != nil {
+		if err := fn(order, idx, val); err != nil {
 			if errors.Is(err, ErrStop) {
 				return nil
 			}
@@ -1261,9 +1308,13 @@ func (v *View) PendingSpentOf(dim Dimension, value []byte, fn func(o *PendingSpe
 }
 
 // successorPrefix returns the first key after every key that starts with p.
-func successorPrefix(p []byte) []byte {
-	out := slices.Clone(p)
-	for i := len(out) - 1; i >= 0; i-- {
+func successorPrefix(p []byte) []byte { return successorPrefixTo(nil, p) }
+
+// successorPrefixTo is successorPrefix appended to dst (nil when no key
+// follows p's: p is empty or all 0xff).
+func successorPrefixTo(dst, p []byte) []byte {
+	out := append(dst, p...)
+	for i := len(out) - 1; i >= len(dst); i-- {
 		out[i]++
 		if out[i] != 0 {
 			return out[:i+1]
