@@ -105,6 +105,7 @@ type spendChange struct {
 // listing itself.
 type spenderShards struct {
 	shard [1 << spenderShardBits]map[chain.OutPoint]spendRef
+	n     int // the entries of all shards
 }
 
 // spenderShardBits sets 4,096 shards: at 100,000 pending transactions some
@@ -142,10 +143,18 @@ func (m *spenderShards) with(changes map[chain.OutPoint]spendChange) *spenderSha
 			}
 			next.shard[i] = fresh
 		}
+		_, had := next.shard[i][op]
 		if c.del {
 			delete(next.shard[i], op)
 		} else {
 			next.shard[i][op] = c.ref
+		}
+		if _, has := next.shard[i][op]; has != had {
+			if has {
+				next.n++
+			} else {
+				next.n--
+			}
 		}
 	}
 	return next
@@ -1130,6 +1139,37 @@ func (v *View) PendingTxOf(h chain.Hash) (*chain.Tx, chain.PendingInfo, bool, er
 type PendingSpend struct {
 	TxHash chain.Hash
 	Input  uint32
+}
+
+// PendingSpenders looks up the pending spenders of outpoints at one view's
+// state, for a listing that marks each of its outputs (View.PendingSpenders).
+type PendingSpenders struct {
+	v *View
+	m *spenderShards // a published view's spender map; nil: read 0x0c rows
+}
+
+// PendingSpenders returns the lookup of this view's pending spenders: on a
+// published view, a probe of its state's spender map per outpoint, and
+// None true when no pending transaction spends anything.
+func (v *View) PendingSpenders() PendingSpenders {
+	if v.ref != nil {
+		return PendingSpenders{v: v, m: v.ref.spenders}
+	}
+	return PendingSpenders{v: v}
+}
+
+// None reports that no outpoint has a pending spender at the view's state,
+// as far as the lookup knows without reading (false when it would read
+// rows).
+func (p PendingSpenders) None() bool { return p.m != nil && p.m.n == 0 }
+
+// Of returns the pending transaction that spends op, as View.PendingSpender.
+func (p PendingSpenders) Of(op chain.OutPoint) (PendingSpend, bool, error) {
+	if p.m != nil {
+		r, ok := p.m.get(op)
+		return PendingSpend{TxHash: r.tx, Input: r.input}, ok, nil
+	}
+	return p.v.PendingSpender(op)
 }
 
 // PendingSpender returns the pending transaction that spends op at this
