@@ -163,7 +163,7 @@ func pendingCursorPos(p disk.PendingPos) chain.Position {
 // spends (as spenders looks it up) gets "pending_spent_by": {"tx_hash",
 // "input"}. When no pending transaction spends anything, item is all there
 // is to do.
-func pendingItem(spenders disk.PendingSpenders, item itemFunc) itemFunc {
+func pendingItem(spenders *disk.PendingSpenders, item itemFunc) itemFunc {
 	if spenders.None() {
 		return item
 	}
@@ -241,7 +241,7 @@ func lastIndex(b []byte, sep string) int {
 func (s *Server) appendPendingListing(v *disk.View, body []byte, q disk.ListQuery, after *chain.Position, subject string, item itemFunc) ([]byte, error) {
 	body = append(body, `"utxos":[`...)
 	spenders := v.PendingSpenders()
-	item = pendingItem(spenders, item)
+	item = pendingItem(&spenders, item)
 	n, limit := 0, q.Limit
 	sep := func() {
 		if n > 0 {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -97,64 +98,87 @@ type spendChange struct {
 }
 
 // spenderShards is an immutable map from outpoint to its pending spender
-// (what the 0x0c rows say), in shards by the outpoint's tx hash. A commit
-// makes a new one that copies only the shards it changes and shares the
-// others, so every published view keeps the one of its state at the cost
-// of a pointer: a read marks the outputs pending transactions spend with a
-// map probe, where a Pebble Get per output would cost several times the
-// listing itself.
+// (what the 0x0c rows say), in shards by the outpoint's tx hash, and in
+// each shard by tx hash then output index. A commit makes a new one that
+// copies only the shards, and in them the transactions, it changes and
+// shares the others, so every published view keeps the one of its state at
+// the cost of a pointer: a read marks the outputs pending transactions
+// spend with a map probe, where a Pebble Get per output would cost several
+// times the listing itself. A listing probes the outputs of one
+// transaction in a row (PendingSpenders.Of) with one probe of the tx hash.
 type spenderShards struct {
-	shard [1 << spenderShardBits]map[chain.OutPoint]spendRef
-	n     int // the entries of all shards
+	shard [1 << spenderShardBits]map[chain.Hash]txSpenders
+	n     int // the entries (outpoints) of all shards
 }
+
+// txSpenders is the pending spender of each spent output of one
+// transaction, by output index: never empty, immutable once committed.
+type txSpenders map[uint32]spendRef
 
 // spenderShardBits sets 4,096 shards: at 100,000 pending transactions some
 // 25 entries each, so a change of 50 posts copies about 1,250 entries.
 const spenderShardBits = 12
 
-func spenderShardOf(op chain.OutPoint) int {
-	return int(binary.BigEndian.Uint16(op.TxHash[:2]) >> (16 - spenderShardBits))
+func spenderShardOf(h *chain.Hash) int {
+	return int(binary.BigEndian.Uint16(h[:2]) >> (16 - spenderShardBits))
 }
 
 func (m *spenderShards) get(op chain.OutPoint) (spendRef, bool) {
-	if m == nil {
-		return spendRef{}, false
-	}
-	r, ok := m.shard[spenderShardOf(op)][op]
+	r, ok := m.tx(&op.TxHash)[op.Index]
 	return r, ok
 }
 
-// with returns m with changes applied: a new value sharing the shards the
-// changes do not touch. m is not modified.
+// tx returns the spenders of transaction h's outputs (nil: none).
+func (m *spenderShards) tx(h *chain.Hash) txSpenders {
+	if m == nil {
+		return nil
+	}
+	return m.shard[spenderShardOf(h)][*h]
+}
+
+// with returns m with changes applied: a new value sharing the shards and
+// transactions the changes do not touch. m is not modified.
 func (m *spenderShards) with(changes map[chain.OutPoint]spendChange) *spenderShards {
 	next := new(spenderShards)
 	if m != nil {
 		*next = *m
 	}
-	copied := map[int]bool{}
+	copiedShard := map[int]bool{}
+	copiedTx := map[chain.Hash]bool{}
 	for op, c := range changes {
-		i := spenderShardOf(op)
-		if !copied[i] {
-			copied[i] = true
-			old := next.shard[i]
-			fresh := make(map[chain.OutPoint]spendRef, len(old)+1)
-			for k, v := range old {
-				fresh[k] = v
+		i := spenderShardOf(&op.TxHash)
+		if !copiedShard[i] {
+			copiedShard[i] = true
+			next.shard[i] = maps.Clone(next.shard[i])
+			if next.shard[i] == nil {
+				next.shard[i] = map[chain.Hash]txSpenders{}
 			}
-			next.shard[i] = fresh
 		}
-		_, had := next.shard[i][op]
+		sh := next.shard[i]
+		if !copiedTx[op.TxHash] {
+			copiedTx[op.TxHash] = true
+			fresh := make(txSpenders, len(sh[op.TxHash])+1)
+			maps.Copy(fresh, sh[op.TxHash])
+			sh[op.TxHash] = fresh
+		}
+		t := sh[op.TxHash]
+		_, had := t[op.Index]
 		if c.del {
-			delete(next.shard[i], op)
+			delete(t, op.Index)
 		} else {
-			next.shard[i][op] = c.ref
+			t[op.Index] = c.ref
 		}
-		if _, has := next.shard[i][op]; has != had {
+		if _, has := t[op.Index]; has != had {
 			if has {
 				next.n++
 			} else {
 				next.n--
 			}
+		}
+	}
+	for h := range copiedTx {
+		if i := spenderShardOf(&h); len(next.shard[i][h]) == 0 {
+			delete(next.shard[i], h)
 		}
 	}
 	return next
@@ -1143,14 +1167,20 @@ type PendingSpend struct {
 
 // PendingSpenders looks up the pending spenders of outpoints at one view's
 // state, for a listing that marks each of its outputs (View.PendingSpenders).
+// It keeps the spenders of the last transaction it probed: one goroutine's.
 type PendingSpenders struct {
 	v *View
 	m *spenderShards // a published view's spender map; nil: read 0x0c rows
+	// lastTx's spenders are last (nil: none), when lastOK.
+	lastTx chain.Hash
+	last   txSpenders
+	lastOK bool
 }
 
 // PendingSpenders returns the lookup of this view's pending spenders: on a
-// published view, a probe of its state's spender map per outpoint, and
-// None true when no pending transaction spends anything.
+// published view, a probe of its state's spender map per outpoint (one per
+// run of outputs of one transaction), and None true when no pending
+// transaction spends anything.
 func (v *View) PendingSpenders() PendingSpenders {
 	if v.ref != nil {
 		return PendingSpenders{v: v, m: v.ref.spenders}
@@ -1161,15 +1191,18 @@ func (v *View) PendingSpenders() PendingSpenders {
 // None reports that no outpoint has a pending spender at the view's state,
 // as far as the lookup knows without reading (false when it would read
 // rows).
-func (p PendingSpenders) None() bool { return p.m != nil && p.m.n == 0 }
+func (p *PendingSpenders) None() bool { return p.m != nil && p.m.n == 0 }
 
 // Of returns the pending transaction that spends op, as View.PendingSpender.
-func (p PendingSpenders) Of(op chain.OutPoint) (PendingSpend, bool, error) {
-	if p.m != nil {
-		r, ok := p.m.get(op)
-		return PendingSpend{TxHash: r.tx, Input: r.input}, ok, nil
+func (p *PendingSpenders) Of(op chain.OutPoint) (PendingSpend, bool, error) {
+	if p.m == nil {
+		return p.v.PendingSpender(op)
 	}
-	return p.v.PendingSpender(op)
+	if !p.lastOK || p.lastTx != op.TxHash {
+		p.lastTx, p.last, p.lastOK = op.TxHash, p.m.tx(&op.TxHash), true
+	}
+	r, ok := p.last[op.Index]
+	return PendingSpend{TxHash: r.tx, Input: r.input}, ok, nil
 }
 
 // PendingSpender returns the pending transaction that spends op at this
