@@ -359,16 +359,25 @@ func appendPendingOutRow(dst []byte, since uint64, u *chain.Utxo) []byte {
 }
 
 func decodePendingOutRow(index uint32, b []byte) (since uint64, u chain.Utxo, err error) {
+	var o PendingOutputRef
+	if err := parsePendingOutRow(index, b, &o); err != nil {
+		return 0, u, err
+	}
+	return o.Since, o.Ref.record().Utxo, nil
+}
+
+// parsePendingOutRow parses a 0x0d value of output index into o in place
+// (o.Ref aliases b); o.Order is the caller's.
+func parsePendingOutRow(index uint32, b []byte, o *PendingOutputRef) error {
 	d := decbuf{b: b, ctx: "pending output row"}
 	if v := d.byte1(); d.err() == nil && v != pendingRowVersion {
 		d.fail("unknown version")
 	}
-	since = d.u64()
+	o.Since = d.u64()
 	if err := d.err(); err != nil {
-		return 0, u, err
+		return err
 	}
-	u, err = decodeIndexValue(index, d.b)
-	return since, u, err
+	return parseIndexValue(index, d.b, &o.Ref)
 }
 
 func appendPendingSpentKey(dst []byte, dk DimKey, op chain.OutPoint) []byte {
@@ -1279,15 +1288,7 @@ type PendingOutputRef struct {
 func (v *View) PendingOutputRefs(dim Dimension, value []byte, after *PendingPos, desc bool, fn func(o *PendingOutputRef) error) error {
 	var o PendingOutputRef
 	return v.pendingOutRows(dim, value, after, desc, func(order uint64, idx uint32, val []byte) error {
-		d := decbuf{b: val, ctx: "pending output row"}
-		if ver := d.byte1(); d.err() == nil && ver != pendingRowVersion {
-			d.fail("unknown version")
-		}
-		o.Since = d.u64()
-		if err := d.err(); err != nil {
-			return errors.Join(err, ErrCorrupt)
-		}
-		if err := parseIndexValue(idx, d.b, &o.Ref); err != nil {
+		if err := parsePendingOutRow(idx, val, &o); err != nil {
 			return errors.Join(err, ErrCorrupt)
 		}
 		o.Order = order
