@@ -31,6 +31,26 @@ func AppendTip(dst []byte, t chain.Tip) []byte {
 // hold it byte for byte to the encoding of the decoded chain.Utxo, and to
 // appendChainUtxo.
 func appendUtxo(dst []byte, r *disk.UtxoRef) []byte {
+	dst = appendUtxoHead(dst, r)
+	dst = append(dst, `,"height":`...)
+	dst = strconv.AppendUint(dst, r.Height, 10)
+	if r.Coinbase() {
+		dst = append(dst, `,"coinbase":true,"spendable_at_height":`...)
+		dst = strconv.AppendUint(dst, r.Height+chain.CoinbaseMaturity, 10)
+	}
+	if r.CollateralReturn() {
+		dst = append(dst, `,"collateral_return":true`...)
+	}
+	if r.Frozen {
+		dst = append(dst, `,"frozen":true`...)
+	}
+	return append(dst, '}')
+}
+
+// appendUtxoHead appends the members of r's UTXO object that come before
+// "height" (from the opening brace through "script_ref"): what a confirmed
+// and an unconfirmed output's objects share (appendPendingUtxoRef).
+func appendUtxoHead(dst []byte, r *disk.UtxoRef) []byte {
 	dst = append(dst, `{"tx_hash":`...)
 	dst = appendHexString(dst, r.OutPoint.TxHash[:])
 	dst = append(dst, `,"index":`...)
@@ -69,19 +89,7 @@ func appendUtxo(dst []byte, r *disk.UtxoRef) []byte {
 		dst = append(dst, `,"script_ref":`...)
 		dst = appendHexString(dst, r.ScriptRef)
 	}
-	dst = append(dst, `,"height":`...)
-	dst = strconv.AppendUint(dst, r.Height, 10)
-	if r.Coinbase() {
-		dst = append(dst, `,"coinbase":true,"spendable_at_height":`...)
-		dst = strconv.AppendUint(dst, r.Height+chain.CoinbaseMaturity, 10)
-	}
-	if r.CollateralReturn() {
-		dst = append(dst, `,"collateral_return":true`...)
-	}
-	if r.Frozen {
-		dst = append(dst, `,"frozen":true`...)
-	}
-	return append(dst, '}')
+	return dst
 }
 
 // appendChainUtxo appends the contract's UTXO object for u, an output the

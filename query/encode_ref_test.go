@@ -362,13 +362,17 @@ func FuzzUtxoEncoding(f *testing.F) {
 		if got, want := appendChainUtxo(nil, &u), appendUtxo(nil, &r); !bytes.Equal(got, want) {
 			t.Fatalf("from chain.Utxo %s\nin place %s", got, want)
 		}
+		if got, want := appendPendingUtxoRef(nil, &r, 1764300000), appendPendingUtxo(nil, &u, 1764300000); !bytes.Equal(got, want) {
+			t.Fatalf("unconfirmed in place %s\nfrom chain.Utxo %s", got, want)
+		}
 	})
 }
 
 // TestChainUtxoEncodingMatchesStored: for random outputs, with every field
 // empty, nil, at its size limit or one past it, appendChainUtxo gives the
 // bytes appendUtxo gives for the output's stored form (the index row a
-// listing reads, disk.IndexRef), and storable holds exactly when the store
+// listing reads, disk.IndexRef), as appendPendingUtxo gives the bytes of
+// appendPendingUtxoRef for an unconfirmed one, and storable holds exactly when the store
 // reads that form back. Kept pages append added outputs with the first and
 // skip the outputs storable refuses (patchedPage), so they hold what a disk
 // read of the listing encodes.
@@ -443,6 +447,10 @@ func TestChainUtxoEncodingMatchesStored(t *testing.T) {
 		stored++
 		if got, want := appendChainUtxo(nil, &u), appendUtxo(nil, &r); !bytes.Equal(got, want) {
 			t.Fatalf("output %d from chain.Utxo %s\nstored form %s", i, got, want)
+		}
+		since := rng.Uint64() >> rng.IntN(64)
+		if got, want := appendPendingUtxo(nil, &u, since), appendPendingUtxoRef(nil, &r, since); !bytes.Equal(got, want) {
+			t.Fatalf("output %d unconfirmed, from chain.Utxo %s\nstored form %s", i, got, want)
 		}
 	}
 	if stored < 200 {

@@ -3,6 +3,7 @@ package query
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -159,19 +160,28 @@ func pendingCursorPos(p disk.PendingPos) chain.Position {
 }
 
 // pendingItem wraps item: a confirmed output that a pending transaction
-// spends gets "pending_spent_by": {"tx_hash", "input"}.
-func pendingItem(v *disk.View, item itemFunc) itemFunc {
+// spends (as spenders looks it up) gets "pending_spent_by": {"tx_hash",
+// "input"}. When no pending transaction spends anything, item is all there
+// is to do.
+func pendingItem(spenders *disk.PendingSpenders, item itemFunc) itemFunc {
+	if spenders.None() {
+		return item
+	}
 	return func(body []byte, r *disk.UtxoRef) ([]byte, error) {
 		body, err := item(body, r)
 		if err != nil || r.Spent {
 			return body, err
 		}
-		sp, found, err := v.PendingSpender(r.OutPoint)
+		sp, found, err := spenders.Of(r.OutPoint)
 		if err != nil || !found {
 			return body, err
 		}
-		body = append(body[:len(body)-1], `,"pending_spent_by":`...)
-		return append(appendPendingSpend(body, sp), '}'), nil
+		// appendPendingSpend's bytes, in fewer appends.
+		body = append(body[:len(body)-1], `,"pending_spent_by":{"tx_hash":"`...)
+		body = hex.AppendEncode(body, sp.TxHash[:])
+		body = append(body, `","input":`...)
+		body = strconv.AppendUint(body, uint64(sp.Input), 10)
+		return append(body, "}}"...), nil
 	}
 }
 
@@ -199,6 +209,18 @@ func appendPendingUtxo(dst []byte, u *chain.Utxo, since uint64) []byte {
 	return append(dst, '}')
 }
 
+// appendPendingUtxoRef appends the Utxo object of an unconfirmed output
+// read in place (disk.PendingOutputRefs): the bytes appendPendingUtxo
+// appends for the output's chain.Utxo, with no chain.Utxo built
+// (TestChainUtxoEncodingMatchesStored and FuzzUtxoEncoding hold the two
+// byte for byte).
+func appendPendingUtxoRef(dst []byte, r *disk.UtxoRef, since uint64) []byte {
+	dst = appendUtxoHead(dst, r)
+	dst = append(dst, `,"confirmed":false,"pending_since":`...)
+	dst = strconv.AppendUint(dst, since, 10)
+	return append(dst, '}')
+}
+
 func lastIndex(b []byte, sep string) int {
 	for i := len(b) - len(sep); i >= 0; i-- {
 		if string(b[i:i+len(sep)]) == sep {
@@ -218,7 +240,8 @@ func lastIndex(b []byte, sep string) int {
 // position in either part (pendingCursorBit).
 func (s *Server) appendPendingListing(v *disk.View, body []byte, q disk.ListQuery, after *chain.Position, subject string, item itemFunc) ([]byte, error) {
 	body = append(body, `"utxos":[`...)
-	item = pendingItem(v, item)
+	spenders := v.PendingSpenders()
+	item = pendingItem(&spenders, item)
 	n, limit := 0, q.Limit
 	sep := func() {
 		if n > 0 {
@@ -246,9 +269,10 @@ func (s *Server) appendPendingListing(v *disk.View, body []byte, q disk.ListQuer
 	}
 	// unconfirmed lists up to limit unconfirmed outputs after pafter:
 	// whether more remain, and the last one listed.
+	var lastPending disk.PendingPos
 	unconfirmed := func(pafter *disk.PendingPos, limit int) (more bool, last *disk.PendingPos, err error) {
-		err = v.PendingOutputsAfter(q.Dim, q.Value, pafter, q.Desc, func(o *disk.PendingOutput) error {
-			if _, spent, err := v.PendingSpender(o.Utxo.OutPoint); err != nil || spent {
+		err = v.PendingOutputRefs(q.Dim, q.Value, pafter, q.Desc, func(o *disk.PendingOutputRef) error {
+			if _, spent, err := spenders.Of(o.Ref.OutPoint); err != nil || spent {
 				return err
 			}
 			if limit == 0 {
@@ -257,9 +281,10 @@ func (s *Server) appendPendingListing(v *disk.View, body []byte, q disk.ListQuer
 			}
 			limit--
 			sep()
-			body = appendPendingUtxo(body, &o.Utxo, o.Since)
+			body = appendPendingUtxoRef(body, &o.Ref, o.Since)
 			n++
-			last = &disk.PendingPos{Order: o.Order, Index: o.Utxo.Index}
+			lastPending = disk.PendingPos{Order: o.Order, Index: o.Ref.OutPoint.Index}
+			last = &lastPending
 			return nil
 		})
 		return more, last, err

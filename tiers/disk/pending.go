@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -97,55 +98,87 @@ type spendChange struct {
 }
 
 // spenderShards is an immutable map from outpoint to its pending spender
-// (what the 0x0c rows say), in shards by the outpoint's tx hash. A commit
-// makes a new one that copies only the shards it changes and shares the
-// others, so every published view keeps the one of its state at the cost
-// of a pointer: a read marks the outputs pending transactions spend with a
-// map probe, where a Pebble Get per output would cost several times the
-// listing itself.
+// (what the 0x0c rows say), in shards by the outpoint's tx hash, and in
+// each shard by tx hash then output index. A commit makes a new one that
+// copies only the shards, and in them the transactions, it changes and
+// shares the others, so every published view keeps the one of its state at
+// the cost of a pointer: a read marks the outputs pending transactions
+// spend with a map probe, where a Pebble Get per output would cost several
+// times the listing itself. A listing probes the outputs of one
+// transaction in a row (PendingSpenders.Of) with one probe of the tx hash.
 type spenderShards struct {
-	shard [1 << spenderShardBits]map[chain.OutPoint]spendRef
+	shard [1 << spenderShardBits]map[chain.Hash]txSpenders
+	n     int // the entries (outpoints) of all shards
 }
+
+// txSpenders is the pending spender of each spent output of one
+// transaction, by output index: never empty, immutable once committed.
+type txSpenders map[uint32]spendRef
 
 // spenderShardBits sets 4,096 shards: at 100,000 pending transactions some
 // 25 entries each, so a change of 50 posts copies about 1,250 entries.
 const spenderShardBits = 12
 
-func spenderShardOf(op chain.OutPoint) int {
-	return int(binary.BigEndian.Uint16(op.TxHash[:2]) >> (16 - spenderShardBits))
+func spenderShardOf(h *chain.Hash) int {
+	return int(binary.BigEndian.Uint16(h[:2]) >> (16 - spenderShardBits))
 }
 
 func (m *spenderShards) get(op chain.OutPoint) (spendRef, bool) {
-	if m == nil {
-		return spendRef{}, false
-	}
-	r, ok := m.shard[spenderShardOf(op)][op]
+	r, ok := m.tx(&op.TxHash)[op.Index]
 	return r, ok
 }
 
-// with returns m with changes applied: a new value sharing the shards the
-// changes do not touch. m is not modified.
+// tx returns the spenders of transaction h's outputs (nil: none).
+func (m *spenderShards) tx(h *chain.Hash) txSpenders {
+	if m == nil {
+		return nil
+	}
+	return m.shard[spenderShardOf(h)][*h]
+}
+
+// with returns m with changes applied: a new value sharing the shards and
+// transactions the changes do not touch. m is not modified.
 func (m *spenderShards) with(changes map[chain.OutPoint]spendChange) *spenderShards {
 	next := new(spenderShards)
 	if m != nil {
 		*next = *m
 	}
-	copied := map[int]bool{}
+	copiedShard := map[int]bool{}
+	copiedTx := map[chain.Hash]bool{}
 	for op, c := range changes {
-		i := spenderShardOf(op)
-		if !copied[i] {
-			copied[i] = true
-			old := next.shard[i]
-			fresh := make(map[chain.OutPoint]spendRef, len(old)+1)
-			for k, v := range old {
-				fresh[k] = v
+		i := spenderShardOf(&op.TxHash)
+		if !copiedShard[i] {
+			copiedShard[i] = true
+			next.shard[i] = maps.Clone(next.shard[i])
+			if next.shard[i] == nil {
+				next.shard[i] = map[chain.Hash]txSpenders{}
 			}
-			next.shard[i] = fresh
 		}
+		sh := next.shard[i]
+		if !copiedTx[op.TxHash] {
+			copiedTx[op.TxHash] = true
+			fresh := make(txSpenders, len(sh[op.TxHash])+1)
+			maps.Copy(fresh, sh[op.TxHash])
+			sh[op.TxHash] = fresh
+		}
+		t := sh[op.TxHash]
+		_, had := t[op.Index]
 		if c.del {
-			delete(next.shard[i], op)
+			delete(t, op.Index)
 		} else {
-			next.shard[i][op] = c.ref
+			t[op.Index] = c.ref
+		}
+		if _, has := t[op.Index]; has != had {
+			if has {
+				next.n++
+			} else {
+				next.n--
+			}
+		}
+	}
+	for h := range copiedTx {
+		if i := spenderShardOf(&h); len(next.shard[i][h]) == 0 {
+			delete(next.shard[i], h)
 		}
 	}
 	return next
@@ -326,16 +359,25 @@ func appendPendingOutRow(dst []byte, since uint64, u *chain.Utxo) []byte {
 }
 
 func decodePendingOutRow(index uint32, b []byte) (since uint64, u chain.Utxo, err error) {
+	var o PendingOutputRef
+	if err := parsePendingOutRow(index, b, &o); err != nil {
+		return 0, u, err
+	}
+	return o.Since, o.Ref.record().Utxo, nil
+}
+
+// parsePendingOutRow parses a 0x0d value of output index into o in place
+// (o.Ref aliases b); o.Order is the caller's.
+func parsePendingOutRow(index uint32, b []byte, o *PendingOutputRef) error {
 	d := decbuf{b: b, ctx: "pending output row"}
 	if v := d.byte1(); d.err() == nil && v != pendingRowVersion {
 		d.fail("unknown version")
 	}
-	since = d.u64()
+	o.Since = d.u64()
 	if err := d.err(); err != nil {
-		return 0, u, err
+		return err
 	}
-	u, err = decodeIndexValue(index, d.b)
-	return since, u, err
+	return parseIndexValue(index, d.b, &o.Ref)
 }
 
 func appendPendingSpentKey(dst []byte, dk DimKey, op chain.OutPoint) []byte {
@@ -1132,6 +1174,46 @@ type PendingSpend struct {
 	Input  uint32
 }
 
+// PendingSpenders looks up the pending spenders of outpoints at one view's
+// state, for a listing that marks each of its outputs (View.PendingSpenders).
+// It keeps the spenders of the last transaction it probed: one goroutine's.
+type PendingSpenders struct {
+	v *View
+	m *spenderShards // a published view's spender map; nil: read 0x0c rows
+	// lastTx's spenders are last (nil: none), when lastOK.
+	lastTx chain.Hash
+	last   txSpenders
+	lastOK bool
+}
+
+// PendingSpenders returns the lookup of this view's pending spenders: on a
+// published view, a probe of its state's spender map per outpoint (one per
+// run of outputs of one transaction), and None true when no pending
+// transaction spends anything.
+func (v *View) PendingSpenders() PendingSpenders {
+	if v.ref != nil {
+		return PendingSpenders{v: v, m: v.ref.spenders}
+	}
+	return PendingSpenders{v: v}
+}
+
+// None reports that no outpoint has a pending spender at the view's state,
+// as far as the lookup knows without reading (false when it would read
+// rows).
+func (p *PendingSpenders) None() bool { return p.m != nil && p.m.n == 0 }
+
+// Of returns the pending transaction that spends op, as View.PendingSpender.
+func (p *PendingSpenders) Of(op chain.OutPoint) (PendingSpend, bool, error) {
+	if p.m == nil {
+		return p.v.PendingSpender(op)
+	}
+	if !p.lastOK || p.lastTx != op.TxHash {
+		p.lastTx, p.last, p.lastOK = op.TxHash, p.m.tx(&op.TxHash), true
+	}
+	r, ok := p.last[op.Index]
+	return PendingSpend{TxHash: r.tx, Input: r.input}, ok, nil
+}
+
 // PendingSpender returns the pending transaction that spends op at this
 // view's state, and false when none does.
 func (v *View) PendingSpender(op chain.OutPoint) (PendingSpend, bool, error) {
@@ -1181,11 +1263,50 @@ type PendingPos struct {
 // (exclusive, in the listing's direction; nil: from the start). fn stops
 // the listing with ErrStop, which is not returned.
 func (v *View) PendingOutputsAfter(dim Dimension, value []byte, after *PendingPos, desc bool, fn func(o *PendingOutput) error) error {
+	return v.pendingOutRows(dim, value, after, desc, func(order uint64, idx uint32, val []byte) error {
+		since, u, err := decodePendingOutRow(idx, val)
+		if err != nil {
+			return errors.Join(err, ErrCorrupt)
+		}
+		return fn(&PendingOutput{Utxo: u, Since: since, Order: order})
+	})
+}
+
+// PendingOutputRef is an unconfirmed output read in place (PendingOutputRefs):
+// Ref (height 0, never spent) aliases the row's bytes.
+type PendingOutputRef struct {
+	Ref   UtxoRef
+	Since uint64
+	Order uint64
+}
+
+// PendingOutputRefs is PendingOutputsAfter with each output read in place,
+// as ListFunc reads the confirmed ones: no chain.Utxo is built, and the
+// listing allocates one PendingOutputRef, whatever its length. o and the
+// bytes o.Ref aliases are valid only until fn returns. fn stops the listing
+// with ErrStop, which is not returned.
+func (v *View) PendingOutputRefs(dim Dimension, value []byte, after *PendingPos, desc bool, fn func(o *PendingOutputRef) error) error {
+	var o PendingOutputRef
+	return v.pendingOutRows(dim, value, after, desc, func(order uint64, idx uint32, val []byte) error {
+		if err := parsePendingOutRow(idx, val, &o); err != nil {
+			return errors.Join(err, ErrCorrupt)
+		}
+		o.Order = order
+		return fn(&o)
+	})
+}
+
+// pendingOutRows calls fn with the 0x0d rows of value in dimension dim
+// after position after, in the listing's direction: each row's posting
+// order, output index and value (valid until fn returns). fn stops the
+// listing with ErrStop, which is not returned.
+func (v *View) pendingOutRows(dim Dimension, value []byte, after *PendingPos, desc bool, fn func(order uint64, idx uint32, val []byte) error) error {
+	var lob, hib, afterb [1 + dimKeySize + 8 + 4 + 1]byte
 	dk := MakeDimKey(dim, value)
-	lo := append([]byte{prefixPendingOut}, dk[:]...)
-	hi := successorPrefix(lo)
+	lo := append(append(lob[:0], prefixPendingOut), dk[:]...)
+	hi := successorPrefixTo(hib[:0], lo)
 	if after != nil {
-		k := appendPendingOutKey(nil, dk, after.Order, after.Index)
+		k := appendPendingOutKey(afterb[:0], dk, after.Order, after.Index)
 		if desc {
 			hi = k
 		} else {
@@ -1208,11 +1329,11 @@ func (v *View) PendingOutputsAfter(dim Dimension, value []byte, after *PendingPo
 		}
 		order := binary.BigEndian.Uint64(k[1+dimKeySize:])
 		idx := binary.BigEndian.Uint32(k[1+dimKeySize+8:])
-		since, u, err := decodePendingOutRow(idx, it.Value())
+		val, err := it.ValueAndErr()
 		if err != nil {
-			return errors.Join(err, ErrCorrupt)
+			return fmt.Errorf("disk: list pending: %w", err)
 		}
-		if err := fn(&PendingOutput{Utxo: u, Since: since, Order: order}); err != nil {
+		if err := fn(order, idx, val); err != nil {
 			if errors.Is(err, ErrStop) {
 				return nil
 			}
@@ -1261,9 +1382,13 @@ func (v *View) PendingSpentOf(dim Dimension, value []byte, fn func(o *PendingSpe
 }
 
 // successorPrefix returns the first key after every key that starts with p.
-func successorPrefix(p []byte) []byte {
-	out := slices.Clone(p)
-	for i := len(out) - 1; i >= 0; i-- {
+func successorPrefix(p []byte) []byte { return successorPrefixTo(nil, p) }
+
+// successorPrefixTo is successorPrefix appended to dst (nil when no key
+// follows p's: p is empty or all 0xff).
+func successorPrefixTo(dst, p []byte) []byte {
+	out := append(dst, p...)
+	for i := len(out) - 1; i >= len(dst); i-- {
 		out[i]++
 		if out[i] != 0 {
 			return out[:i+1]

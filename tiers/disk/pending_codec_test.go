@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"maps"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -143,4 +145,53 @@ func FuzzPendingRows(f *testing.F) {
 			t.Fatalf("kind %d: %x: %v", kind%pendingKinds, b, err)
 		}
 	})
+}
+
+// TestSpenderShardsCount: after random additions, replacements and
+// removals (of present and absent outpoints), a spender map holds exactly
+// the expected entries, counts them, keeps no transaction without one,
+// and every earlier map is unchanged.
+func TestSpenderShardsCount(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	m := new(spenderShards)
+	want := map[chain.OutPoint]spendRef{}
+	check := func(m *spenderShards, want map[chain.OutPoint]spendRef) {
+		t.Helper()
+		total := 0
+		for _, sh := range m.shard {
+			for h, tx := range sh {
+				if len(tx) == 0 {
+					t.Fatalf("transaction %s kept with no spender", h)
+				}
+				total += len(tx)
+			}
+		}
+		if m.n != len(want) || total != len(want) {
+			t.Fatalf("count %d, %d entries, want %d", m.n, total, len(want))
+		}
+		for op, r := range want {
+			if got, ok := m.get(op); !ok || got != r {
+				t.Fatalf("%s: %v %v, want %v", op, got, ok, r)
+			}
+		}
+	}
+	for range 300 {
+		changes := map[chain.OutPoint]spendChange{}
+		for range rng.IntN(20) {
+			// A small space of outpoints, so that changes hit present ones.
+			op := chain.OutPoint{TxHash: chain.Hash{byte(rng.IntN(4)), byte(rng.IntN(16))}, Index: uint32(rng.IntN(4))}
+			changes[op] = spendChange{ref: spendRef{tx: chain.Hash{byte(rng.Uint32())}, input: rng.Uint32()}, del: rng.IntN(3) == 0}
+		}
+		prev, prevWant := m, maps.Clone(want)
+		m = m.with(changes)
+		for op, c := range changes {
+			if c.del {
+				delete(want, op)
+			} else {
+				want[op] = c.ref
+			}
+		}
+		check(m, want)
+		check(prev, prevWant)
+	}
 }
