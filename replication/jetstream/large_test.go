@@ -448,3 +448,58 @@ func TestObjectsLeftByAnEarlierWriter(t *testing.T) {
 		return len(names) == 1 && names[0] == changeObject(100)
 	})
 }
+
+// TestStalledConsumerReadFromLeader: a consumer that delivers nothing while
+// the writer says the stream holds the next change (here one started past
+// the stream's end; in a cluster, one placed on a server whose copy of the
+// stream stopped short) does not stall the replica: the Source reads those
+// changes by sequence from the stream's leader, a change too large for a
+// message among them, each the store's own record, in order.
+func TestStalledConsumerReadFromLeader(t *testing.T) {
+	noLeaks(t)
+	srv := testnats.StartMaxPayload(t, 64<<10)
+	f := newFixture(t, 1000)
+	opts := Options{URLs: srv.URL(), Retention: 1000, CheckpointInterval: time.Hour, Logger: testLogger(t)}
+	p, err := NewPublisher(f.store, f.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	f.w.Subscribe(p)
+	f.blocks(t, 3)
+	f.bigBlocks(t, 1, model.GenOptions{Addresses: 4, MaxTxs: 600, MaxOutputs: 8}, 7)
+	f.blocks(t, 2)
+	last := f.store.Published().Seq
+	waitFor(t, 30*time.Second, "the stream has the writer's changes", func() bool { return p.Status().StreamSeq == last })
+
+	stalled := opts
+	stalled.consumerStart = func(next uint64) uint64 { return next + 1000 }
+	src, err := NewSource(stalled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	waitFor(t, 30*time.Second, "the writer's status", func() bool {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return src.mu.streamSeq == last
+	})
+	got := readAll(t, src, 0, last)
+	big := 0
+	for _, c := range got {
+		rec := f.record(t, c.Seq)
+		want, _, err := chain.DecodeChangeCBOR(rec, chain.Limits{}.EnsureDefaults())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.After != want.After || c.Kind != want.Kind {
+			t.Fatalf("change %d: %+v, the store's log %+v", c.Seq, c.After, want.After)
+		}
+		if int64(len(rec))+headerRoom > 64<<10 {
+			big++
+		}
+	}
+	if big == 0 {
+		t.Fatal("no change above the max payload: the test needs one")
+	}
+}

@@ -43,6 +43,9 @@ type Options struct {
 	// pointer's publish; an error stops the session there, as a crash
 	// would.
 	afterPut func(seq uint64) error
+	// consumerStart, for tests, moves where a Source's consumer starts
+	// (a consumer that delivers nothing: see Source.readLeader).
+	consumerStart func(next uint64) uint64
 }
 
 // DefaultName is Options.Name's default.

@@ -145,12 +145,19 @@ func (s *Source) Changes(ctx context.Context, req replication.ChangesRequest) (*
 			if len(batch.Changes) == 0 && wait >= stallWait && held >= s.next {
 				// The stream held the next message before this wait began,
 				// and the consumer delivered nothing for all of it: it is
-				// stalled (its server lost, then regained, its cluster,
-				// and the consumer did not notice). The next call
-				// creates a new one from the same message.
-				s.opts.Logger.Info("the stream has changes its consumer does not deliver: recreating the consumer",
+				// stalled. Either its server lost, then regained, its
+				// cluster and the consumer did not notice, or the consumer
+				// was placed on a server whose copy of the stream stopped
+				// short of it (a server that was cut off and has not caught
+				// up). What the writer said the stream holds is read from
+				// the stream's leader, and the next call creates a new
+				// consumer after it.
+				s.opts.Logger.Info("the stream has changes its consumer does not deliver: reading them from the stream's leader and recreating the consumer",
 					"next", s.next, "stream_seq", held, "waited", wait)
 				s.stopConsumer()
+				if err := s.readLeader(ctx, held, req, batch, &lastChange); err != nil {
+					return nil, err
+				}
 			}
 			break // the wait passed
 		}
@@ -167,29 +174,9 @@ func (s *Source) Changes(ctx context.Context, req replication.ChangesRequest) (*
 			s.stopConsumer()
 			return nil, fmt.Errorf("the stream's next message after %d is %d: %w: %w", s.next-1, got, replication.ErrNeedBootstrap, replication.ErrLogTruncated)
 		}
-		s.next++
-		if len(batch.Changes) == 0 && req.Coming != nil && meta.Sequence.Stream > req.Published {
-			req.Coming()
-		}
-		lim := replication.LimitsFrom(req.Limits, msg.Headers().Get)
-		s.limits.Note(req.Limits, lim)
-		data, err := s.body(ctx, msg, meta.Sequence.Stream, lim)
-		if errors.Is(err, errBody) {
-			batch.DecodeErr = err // not what the writer publishes: as a change that does not decode
-		} else if err != nil {
+		if err := s.take(ctx, meta.Sequence.Stream, msg.Headers(), msg.Data(), req, batch, &lastChange); err != nil {
 			s.stopConsumer()
 			return nil, err
-		}
-		n := len(batch.Changes)
-		if batch.DecodeErr == nil {
-			replication.DecodeChanges(data, lim, batch)
-		}
-		if len(batch.Changes) != n+1 && batch.DecodeErr == nil {
-			batch.DecodeErr = fmt.Errorf("stream message %d holds %d changes, not one", meta.Sequence.Stream, len(batch.Changes)-n)
-		}
-		batch.Bytes += len(data)
-		if len(batch.Changes) > n {
-			lastChange = batch.Changes[len(batch.Changes)-1]
 		}
 		batch.WriterSeq = max(batch.WriterSeq, meta.Sequence.Stream+meta.NumPending)
 		if meta.NumPending == 0 {
@@ -212,12 +199,71 @@ func (s *Source) Changes(ctx context.Context, req replication.ChangesRequest) (*
 	return batch, nil
 }
 
-// body returns the record of stream message seq: its data, or the object a
-// pointer names (see body.go), checked against the pointer.
-func (s *Source) body(ctx context.Context, msg jetstream.Msg, seq uint64, lim chain.Limits) ([]byte, error) {
-	ref, ok, err := parsePointer(msg.Headers().Get, seq, len(msg.Data()), maxRecordBytes(lim))
+// take adds stream message seq (the next one, s.next), of headers hdr and
+// data, to batch, and moves s.next past it. A record that is not what the
+// writer publishes ends the batch as a change that does not decode.
+func (s *Source) take(ctx context.Context, seq uint64, hdr nats.Header, data []byte, req replication.ChangesRequest, batch *replication.ChangeBatch, last **chain.Change) error {
+	s.next++
+	if len(batch.Changes) == 0 && req.Coming != nil && seq > req.Published {
+		req.Coming()
+	}
+	lim := replication.LimitsFrom(req.Limits, hdr.Get)
+	s.limits.Note(req.Limits, lim)
+	rec, err := s.body(ctx, hdr, data, seq, lim)
+	if errors.Is(err, errBody) {
+		batch.DecodeErr = err // not what the writer publishes: as a change that does not decode
+	} else if err != nil {
+		return err
+	}
+	n := len(batch.Changes)
+	if batch.DecodeErr == nil {
+		replication.DecodeChanges(rec, lim, batch)
+	}
+	if len(batch.Changes) != n+1 && batch.DecodeErr == nil {
+		batch.DecodeErr = fmt.Errorf("stream message %d holds %d changes, not one", seq, len(batch.Changes)-n)
+	}
+	batch.Bytes += len(rec)
+	if len(batch.Changes) > n {
+		*last = batch.Changes[len(batch.Changes)-1]
+	}
+	return nil
+}
+
+// readLeader adds to batch the stream messages from s.next through held
+// (at most a batch), each asked of the stream's leader by its sequence: the
+// messages a stalled consumer did not deliver.
+func (s *Source) readLeader(ctx context.Context, held uint64, req replication.ChangesRequest, batch *replication.ChangeBatch, last **chain.Change) error {
+	st, err := s.js.Stream(ctx, s.opts.stream())
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", s.opts.stream(), err)
+	}
+	for s.next <= held && len(batch.Changes) < maxBatch && batch.Bytes < maxBatchBytes && batch.DecodeErr == nil {
+		seq := s.next
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("the stream no longer holds message %d: %w: %w", seq, replication.ErrNeedBootstrap, replication.ErrLogTruncated)
+		}
+		if err != nil {
+			return fmt.Errorf("stream %s: message %d: %w", s.opts.stream(), seq, err)
+		}
+		if m.Sequence != seq {
+			return fmt.Errorf("stream %s: asked for message %d, got %d", s.opts.stream(), seq, m.Sequence)
+		}
+		if err := s.take(ctx, seq, m.Header, m.Data, req, batch, last); err != nil {
+			return err
+		}
+		batch.WriterSeq = max(batch.WriterSeq, held)
+	}
+	return nil
+}
+
+// body returns the record of stream message seq, of headers hdr and data:
+// its data, or the object a pointer names (see body.go), checked against
+// the pointer.
+func (s *Source) body(ctx context.Context, hdr nats.Header, data []byte, seq uint64, lim chain.Limits) ([]byte, error) {
+	ref, ok, err := parsePointer(hdr.Get, seq, len(data), maxRecordBytes(lim))
 	if err != nil || !ok {
-		return msg.Data(), err
+		return data, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*ackTimeout)
 	defer cancel()
@@ -270,8 +316,12 @@ func (s *Source) start(ctx context.Context, next uint64) error {
 	if info.FirstSeq > next {
 		return fmt.Errorf("the stream starts at change %d, after %d: %w: %w", info.FirstSeq, next-1, replication.ErrNeedBootstrap, replication.ErrLogTruncated)
 	}
+	start := next
+	if s.opts.consumerStart != nil {
+		start = s.opts.consumerStart(next)
+	}
 	c, err := s.js.OrderedConsumer(ctx, s.opts.stream(), jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: next,
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
 		InactiveThreshold: time.Minute, MaxResetAttempts: resetAttempts,
 	})
 	if err != nil {
