@@ -146,12 +146,7 @@ func TestChangeAboveMaxPayload(t *testing.T) {
 	srv := testnats.Start(t)
 	f := newFixture(t, 1000)
 	opts := Options{URLs: srv.URL(), Retention: 1000, CheckpointInterval: time.Hour, Logger: testLogger(t)}
-	p, err := NewPublisher(f.store, f.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	f.w.Subscribe(p)
+	f.publish(t, opts)
 	src, err := NewSource(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -198,12 +193,7 @@ func TestLargeChangesRetention(t *testing.T) {
 	srv := testnats.StartMaxPayload(t, 64<<10)
 	f := newFixture(t, 6)
 	opts := Options{URLs: srv.URL(), Retention: 6, CheckpointInterval: time.Hour, Logger: testLogger(t)}
-	p, err := NewPublisher(f.store, f.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	f.w.Subscribe(p)
+	p := f.publish(t, opts)
 	src, err := NewSource(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -282,12 +272,7 @@ func TestChangeObjectGone(t *testing.T) {
 	srv := testnats.StartMaxPayload(t, 64<<10)
 	f := newFixture(t, 1000)
 	opts := Options{URLs: srv.URL(), Retention: 1000, CheckpointInterval: time.Hour, Logger: testLogger(t)}
-	p, err := NewPublisher(f.store, f.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	f.w.Subscribe(p)
+	p := f.publish(t, opts)
 	f.blocks(t, 2)
 	f.bigBlocks(t, 1, model.GenOptions{Addresses: 4, MaxTxs: 600, MaxOutputs: 8}, 5)
 	big := f.store.Published().Seq
@@ -434,12 +419,7 @@ func TestObjectsLeftByAnEarlierWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p, err := NewPublisher(f.store, f.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	f.w.Subscribe(p)
+	p := f.publish(t, opts)
 	f.blocks(t, 8)
 	waitFor(t, 30*time.Second, "the stream has the writer's changes", func() bool { return p.Status().StreamSeq == 8 })
 	waitFor(t, 30*time.Second, "the objects before the stream's first deleted", func() bool {
@@ -460,12 +440,7 @@ func TestStalledConsumerReadFromLeader(t *testing.T) {
 	srv := testnats.StartMaxPayload(t, 64<<10)
 	f := newFixture(t, 1000)
 	opts := Options{URLs: srv.URL(), Retention: 1000, CheckpointInterval: time.Hour, Logger: testLogger(t)}
-	p, err := NewPublisher(f.store, f.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	f.w.Subscribe(p)
+	p := f.publish(t, opts)
 	f.blocks(t, 3)
 	f.bigBlocks(t, 1, model.GenOptions{Addresses: 4, MaxTxs: 600, MaxOutputs: 8}, 7)
 	f.blocks(t, 2)

@@ -78,6 +78,19 @@ func newFixture(t *testing.T, retention uint64) *fixture {
 		seqs: map[uint64]chain.Summary{}}
 }
 
+// publish starts a Publisher of f's store with opts, subscribed to its
+// writer and closed by the test's cleanup.
+func (f *fixture) publish(t *testing.T, opts Options) *Publisher {
+	t.Helper()
+	p, err := NewPublisher(f.store, f.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	f.w.Subscribe(p)
+	return p
+}
+
 func (f *fixture) blocks(t *testing.T, n int) {
 	t.Helper()
 	for range n {
@@ -106,12 +119,7 @@ func TestPublishAndRead(t *testing.T) {
 	f := newFixture(t, 5)
 	f.blocks(t, 8) // the log keeps 4..8
 	opts := Options{URLs: srv.URL(), Retention: 5, CheckpointInterval: time.Hour, Logger: testLogger(t)}
-	p, err := NewPublisher(f.store, f.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	f.w.Subscribe(p)
+	p := f.publish(t, opts)
 	waitFor(t, 10*time.Second, "the stream has change 8", func() bool { return p.Status().StreamSeq == 8 })
 	f.blocks(t, 3)
 	waitFor(t, 10*time.Second, "the stream has change 11", func() bool { return p.Status().StreamSeq == 11 })
@@ -191,12 +199,7 @@ func TestOutageDoesNotHoldTheWriter(t *testing.T) {
 	srv := testnats.Start(t)
 	f := newFixture(t, 1000)
 	opts := Options{URLs: srv.URL(), Retention: 1000, CheckpointInterval: time.Hour, Logger: testLogger(t)}
-	p, err := NewPublisher(f.store, f.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	f.w.Subscribe(p)
+	p := f.publish(t, opts)
 	f.blocks(t, 5)
 	waitFor(t, 10*time.Second, "the stream has change 5", func() bool { return p.Status().StreamSeq == 5 })
 
@@ -291,12 +294,7 @@ func TestForgedChangeDiverges(t *testing.T) {
 	srv := testnats.Start(t)
 	f := newFixture(t, 1000)
 	opts := Options{URLs: srv.URL(), Retention: 1000, CheckpointInterval: time.Hour, Logger: testLogger(t)}
-	p, err := NewPublisher(f.store, f.w, filepath.Join(t.TempDir(), "staging"), chain.Limits{}, opts, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	f.w.Subscribe(p)
+	p := f.publish(t, opts)
 	f.blocks(t, 5)
 	waitFor(t, 10*time.Second, "the stream has change 5", func() bool { return p.Status().StreamSeq == 5 })
 
