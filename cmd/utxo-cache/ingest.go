@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"syscall"
@@ -402,15 +403,23 @@ func (g *ingester) ingestSource(s source) error {
 // blocks one ApplyBlocks takes.
 const ingestBacklog = 64
 
-// apply applies a backlog of decoded blocks through ApplyBlocks, heading to
-// the last one: the writer puts runs of them in catch-up windows, each
-// window boundary a state the blocks applied one by one also reach.
+// ingestTarget is the target height ingest gives ApplyBlocks: above every
+// block. The writer sends the blocks within its live margin of the target
+// alone, so that a node's newest blocks are published one by one; a file is
+// not a live feed, and with the backlog's last block as the target the last
+// six blocks of every backlog went alone, each a synced batch that rewrote
+// every balance row it touched (measured: a seventh of an import's CPU).
+const ingestTarget = math.MaxUint64 >> 1
+
+// apply applies a backlog of decoded blocks through ApplyBlocks: the writer
+// puts runs of them in catch-up windows, each window boundary a state the
+// blocks applied one by one also reach.
 func (g *ingester) apply(s source, recs []record) error {
 	blocks := make([]*chain.Block, len(recs))
 	for i := range recs {
 		blocks[i] = recs[i].block
 	}
-	res, err := g.w.ApplyBlocks(context.Background(), blocks, blocks[len(blocks)-1].Height)
+	res, err := g.w.ApplyBlocks(context.Background(), blocks, ingestTarget)
 	g.counts.add(res)
 	if err != nil {
 		return g.rejected(s, recs[res.Done], err)

@@ -104,6 +104,9 @@ func decodeBalanceRow(b []byte) (balanceRow, error) {
 				Name:     d.lenBytes(maxAssetField),
 				Quantity: chain.Uint128{Hi: d.u64(), Lo: d.u64()},
 			}
+			if i > 0 && d.err() == nil && compareAsset(bal.Assets[i-1].Policy, bal.Assets[i-1].Name, bal.Assets[i].Policy, bal.Assets[i].Name) >= 0 {
+				d.fail("assets out of order")
+			}
 		}
 	}
 	if v == balanceVersionCounters && d.err() == nil {
@@ -119,6 +122,15 @@ func decodeBalanceRow(b []byte) (balanceRow, error) {
 		return balanceRow{}, err
 	}
 	return r, nil
+}
+
+// compareAsset orders assets by policy, then name, bytewise: the order of
+// a balance row's assets.
+func compareAsset(policyX, nameX, policyY, nameY []byte) int {
+	if c := bytes.Compare(policyX, policyY); c != 0 {
+		return c
+	}
+	return bytes.Compare(nameX, nameY)
 }
 
 // balanceDelta accumulates one block's changes to one balance row. Additions
@@ -153,11 +165,12 @@ func (d *balanceDelta) apply(u *chain.Utxo, sign int, f *assetFilter) {
 		if d.assets == nil {
 			d.assets = make(map[string]*assetDelta)
 		}
-		k := string(append(append([]byte{byte(len(a.Policy))}, a.Policy...), a.Name...))
-		ad := d.assets[k]
+		var kb [1 + 2*maxAssetField]byte // the lookup allocates nothing
+		k := append(append(append(kb[:0], byte(len(a.Policy))), a.Policy...), a.Name...)
+		ad := d.assets[string(k)]
 		if ad == nil {
 			ad = &assetDelta{policy: a.Policy, name: a.Name}
-			d.assets[k] = ad
+			d.assets[string(k)] = ad
 		}
 		if sign > 0 {
 			ad.add = ad.add.AddU64(a.Quantity)
@@ -181,31 +194,34 @@ func (d *balanceDelta) applyTo(b chain.Balance) (chain.Balance, error) {
 	if len(d.assets) == 0 {
 		return b, nil
 	}
-	sums := make(map[string]chain.AssetSum, len(b.Assets)+len(d.assets))
-	for _, a := range b.Assets {
-		sums[string(append(append([]byte{byte(len(a.Policy))}, a.Policy...), a.Name...))] = a
+	// Merge the delta's assets, sorted, into the row's, which are in
+	// (policy, name) order (decodeBalanceRow checks it): linear in the
+	// row's assets, however many the address holds, and never writing to
+	// b.Assets, which the balance cache may share.
+	ds := make([]*assetDelta, 0, len(d.assets))
+	for _, ad := range d.assets {
+		ds = append(ds, ad)
 	}
-	for k, ad := range d.assets {
-		s, found := sums[k]
-		if !found {
-			s = chain.AssetSum{Policy: ad.policy, Name: ad.name}
+	slices.SortFunc(ds, func(x, y *assetDelta) int { return compareAsset(x.policy, x.name, y.policy, y.name) })
+	out := make([]chain.AssetSum, 0, len(b.Assets)+len(ds))
+	i := 0
+	for _, ad := range ds {
+		for i < len(b.Assets) && compareAsset(b.Assets[i].Policy, b.Assets[i].Name, ad.policy, ad.name) < 0 {
+			out = append(out, b.Assets[i])
+			i++
+		}
+		s := chain.AssetSum{Policy: ad.policy, Name: ad.name}
+		if i < len(b.Assets) && compareAsset(b.Assets[i].Policy, b.Assets[i].Name, ad.policy, ad.name) == 0 {
+			s = b.Assets[i]
+			i++
 		}
 		if s.Quantity, ok = s.Quantity.Add(ad.add).Sub(ad.sub); !ok {
 			return b, fmt.Errorf("asset quantity below zero: %w", ErrCorrupt)
 		}
-		sums[k] = s
-	}
-	b.Assets = b.Assets[:0:0]
-	for _, s := range sums {
 		if !s.Quantity.IsZero() {
-			b.Assets = append(b.Assets, s)
+			out = append(out, s)
 		}
 	}
-	slices.SortFunc(b.Assets, func(x, y chain.AssetSum) int {
-		if c := bytes.Compare(x.Policy, y.Policy); c != 0 {
-			return c
-		}
-		return bytes.Compare(x.Name, y.Name)
-	})
+	b.Assets = append(out, b.Assets[i:]...)
 	return b, nil
 }
