@@ -16,7 +16,9 @@ import (
 // each answer written into a new recorder (write=recorder, as every read
 // benchmark), into a buffer kept between answers, as a server's connection
 // is (write=conn, serveBenchConn), or sent over HTTP on the loopback
-// interface to a client in the same process (write=http, serveBenchHTTP):
+// interface to a client in the same process (write=http, serveBenchHTTP)
+// or in another one (write=proc, serveBenchProc: cpu-ns/op is then the
+// server's alone):
 //
 //	go test ./api -run '^$' -bench EsploraRead -count 6 | benchstat -col /api -
 func BenchmarkEsploraRead(b *testing.B) {
@@ -45,7 +47,7 @@ func BenchmarkEsploraRead(b *testing.B) {
 	}
 }
 
-// benchWriters are the two ways the front-end benchmarks write answers.
+// benchWriters are the ways the front-end benchmarks write answers.
 var benchWriters = []struct {
 	name  string
 	serve func(b *testing.B, h http.Handler, req *http.Request)
@@ -53,4 +55,5 @@ var benchWriters = []struct {
 	{"recorder", serveBench},
 	{"conn", serveBenchConn},
 	{"http", serveBenchHTTP},
+	{"proc", serveBenchProc},
 }
