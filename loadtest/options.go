@@ -59,8 +59,11 @@ const (
 )
 
 // scaleTailBlocks is the scale scenario's ordinary blocks after its seed
-// blocks: more than the default rollback window (4320 blocks).
-const scaleTailBlocks = 4400
+// blocks: more than the default prune depth and rollback window together
+// (2160 + 4320 blocks), the depth below which the store prunes a spent
+// record (a record is shown for PruneDepth blocks and the tip may go back
+// by RollbackWindow).
+const scaleTailBlocks = 6600
 
 // ScaleConfigs are the scale scenario's default configurations: every tier
 // layout on the imported store.
@@ -314,7 +317,7 @@ func defaultsOf(scenario string) (scenarioDefaults, error) {
 			// 64 blocks, time each tenth of the import to a few percent.
 			// Then scaleTailBlocks ordinary blocks (each adds some 150
 			// UTXOs), so that the seed blocks end up below the default
-			// rollback window and prune depth, as the bulk of a real
+			// rollback window plus prune depth, as the bulk of a real
 			// chain does after an import: the store prunes their undo
 			// data and spent records.
 			plan: func(n int) preloadPlan {

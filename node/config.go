@@ -35,6 +35,9 @@ type Config struct {
 	ReplicationRetention uint64
 	// MemTableBytes is Pebble's memtable size; 0: the store's default.
 	MemTableBytes uint64
+	// BlockCacheBytes is the size of the store's block cache (each of a
+	// replica's stores has its own); 0: the store's default.
+	BlockCacheBytes int64
 	// Indexes is the store's index set beyond addresses (indexes.go): ""
 	// keeps what the store recorded (a new store takes its chain's
 	// default), "none" or a list of payment, stake, policy, asset, script, datum must

@@ -132,7 +132,7 @@ func (n *Node) start(ctx context.Context) error {
 	}
 	opts, err := WithIndexes(disk.Options{
 		PruneDepth: cfg.PruneDepth, RollbackWindow: cfg.RollbackWindow, Logger: log,
-		LogRetention: cfg.ReplicationRetention, MemTableBytes: cfg.MemTableBytes, Chain: cfg.Chain, ChainIfNone: cfg.ChainIfNone,
+		LogRetention: cfg.ReplicationRetention, MemTableBytes: cfg.MemTableBytes, CacheBytes: cfg.BlockCacheBytes, Chain: cfg.Chain, ChainIfNone: cfg.ChainIfNone,
 		Pending: cfg.Pending,
 	}, cfg.Indexes, cmp.Or(cfg.Chain, cfg.ChainIfNone))
 	if err != nil {

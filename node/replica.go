@@ -365,7 +365,7 @@ func (r *replica) tailOptions() replication.TailOptions {
 // openNode opens store name with its reads, writer and follower.
 // It returns early when ctx ends (disk.OpenContext).
 func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, error) {
-	store, err := disk.OpenContext(ctx, r.dir.Path(name), disk.Options{LogRetention: r.cfg.ReplicationRetention, Logger: r.log, Derivers: IndexDerivers()})
+	store, err := disk.OpenContext(ctx, r.dir.Path(name), disk.Options{LogRetention: r.cfg.ReplicationRetention, CacheBytes: r.cfg.BlockCacheBytes, Logger: r.log, Derivers: IndexDerivers()})
 	if err != nil {
 		return nil, err
 	}

@@ -57,6 +57,8 @@ func runImportBitcoin(e *env, args []string) error {
 		"`HEIGHT` of the chain's first block; when unset: 0 for the genesis block,\n"+
 			"else one above its parent's height in the store")
 	catchUp := catchUpBytesFlag(cl.fs)
+	var blockCache string
+	blockCacheFlag(cl.fs, &blockCache)
 	var maxBlockMemory string
 	maxBlockMemoryFlag(cl.fs, &maxBlockMemory)
 	skipUnknown := cl.fs.Bool("skip-unknown-inputs", false,
@@ -71,6 +73,10 @@ func runImportBitcoin(e *env, args []string) error {
 		return err
 	}
 	windowBytes, err := catchUpWindowBytes(*catchUp)
+	if err != nil {
+		return err
+	}
+	cacheBytes, err := blockCacheBytes(blockCache)
 	if err != nil {
 		return err
 	}
@@ -133,6 +139,7 @@ func runImportBitcoin(e *env, args []string) error {
 	opts, err := node.WithIndexes(disk.Options{
 		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
 		RollbackWindow: storeDepth(cl, "rollback-window", *window),
+		CacheBytes:     cacheBytes,
 		Chain:          chainBitcoin,
 	}, *indexes, chainBitcoin)
 	if err != nil {

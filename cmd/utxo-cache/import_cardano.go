@@ -62,6 +62,8 @@ func runImportCardano(e *env, args []string) error {
 	shelleyGenesis := cl.fs.String("shelley-genesis", "",
 		"Shelley genesis `FILE` (JSON): seed its initialFunds with the Byron genesis outputs (same rules)")
 	catchUp := catchUpBytesFlag(cl.fs)
+	var blockCache string
+	blockCacheFlag(cl.fs, &blockCache)
 	var maxBlockMemory string
 	maxBlockMemoryFlag(cl.fs, &maxBlockMemory)
 	skipUnknown := cl.fs.Bool("skip-unknown-inputs", false,
@@ -79,6 +81,10 @@ func runImportCardano(e *env, args []string) error {
 		return usagef("--indexes: %v", err)
 	}
 	windowBytes, err := catchUpWindowBytes(*catchUp)
+	if err != nil {
+		return err
+	}
+	cacheBytes, err := blockCacheBytes(blockCache)
 	if err != nil {
 		return err
 	}
@@ -130,6 +136,7 @@ func runImportCardano(e *env, args []string) error {
 	opts, err := node.WithIndexes(disk.Options{
 		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
 		RollbackWindow: storeDepth(cl, "rollback-window", *window),
+		CacheBytes:     cacheBytes,
 		Chain:          chainCardano,
 	}, *indexes, chainCardano)
 	if err != nil {

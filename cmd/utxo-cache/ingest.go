@@ -62,6 +62,8 @@ func runIngest(e *env, args []string) error {
 			"when unset, each FILE's extension decides (.jsonl, .json: json; .cbor: cbor);\n"+
 			"required to read - (standard input)")
 	catchUp := catchUpBytesFlag(cl.fs)
+	var blockCache string
+	blockCacheFlag(cl.fs, &blockCache)
 	var maxBlockMemory string
 	maxBlockMemoryFlag(cl.fs, &maxBlockMemory)
 	skipUnknown := cl.fs.Bool("skip-unknown-inputs", false,
@@ -82,6 +84,10 @@ func runIngest(e *env, args []string) error {
 		return usagef("--progress-every %s: want a duration of 0 or more", *progressEvery)
 	}
 	windowBytes, err := catchUpWindowBytes(*catchUp)
+	if err != nil {
+		return err
+	}
+	cacheBytes, err := blockCacheBytes(blockCache)
 	if err != nil {
 		return err
 	}
@@ -135,6 +141,7 @@ func runIngest(e *env, args []string) error {
 	opts, err := node.WithIndexes(disk.Options{
 		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
 		RollbackWindow: storeDepth(cl, "rollback-window", *window),
+		CacheBytes:     cacheBytes,
 		Chain:          chainGeneric,
 	}, *indexes, chainGeneric)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -295,4 +296,36 @@ func TestIngestStopsAtBlockOverMemoryBudget(t *testing.T) {
 	}
 	wantStats(t, store, c.stats(2))
 	wantFail(t, cli(t, nil, nil, "ingest", "--data-dir", store, "--max-block-memory", "100KiB", file), 2, "--max-block-memory")
+}
+
+// TestBlockCacheBytes: --block-cache-bytes takes a size of at least 8MiB
+// on every command that opens a store to write it; anything else is a usage
+// error (exit 2) that creates no store. A valid size imports as usual.
+func TestBlockCacheBytes(t *testing.T) {
+	t.Parallel()
+	c := newTestChain(3)
+	dir := t.TempDir()
+	file := writeJSONL(t, dir, "blocks.jsonl", c.blocks)
+	for _, cmd := range []string{"ingest", "import-bitcoin", "import-cardano", "serve"} {
+		for _, v := range []string{"lots", "1MiB", "-8MiB"} {
+			store := filepath.Join(dir, cmd+v)
+			args := []string{cmd, "--data-dir", store, "--block-cache-bytes", v}
+			if cmd != "serve" {
+				args = append(args, file)
+			}
+			r := cli(t, nil, nil, args...)
+			if r.code != 2 || !strings.Contains(r.stderr, "--block-cache-bytes") || !strings.Contains(r.stderr, "at least 8MiB") {
+				t.Errorf("%s --block-cache-bytes %s: %s", cmd, v, r)
+			}
+			if _, err := os.Stat(store); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s: a refused command left %s: %v", cmd, store, err)
+			}
+		}
+	}
+	store := filepath.Join(dir, "store")
+	r := mustCLI(t, "ingest", "--data-dir", store, "--block-cache-bytes", "64MiB", file)
+	if a, _ := summary(t, r); a != 3 {
+		t.Fatalf("applied %d: %s", a, r)
+	}
+	wantStats(t, store, c.stats(3))
 }

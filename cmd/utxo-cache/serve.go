@@ -71,6 +71,8 @@ type serveSettings struct {
 	disk                                               diskFlags
 	reserve                                            uint64 // parsed --disk-reserve-bytes
 	memtable                                           string
+	blockCache                                         string
+	blockCacheBytes                                    int64
 	memtableBytes                                      uint64
 	redis                                              redisFlags
 	pendingTTL                                         time.Duration
@@ -144,6 +146,7 @@ func runServe(e *env, args []string) error {
 		"on a replica, how long a checkpoint download may receive nothing before it is abandoned (and retried)")
 	fs.StringVar(&s.memtable, "memtable-bytes", diskspace.FormatSize(storeDefaults.MemTableBytes), "Pebble's memtable size (`SIZE`): writes buffered in memory, and in the log, before a flush to an sstable;\n"+
 		"the default --disk-reserve-bytes is twice this plus 64MiB")
+	blockCacheFlag(fs, &s.blockCache)
 	s.disk.registerReserve(fs)
 	s.disk.registerBallast(fs)
 	if err := cl.parse(e, args); err != nil {
@@ -224,6 +227,9 @@ func runServe(e *env, args []string) error {
 		return usagef("--memtable-bytes: %q: want a size of at least 1MiB", s.memtable)
 	}
 	s.memtableBytes = uint64(mt)
+	if s.blockCacheBytes, err = blockCacheBytes(s.blockCache); err != nil {
+		return err
+	}
 	if s.reserve, err = s.disk.reserveBytes(); err != nil {
 		return err
 	}
@@ -320,6 +326,7 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		RollbackWindow:       s.rollbackWindow,
 		ReplicationRetention: s.replicationRetention,
 		MemTableBytes:        s.memtableBytes,
+		BlockCacheBytes:      s.blockCacheBytes,
 		Indexes:              s.indexes,
 		DiskReserve:          s.reserve,
 		BallastBytes:         ballast,

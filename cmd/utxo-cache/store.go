@@ -50,6 +50,24 @@ func blockMemoryBytes(v string) (int, error) {
 	return int(n), nil
 }
 
+// blockCacheFlag registers --block-cache-bytes, the size of the store's
+// block cache (disk.Options.CacheBytes).
+func blockCacheFlag(fs *flag.FlagSet, p *string) {
+	fs.StringVar(p, "block-cache-bytes", diskspace.FormatSize(uint64(storeDefaults.CacheBytes)),
+		"Pebble's block cache (`SIZE`: bytes, or with KiB/MiB/GiB, at least 8MiB): blocks of the store's files kept\n"+
+			"decompressed in memory; larger makes reads from the store and an import's lookups cheaper once the\n"+
+			"store outgrows it")
+}
+
+// blockCacheBytes turns --block-cache-bytes into disk.Options.CacheBytes.
+func blockCacheBytes(v string) (int64, error) {
+	n, err := parseSize(v)
+	if err != nil || n < 8<<20 {
+		return 0, usagef("--block-cache-bytes: %q: want a size of at least 8MiB", v)
+	}
+	return n, nil
+}
+
 func catchUpBytesFlag(fs *flag.FlagSet) *string {
 	return fs.String("catch-up-bytes", "256MiB",
 		"memory bound of one catch-up window (`SIZE`: bytes, or with KiB/MiB/GiB); 0 applies every block alone")
