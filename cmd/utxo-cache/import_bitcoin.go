@@ -57,6 +57,7 @@ func runImportBitcoin(e *env, args []string) error {
 		"`HEIGHT` of the chain's first block; when unset: 0 for the genesis block,\n"+
 			"else one above its parent's height in the store")
 	catchUp := catchUpBytesFlag(cl.fs)
+	retention := importRetentionFlag(cl.fs)
 	var blockCache string
 	blockCacheFlag(cl.fs, &blockCache)
 	var maxBlockMemory string
@@ -140,6 +141,7 @@ func runImportBitcoin(e *env, args []string) error {
 		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
 		RollbackWindow: storeDepth(cl, "rollback-window", *window),
 		CacheBytes:     cacheBytes,
+		LogRetention:   *retention,
 		Chain:          chainBitcoin,
 	}, *indexes, chainBitcoin)
 	if err != nil {

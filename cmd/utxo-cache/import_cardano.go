@@ -62,6 +62,7 @@ func runImportCardano(e *env, args []string) error {
 	shelleyGenesis := cl.fs.String("shelley-genesis", "",
 		"Shelley genesis `FILE` (JSON): seed its initialFunds with the Byron genesis outputs (same rules)")
 	catchUp := catchUpBytesFlag(cl.fs)
+	retention := importRetentionFlag(cl.fs)
 	var blockCache string
 	blockCacheFlag(cl.fs, &blockCache)
 	var maxBlockMemory string
@@ -137,6 +138,7 @@ func runImportCardano(e *env, args []string) error {
 		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
 		RollbackWindow: storeDepth(cl, "rollback-window", *window),
 		CacheBytes:     cacheBytes,
+		LogRetention:   *retention,
 		Chain:          chainCardano,
 	}, *indexes, chainCardano)
 	if err != nil {

@@ -62,6 +62,7 @@ func runIngest(e *env, args []string) error {
 			"when unset, each FILE's extension decides (.jsonl, .json: json; .cbor: cbor);\n"+
 			"required to read - (standard input)")
 	catchUp := catchUpBytesFlag(cl.fs)
+	retention := importRetentionFlag(cl.fs)
 	var blockCache string
 	blockCacheFlag(cl.fs, &blockCache)
 	var maxBlockMemory string
@@ -142,6 +143,7 @@ func runIngest(e *env, args []string) error {
 		PruneDepth:     storeDepth(cl, "prune-depth", *pruneDepth),
 		RollbackWindow: storeDepth(cl, "rollback-window", *window),
 		CacheBytes:     cacheBytes,
+		LogRetention:   *retention,
 		Chain:          chainGeneric,
 	}, *indexes, chainGeneric)
 	if err != nil {

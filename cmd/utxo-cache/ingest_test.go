@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/node"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
 var summaryRE = regexp.MustCompile(`ingest: applied (\d+) blocks, skipped (\d+) already applied, (\d+) UTXO changes in \S+; tip (\S+); (\d+) UTXOs`)
@@ -328,4 +330,47 @@ func TestBlockCacheBytes(t *testing.T) {
 		t.Fatalf("applied %d: %s", a, r)
 	}
 	wantStats(t, store, c.stats(3))
+}
+
+// TestIngestReplicationRetention: ingest --replication-retention N leaves a
+// change log of the last N changes (a replica asking for an older one gets
+// disk.ErrLogTruncated and bootstraps), with the same state as the default.
+func TestIngestReplicationRetention(t *testing.T) {
+	t.Parallel()
+	c := newTestChain(10)
+	dir := t.TempDir()
+	file := writeJSONL(t, dir, "blocks.jsonl", c.blocks)
+	for _, keep := range []uint64{0, 1, 3} {
+		store := filepath.Join(dir, fmt.Sprint("store", keep))
+		args := []string{"ingest", "--data-dir", store}
+		if keep > 0 {
+			args = append(args, "--replication-retention", fmt.Sprint(keep))
+		}
+		mustCLI(t, append(args, file)...)
+		wantStats(t, store, c.stats(10))
+		s, err := disk.Open(store, disk.Options{Derivers: node.IndexDerivers()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := s.PublishedView()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := keep
+		if keep == 0 {
+			kept = 10 // the rollback window is longer than the chain
+		}
+		if _, n, err := v.Changes(10-kept, 1<<30); err != nil || uint64(n) != kept {
+			t.Errorf("retention %d: the changes after seq %d: %d, %v; want %d", keep, 10-kept, n, err, kept)
+		}
+		if kept < 10 {
+			if _, _, err := v.Changes(10-kept-1, 1<<30); !errors.Is(err, disk.ErrLogTruncated) {
+				t.Errorf("retention %d: the changes after seq %d: %v, want ErrLogTruncated", keep, 10-kept-1, err)
+			}
+		}
+		v.Close()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -31,8 +31,6 @@ func pruneDepthFlag(fs *flag.FlagSet) *uint64 {
 	return fs.Uint64("prune-depth", storeDefaults.PruneDepth, pruneDepthUsage)
 }
 
-// catchUpBytesFlag is the memory bound of one catch-up window
-// (docs/catch-up.md) of ingest and import-bitcoin.
 // maxBlockMemoryFlag registers --max-block-memory, the heap one block may
 // take (chain.Limits.MaxBlockMemory).
 func maxBlockMemoryFlag(fs *flag.FlagSet, p *string) {
@@ -68,6 +66,17 @@ func blockCacheBytes(v string) (int64, error) {
 	return n, nil
 }
 
+// importRetentionFlag registers --replication-retention on the commands
+// that import blocks (disk.Options.LogRetention while they run).
+func importRetentionFlag(fs *flag.FlagSet) *uint64 {
+	return fs.Uint64("replication-retention", 0,
+		"changes the store's change log keeps for replicas while importing, in `BLOCKS` (each block is one\n"+
+			"change); default: the rollback window. The log holds whole blocks: a bulk import that replicas will\n"+
+			"bootstrap after anyway can set 1 and write almost none of it")
+}
+
+// catchUpBytesFlag is the memory bound of one catch-up window
+// (docs/catch-up.md) of ingest and the imports.
 func catchUpBytesFlag(fs *flag.FlagSet) *string {
 	return fs.String("catch-up-bytes", "256MiB",
 		"memory bound of one catch-up window (`SIZE`: bytes, or with KiB/MiB/GiB); 0 applies every block alone")
