@@ -214,6 +214,10 @@ type Options struct {
 	// length (default 5s).
 	ReferenceRounds   int
 	ReferenceDuration time.Duration
+	// ImportFlags are more flags for the scale scenario's `utxo-cache
+	// ingest` (split on spaces), such as "--block-cache-bytes 1GiB
+	// --replication-retention 1"; the report records them.
+	ImportFlags string
 	// KeepData keeps the preloaded store (ResultsDir/data) after the run;
 	// the configurations' copies of it are removed whatever KeepData says.
 	KeepData bool

@@ -67,6 +67,9 @@ type ScaleResult struct {
 	// written: the bounded generator's footprint, with the harness's own.
 	HarnessRSSPeak int64  `json:"harness_rss_peak_bytes"`
 	Indexes        string `json:"indexes"`
+	// ImportFlags are the flags the import had beyond the scenario's own
+	// (Options.ImportFlags).
+	ImportFlags string `json:"import_flags,omitempty"`
 
 	ImportSeconds           float64       `json:"import_seconds"` // ingest's own figure, store open to close
 	ChangesPerSec           float64       `json:"changes_per_sec"`
@@ -357,6 +360,10 @@ func (r *runner) scaleIngest(ctx context.Context, s *ScaleResult, dataDir, path 
 	} else {
 		s.Indexes = "none"
 	}
+	if f := strings.Fields(r.o.ImportFlags); len(f) > 0 {
+		s.ImportFlags = strings.Join(f, " ")
+		args = append(args, f...)
+	}
 	cmd := exec.CommandContext(ctx, r.o.Bin, append(args, path)...)
 	cmd.Env = childEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -512,6 +519,9 @@ func (s *ScaleResult) markdown(configs []ConfigResult) string {
 	fmt.Fprintf(&b, "## Import (scale)\n\n%d blocks, %d UTXO changes, %d live UTXOs (%d of them frozen by the bounded generator); chain file %d MiB written in %.1f s; indexes %s; import %.1f s; store %d MiB right after the import, %d MiB settled (ballast excluded).\n\n",
 		s.Chain.Blocks, s.Chain.Changes, s.Chain.UTXOs, s.Chain.Frozen, s.ChainFileBytes>>20, s.GenerateSeconds, s.Indexes, s.ImportSeconds,
 		s.StoreBytes>>20, s.SettledStoreBytes>>20)
+	if s.ImportFlags != "" {
+		fmt.Fprintf(&b, "The import ran with `%s`.\n\n", s.ImportFlags)
+	}
 	b.WriteString("| figure | value |\n|---|---|\n")
 	for _, f := range scaleFigures {
 		fmt.Fprintf(&b, "| %s | "+f.format+" |\n", f.name, f.get(s))

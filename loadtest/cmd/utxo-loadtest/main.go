@@ -233,6 +233,7 @@ func runLoadtest(e *env, args []string) error {
 	fs.StringVar(&o.ReferenceDSN, "reference-dsn", "", "scale: the PostgreSQL `DSN` the reference is loaded into, in a schema of its own that the run drops (default "+loadtest.DefaultReferenceDSN+")")
 	fs.IntVar(&o.ReferenceRounds, "reference-rounds", 0, "scale: `ROUNDS` of the reads against the imported store and then the PostgreSQL reference (0: 3; -1: no reference)")
 	fs.DurationVar(&o.ReferenceDuration, "reference-duration", 0, "scale: `DURATION` of each read on each side of the reference comparison (0: 5s)")
+	fs.StringVar(&o.ImportFlags, "import-flags", "", "scale: more `FLAGS` for the import's utxo-cache ingest, space separated (as \"--block-cache-bytes 1GiB --replication-retention 1\"); the report records them")
 	fs.StringVar(&refServe, "reference-serve", "", "internal: serve the PostgreSQL reference on `ADDRESS` (the harness starts this)")
 	fs.StringVar(&refSchema, "reference-schema", "", "internal: the reference's `SCHEMA`")
 	fs.BoolVar(&o.KeepData, "keep-data", false, "keep the preloaded store in the results directory")
