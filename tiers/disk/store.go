@@ -49,7 +49,11 @@ type Options struct {
 	RecentOutputs int
 	// BalanceCache bounds the writer's cache of balance rows, in entries
 	// (about 100 bytes each). Default 262144; negative disables it.
-	BalanceCache int
+	// BalanceCacheBytes bounds the memory of its rows' assets (a row holds
+	// every asset of its value: a large wallet's or an NFT collection's is
+	// megabytes). Default 128 MiB.
+	BalanceCache      int
+	BalanceCacheBytes int64
 	// PrefetchWorkers bounds the goroutines that read a block's inputs and
 	// balance rows from Pebble at once (BlockTxn.Prefetch, balance updates).
 	// Default GOMAXPROCS, at most 8; negative reads them on the writer
@@ -147,6 +151,9 @@ func (o Options) EnsureDefaults() Options {
 	}
 	if o.BalanceCache < 0 {
 		o.BalanceCache = 0
+	}
+	if o.BalanceCacheBytes <= 0 {
+		o.BalanceCacheBytes = 128 << 20
 	}
 	if o.PrefetchWorkers == 0 {
 		o.PrefetchWorkers = min(runtime.GOMAXPROCS(0), 8)
@@ -328,7 +335,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("disk: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, opts: opts, bgErrors: bg, recent: newRecentOutputs(opts.RecentOutputs), balances: newBalanceCache(opts.BalanceCache)}
+	s := &Store{db: db, opts: opts, bgErrors: bg, recent: newRecentOutputs(opts.RecentOutputs), balances: newBalanceCache(opts.BalanceCache, opts.BalanceCacheBytes)}
 	if err := s.init(given); err != nil {
 		db.Close()
 		return nil, err

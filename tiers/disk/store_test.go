@@ -446,7 +446,7 @@ func TestReapplyIsIdempotent(t *testing.T) {
 func TestOpenOptions(t *testing.T) {
 	o := disk.Options{}.EnsureDefaults()
 	if o.PruneDepth != 2160 || o.RollbackWindow != 4320 || o.UndoMode != disk.UndoCompact || o.PruneBudget != 20000 ||
-		o.RecentOutputs != 500_000 || o.BalanceCache != 1<<18 || o.CacheBytes != 256<<20 || o.MemTableBytes != 64<<20 || o.Logger == nil {
+		o.RecentOutputs != 500_000 || o.BalanceCache != 1<<18 || o.BalanceCacheBytes != 128<<20 || o.CacheBytes != 256<<20 || o.MemTableBytes != 64<<20 || o.Logger == nil {
 		t.Fatalf("defaults: %+v", o)
 	}
 	if o := (disk.Options{RecentOutputs: -1, BalanceCache: -1}).EnsureDefaults(); o.RecentOutputs != 0 || o.BalanceCache != 0 {

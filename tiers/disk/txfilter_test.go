@@ -94,7 +94,7 @@ func TestTxFilterBuiltFromStore(t *testing.T) {
 }
 
 func TestBalanceCacheBounded(t *testing.T) {
-	c := newBalanceCache(64)
+	c := newBalanceCache(64, 1<<30)
 	for i := 0; i < 1000; i++ {
 		c.put(MakeDimKey(DimAddress, binary.BigEndian.AppendUint32(nil, uint32(i))), balanceRow{bal: chain.Balance{Count: uint64(i)}})
 		if len(c.m) > 64 {
@@ -104,6 +104,41 @@ func TestBalanceCacheBounded(t *testing.T) {
 	k := MakeDimKey(DimAddress, binary.BigEndian.AppendUint32(nil, 999))
 	if b, ok := c.get(k); !ok || b.bal.Count != 999 {
 		t.Fatalf("latest entry: %+v %v", b, ok)
+	}
+}
+
+// TestBalanceCacheBytesBounded: rows of many assets are held within the
+// byte budget, whatever the entry capacity; the bytes counted are those of
+// the entries held; a row over a sixteenth of the budget is not kept, and
+// replaces (drops) the stale entry of its key.
+func TestBalanceCacheBytesBounded(t *testing.T) {
+	const budget = 1 << 20
+	c := newBalanceCache(1<<20, budget)
+	row := func(assets int) balanceRow {
+		var b balanceRow
+		b.bal.Count = 1
+		for j := range assets {
+			b.bal.Assets = append(b.bal.Assets, chain.AssetSum{Policy: make([]byte, 28), Name: binary.BigEndian.AppendUint32(nil, uint32(j)), Quantity: chain.U128(1)})
+		}
+		return b
+	}
+	key := func(i int) DimKey { return MakeDimKey(DimAddress, binary.BigEndian.AppendUint32(nil, uint32(i))) }
+	for i := range 2000 {
+		c.put(key(i), row(1+i%400)) // 100 bytes to 38 KiB
+		var sum int64
+		for _, r := range c.m {
+			sum += rowMemory(&r)
+		}
+		if sum != c.bytes || c.bytes > budget {
+			t.Fatalf("after %d rows: %d bytes counted, %d held, budget %d", i+1, c.bytes, sum, budget)
+		}
+	}
+	if b, ok := c.get(key(1999)); !ok || len(b.bal.Assets) != 1+1999%400 {
+		t.Fatalf("latest entry: %v", ok)
+	}
+	c.put(key(1999), row(2000)) // over a sixteenth of the budget
+	if _, ok := c.get(key(1999)); ok {
+		t.Fatal("a row over a sixteenth of the budget was kept, or its stale entry left")
 	}
 }
 
