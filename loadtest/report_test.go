@@ -439,3 +439,37 @@ func diffLines(want, got string) string {
 	}
 	return b.String()
 }
+
+// TestIntroLinesWithoutModel: a run without a model of the chain (the scale
+// scenario: no feed, BlockRate -1) says so, rather than printing an empty
+// list of exchange counts and a feed of -1 blocks/s.
+func TestIntroLinesWithoutModel(t *testing.T) {
+	r := &Report{}
+	r.Settings.BlockRate = -1
+	r.Settings.CheckFraction = -1
+	lines := strings.Join(r.introLines(), "\n")
+	for _, want := range []string{"no model of the chain", "no writer feed in the rate phase"} {
+		if !strings.Contains(lines, want) {
+			t.Errorf("intro lacks %q:\n%s", want, lines)
+		}
+	}
+	for _, bad := range []string{"hold  UTXOs", "-1 blocks/s", "-100.0%"} {
+		if strings.Contains(lines, bad) {
+			t.Errorf("intro has %q:\n%s", bad, lines)
+		}
+	}
+	r.Settings.BlockRate, r.Settings.CheckFraction = 10, 0.1
+	r.Preload.Exchanges = map[string]uint64{"x": 5000}
+	if lines := strings.Join(r.introLines(), "\n"); !strings.Contains(lines, "exchange addresses hold 5000 UTXOs") || !strings.Contains(lines, "10 blocks/s") {
+		t.Errorf("intro of a run with a model:\n%s", lines)
+	}
+}
+
+// TestShellJoin: the report's command line can be pasted into a shell.
+func TestShellJoin(t *testing.T) {
+	got := shellJoin([]string{"utxo-loadtest", "--import-flags", "--block-cache-bytes 1GiB", "--x", "", "it's"})
+	want := `utxo-loadtest --import-flags '--block-cache-bytes 1GiB' --x '' 'it'\''s'`
+	if got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}

@@ -222,7 +222,7 @@ func (r *Report) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# utxo-cache load test: %s scenario, %s\n\n", r.Scenario, r.Started.Format("2006-01-02 15:04:05 UTC"))
 	if len(r.Command) > 0 {
-		fmt.Fprintf(&b, "Command: `%s`\n\n", strings.Join(r.Command, " "))
+		fmt.Fprintf(&b, "Command: `%s`\n\n", shellJoin(r.Command))
 	}
 	for _, l := range r.introLines() {
 		fmt.Fprintf(&b, "- %s\n", l)
@@ -418,17 +418,27 @@ func (r *Report) introLines() []string {
 			fmt.Sprintf("run took %.0f s; results in %s", r.Seconds, r.ResultsDir),
 		}
 	}
+	// A run without a model of the chain (the scale scenario) knows no
+	// exchange's UTXO count and has no feed and no checked answers.
+	exchanges := "exchange addresses hold " + strings.Join(ex, ", ") + " UTXOs"
+	if len(ex) == 0 {
+		exchanges = "no model of the chain: the exchange addresses' UTXO counts are not known"
+	}
+	feed := fmt.Sprintf("writer feed in the rate phase: %.0f blocks/s, a rollback of %d blocks every %d blocks; %.1f%% of answers checked against the model",
+		s.BlockRate, s.RollbackDepth, s.RollbackEvery, 100*s.CheckFraction)
+	if s.BlockRate < 0 {
+		feed = "no writer feed in the rate phase, and no answer checked against a model"
+	}
 	return []string{
 		fmt.Sprintf("machine: %d CPUs, %s/%s, %s, kernel %s; load average %s at the start, %s at the end; %s",
 			m.CPUs, m.GOOS, m.GOARCH, m.GoVersion, m.Kernel, m.LoadAvgStart, m.LoadAvgEnd, r.Fairness.Placement.describe()),
-		fmt.Sprintf("store: %d live UTXOs after %d blocks (height %d) via %s in %.1f s; %d ordinary addresses; exchange addresses hold %s UTXOs",
-			p.UTXOs, p.Blocks, p.Height, p.Via, p.Seconds, p.Addresses, strings.Join(ex, ", ")),
+		fmt.Sprintf("store: %d live UTXOs after %d blocks (height %d) via %s in %.1f s; %d ordinary addresses; %s",
+			p.UTXOs, p.Blocks, p.Height, p.Via, p.Seconds, p.Addresses, exchanges),
 		fmt.Sprintf("workload: %s profile, seed %d, %d txs per block; mix %s; pages of %d, lookups of %d, deep walks up to %d pages",
 			s.Profile, s.Seed, s.TxsPerBlock, s.Mix, s.PageLimit, s.LookupBatch, s.MaxDepth),
 		fmt.Sprintf("phases: machine warm-up %s before the first configuration; per configuration warmup %s, max %s (closed loop, %d workers), rate %s (open loop at %.0f%% of max, ≤ %d in flight); request timeout %s",
 			s.MachineWarmup, s.Warmup, s.MaxDuration, s.Workers, s.RateDuration, 100*s.RateFraction, s.InFlight, s.RequestTimeout),
-		fmt.Sprintf("writer feed in the rate phase: %.0f blocks/s, a rollback of %d blocks every %d blocks; %.1f%% of answers checked against the model",
-			s.BlockRate, s.RollbackDepth, s.RollbackEvery, 100*s.CheckFraction),
+		feed,
 		fmt.Sprintf("run took %.0f s; results in %s", r.Seconds, r.ResultsDir),
 	}
 }
@@ -754,4 +764,17 @@ func timelineCharts(c *ConfigResult) string {
 	}
 	return lineChart(c.Name+": latency per second ("+phases+")", "ms", "seconds", []series{p50, p99, mx}, marks) +
 		lineChart(c.Name+": throughput per second ("+phases+")", "requests", "seconds", []series{rps}, marks)
+}
+
+// shellJoin joins a command's arguments as a shell would need them typed:
+// an argument with a space, a quote or nothing in it is single-quoted.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
 }
