@@ -19,6 +19,28 @@ import (
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
+// matchLog holds each change read from the stream to the store's own log
+// record of its seq (kind and after figures), and returns how many of those
+// records are above the max payload (with headerRoom): the ones that went
+// as objects.
+func (f *fixture) matchLog(t *testing.T, changes []*chain.Change) (big int) {
+	t.Helper()
+	for _, c := range changes {
+		rec := f.record(t, c.Seq)
+		want, _, err := chain.DecodeChangeCBOR(rec, chain.Limits{}.EnsureDefaults())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.After != want.After || c.Kind != want.Kind {
+			t.Fatalf("change %d: %+v, the store's log %+v", c.Seq, c.After, want.After)
+		}
+		if int64(len(rec))+headerRoom > 64<<10 {
+			big++
+		}
+	}
+	return big
+}
+
 // record returns change seq's record from the store's own change log.
 func (f *fixture) record(t *testing.T, seq uint64) []byte {
 	t.Helper()
@@ -207,19 +229,7 @@ func TestLargeChangesRetention(t *testing.T) {
 		f.blocks(t, 1)
 		last := f.store.Published().Seq
 		waitFor(t, 30*time.Second, "the stream has the writer's changes", func() bool { return p.Status().StreamSeq == last })
-		for _, c := range readAll(t, src, next-1, last) {
-			rec := f.record(t, c.Seq)
-			want, _, err := chain.DecodeChangeCBOR(rec, chain.Limits{}.EnsureDefaults())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if c.After != want.After || c.Kind != want.Kind {
-				t.Fatalf("change %d: %+v, the store's log %+v", c.Seq, c.After, want.After)
-			}
-			if int64(len(rec))+headerRoom > 64<<10 {
-				bigs++
-			}
-		}
+		bigs += f.matchLog(t, readAll(t, src, next-1, last))
 		next = last + 1
 	}
 	if bigs < 5 {
@@ -460,20 +470,7 @@ func TestStalledConsumerReadFromLeader(t *testing.T) {
 		return src.mu.streamSeq == last
 	})
 	got := readAll(t, src, 0, last)
-	big := 0
-	for _, c := range got {
-		rec := f.record(t, c.Seq)
-		want, _, err := chain.DecodeChangeCBOR(rec, chain.Limits{}.EnsureDefaults())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.After != want.After || c.Kind != want.Kind {
-			t.Fatalf("change %d: %+v, the store's log %+v", c.Seq, c.After, want.After)
-		}
-		if int64(len(rec))+headerRoom > 64<<10 {
-			big++
-		}
-	}
+	big := f.matchLog(t, got)
 	if big == 0 {
 		t.Fatal("no change above the max payload: the test needs one")
 	}
