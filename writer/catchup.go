@@ -15,8 +15,9 @@ import (
 const (
 	// DefaultWindowBytes bounds a catch-up window's memory: 256 MiB, about
 	// 190,000 inputs and outputs at disk.WindowChangeBytes each, less for
-	// outputs with large datums, scripts or assets (disk.WindowBlockBytes):
-	// some 100 blocks of 300 bitcoin transactions.
+	// outputs with large datums, scripts or assets and on a store with
+	// indexes beyond the address (disk.Store.WindowBlockBytes): some 100
+	// blocks of 300 bitcoin transactions.
 	DefaultWindowBytes int64 = 256 << 20
 	// DefaultWindowBlocks bounds a window's blocks.
 	DefaultWindowBlocks = 10_000
@@ -157,7 +158,7 @@ func (w *Writer) windowLen(blocks []*chain.Block, target uint64) int {
 		if n == w.opts.WindowBlocks || b.Height != blocks[0].Height+uint64(i) || b.Height+w.opts.LiveMargin > target {
 			break
 		}
-		bytes += disk.WindowBlockBytes(b)
+		bytes += w.store.WindowBlockBytes(b)
 		if n > 0 && bytes > w.opts.WindowBytes {
 			break
 		}

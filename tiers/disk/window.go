@@ -78,23 +78,63 @@ const WindowChangeBytes = 1400
 // times --catch-up-bytes.
 const WindowOutputCopies = 8
 
-// WindowBlockBytes is what block b costs a catch-up window's memory at most,
-// at its peak: WindowChangeBytes per input and output (and one per
-// transaction), and WindowOutputCopies times the variable bytes of its
-// outputs. The writer bounds a window with it (writer.Options.WindowBytes).
-func WindowBlockBytes(b *chain.Block) int64 {
-	var changes, variable int64
-	for i := range b.Txs {
-		tx := &b.Txs[i]
-		changes += int64(len(tx.Spends()) + len(tx.Outputs) + 1)
-		for j := range tx.Outputs {
-			variable += outputBytes(&tx.Outputs[j])
-		}
-		if tx.CollateralReturn != nil {
-			variable += outputBytes(tx.CollateralReturn)
+// WindowIndexRowBytes is what one more index row of an output costs a
+// window at its peak, apart from the output's variable bytes
+// (WindowIndexCopies): a store with indexes beyond the address writes an
+// output again under each value it is indexed by (a payment and a stake
+// credential, each policy and asset it carries), each row holding the whole
+// output, and a spend deletes each of them. It counts the row as collected
+// and as Pebble's copy, the value's balance delta and its place in the
+// change log's index keys. TestWindowMemoryEstimate measures it.
+const WindowIndexRowBytes = 300
+
+// WindowIndexCopies is how many times a window holds an output's variable
+// bytes for each more index row of it: the row as collected and Pebble's
+// copy, and the batch's spare room.
+const WindowIndexCopies = 2
+
+// WindowBlockBytes is what block b costs a catch-up window of s's memory at
+// most, at its peak: WindowChangeBytes per input and output (and one per
+// transaction), WindowOutputCopies times the variable bytes of its outputs,
+// and for each index row of an output beyond its address's (as the store's
+// dimensions list it) WindowIndexRowBytes and WindowIndexCopies times the
+// output's variable bytes. A spent output's rows are not known before the
+// window reads it: each input is counted with the mean index rows of the
+// block's outputs. The writer bounds a window with it
+// (writer.Options.WindowBytes). Safe for concurrent use.
+func (s *Store) WindowBlockBytes(b *chain.Block) int64 {
+	var changes, inputs, outputs, variable, rows, rowBytes int64
+	indexed := len(s.dims) > 1
+	var keys []DimKey
+	var filters []assetFilter
+	each := func(o *chain.Output) {
+		n := outputBytes(o)
+		variable += n
+		outputs++
+		if indexed {
+			u := chain.Utxo{Output: *o}
+			keys, filters = appendDimKeys(keys[:0], filters[:0], s.dims, s.dimFuncs, &u)
+			extra := int64(len(keys) - 1)
+			rows += extra
+			rowBytes += extra * n
 		}
 	}
-	return changes*WindowChangeBytes + variable*WindowOutputCopies
+	for i := range b.Txs {
+		tx := &b.Txs[i]
+		in := int64(len(tx.Spends()))
+		inputs += in
+		changes += in + int64(len(tx.Outputs)) + 1
+		for j := range tx.Outputs {
+			each(&tx.Outputs[j])
+		}
+		if tx.CollateralReturn != nil {
+			each(tx.CollateralReturn)
+		}
+	}
+	if outputs > 0 {
+		rows += (rows*inputs + outputs - 1) / outputs // the inputs', rounded up
+	}
+	return changes*WindowChangeBytes + variable*WindowOutputCopies + rows*WindowIndexRowBytes + rowBytes*WindowIndexCopies
 }
 
 // outputBytes is the bytes of o whose size the producer chooses: its

@@ -5,13 +5,14 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/utxo-cache/utxo-cache/cardano/credential"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/workload"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
-// TestWindowMemoryEstimate holds disk.WindowBlockBytes, the estimate the
+// TestWindowMemoryEstimate holds Store.WindowBlockBytes, the estimate the
 // writer bounds a catch-up window's memory with (--catch-up-bytes), to the
 // heap a window really holds at its peak: once its whole batch is built,
 // before Pebble commits it (the overlay, every block's records and undo
@@ -20,31 +21,41 @@ import (
 // spent records kept for every block (the most a window holds): of the
 // bitcoin profile, of the cardano profile (longer addresses, assets, some
 // datums), and of the cardano profile with a 4 KiB datum on the first
-// output of every transaction (outputs whose size the estimate must follow).
+// output of every transaction (outputs whose size the estimate must follow);
+// the cardano ones also on a store with every Cardano index (payment and
+// stake credential, policy, asset), where an output is written once more
+// under each value it is indexed by.
 func TestWindowMemoryEstimate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds stores of 20,000 UTXOs")
+	}
+	cardanoIndexes := disk.Options{
+		Dimensions: []disk.Dimension{disk.DimAddress, disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAssetPolicy, disk.DimAsset},
+		Derivers:   disk.Derivers{disk.DimPaymentCredential: credential.PaymentValues, disk.DimStakeCredential: credential.StakeValues},
 	}
 	for _, c := range []struct {
 		name    string
 		profile workload.Profile
 		datum   int
+		opts    disk.Options
 	}{
-		{"bitcoin", workload.Bitcoin, 0},
-		{"cardano", workload.Cardano, 0},
-		{"cardano-4KiB-datums", workload.Cardano, 4 << 10},
+		{"bitcoin", workload.Bitcoin, 0, disk.Options{}},
+		{"cardano", workload.Cardano, 0, disk.Options{}},
+		{"cardano-4KiB-datums", workload.Cardano, 4 << 10, disk.Options{}},
+		{"cardano-indexes", workload.Cardano, 0, cardanoIndexes},
+		{"cardano-indexes-4KiB-datums", workload.Cardano, 4 << 10, cardanoIndexes},
 	} {
-		t.Run(c.name, func(t *testing.T) { testWindowMemory(t, c.profile, c.datum) })
+		t.Run(c.name, func(t *testing.T) { testWindowMemory(t, c.profile, c.datum, c.opts) })
 	}
 }
 
-func testWindowMemory(t *testing.T, profile workload.Profile, datum int) {
+func testWindowMemory(t *testing.T, profile workload.Profile, datum int, opts disk.Options) {
 	ctx := context.Background()
 	gen, err := workload.New(workload.Options{Seed: 11, Profile: profile})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, w := seeded(t, gen, writer.Options{WindowBlocks: 1000, WindowBytes: 1 << 40, LiveMargin: 1}, 20_000, 5_000)
+	st, w := seeded(t, gen, opts, writer.Options{WindowBlocks: 1000, WindowBytes: 1 << 40, LiveMargin: 1}, 20_000, 5_000)
 	blocks := make([]*chain.Block, 40)
 	var estimate int64 // the window's (all blocks but the last), as the writer counts it
 	changes := 0
@@ -61,7 +72,7 @@ func testWindowMemory(t *testing.T, profile workload.Profile, datum int) {
 		if i == len(blocks)-1 {
 			break
 		}
-		estimate += disk.WindowBlockBytes(b)
+		estimate += st.WindowBlockBytes(b)
 		for j := range b.Txs {
 			changes += len(b.Txs[j].Spends()) + len(b.Txs[j].Outputs) + 1
 		}
@@ -92,7 +103,7 @@ func testWindowMemory(t *testing.T, profile workload.Profile, datum int) {
 	t.Logf("window of %d blocks, %d inputs and outputs: %d bytes at its peak, %.0f each; estimate %d (%.0f%%)",
 		res.WindowBlocks, changes, used, float64(used)/float64(changes), estimate, 100*float64(used)/float64(estimate))
 	if used > estimate {
-		t.Errorf("a window held %d bytes at its peak, more than the %d disk.WindowBlockBytes promises: --catch-up-bytes would not bound its memory",
+		t.Errorf("a window held %d bytes at its peak, more than the %d Store.WindowBlockBytes promises: --catch-up-bytes would not bound its memory",
 			used, estimate)
 	}
 }
@@ -113,7 +124,7 @@ func TestWindowTooLargeToSort(t *testing.T) {
 		if !windows {
 			opts.WindowBytes = -1
 		}
-		st, w := seeded(t, gen, opts, 2_000, 500)
+		st, w := seeded(t, gen, disk.Options{}, opts, 2_000, 500)
 		blocks := make([]*chain.Block, 12)
 		for i := range blocks {
 			blocks[i] = gen.Next()
@@ -142,12 +153,12 @@ func TestWindowTooLargeToSort(t *testing.T) {
 	}
 }
 
-// seeded opens a store in a new directory with a writer of opts, and
+// seeded opens a store of so in a new directory with a writer of opts, and
 // applies gen's seed blocks of seedOutputs outputs each until gen holds
 // live UTXOs. Both are closed when t ends.
-func seeded(t *testing.T, gen *workload.Generator, opts writer.Options, live, seedOutputs int) (*disk.Store, *writer.Writer) {
+func seeded(t *testing.T, gen *workload.Generator, so disk.Options, opts writer.Options, live, seedOutputs int) (*disk.Store, *writer.Writer) {
 	t.Helper()
-	st, err := disk.Open(t.TempDir(), disk.Options{})
+	st, err := disk.Open(t.TempDir(), so)
 	if err != nil {
 		t.Fatal(err)
 	}
