@@ -24,7 +24,11 @@ type Set struct {
 	// change: the balance row the change itself wrote, so exactly what the
 	// store's View.Balance(DimAddress, address) answers at Seq (the zero
 	// Balance when no output is left). An address of Addresses missing from
-	// it has no balance known here. Read-only: its values share memory with
+	// it has no balance known here: an address holding native assets, whose
+	// sums are rows of their own, is given only when the change read or
+	// wrote all of them (a block reads those of an address of up to 64
+	// assets; a catch-up window reads none it does not move). Read-only:
+	// its values share memory with
 	// the store's balance cache.
 	Balances map[string]chain.Balance
 	// Spans[i] holds the lowest and highest index positions among the

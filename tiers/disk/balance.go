@@ -30,6 +30,15 @@ import (
 // counters is written as version 1 (the layout of a store that keeps no
 // counters), and version 1 reads as all-zero counters.
 //
+// Version 3 is the row of a value whose assets are in asset rows of their
+// own (balanceasset.go): version 0x03, count, value, then in place of the
+// assets the number of asset rows (uvarint, at least 1), then the counters
+// of version 2 (which may all be zero). A change writes version 3 for a
+// value that holds assets and version 1 or 2 for one that holds none; it
+// never writes an asset list any more, and splits one it finds into asset
+// rows (a store written before asset rows), which raises the schema
+// (meta.go).
+//
 // A row exists while count > 0 or its counters are not all zero; a row of
 // count 0 holds no value and no assets.
 //
@@ -38,15 +47,33 @@ import (
 //
 //	02 01 0000000000000000 0000000000001388 00 02 03 00 f02e 02 00 e807
 const (
-	balanceVersion         byte = 0x01
-	balanceVersionCounters byte = 0x02
+	balanceVersion          byte = 0x01
+	balanceVersionCounters  byte = 0x02
+	balanceVersionAssetRows byte = 0x03
 )
 
 // balanceRow is a balance row decoded: the balance and the value's counters
-// (zero for a version 1 row).
+// (zero for a version 1 row). A version 3 row has no bal.Assets: assetRows
+// counts its asset rows. A version 1 or 2 row lists its assets in
+// bal.Assets and has assetRows 0.
 type balanceRow struct {
-	bal chain.Balance
-	ctr counterFigures
+	bal       chain.Balance
+	ctr       counterFigures
+	assetRows uint64
+}
+
+// appendRow appends r as a row of the version its fields call for: 3 when
+// it has asset rows, else 1 or 2 (appendBalanceRow).
+func appendRow(dst []byte, r *balanceRow) []byte {
+	if r.assetRows == 0 {
+		return appendBalanceRow(dst, &r.bal, &r.ctr)
+	}
+	dst = append(dst, balanceVersionAssetRows)
+	dst = binary.AppendUvarint(dst, r.bal.Count)
+	dst = binary.BigEndian.AppendUint64(dst, r.bal.Value.Hi)
+	dst = binary.BigEndian.AppendUint64(dst, r.bal.Value.Lo)
+	dst = binary.AppendUvarint(dst, r.assetRows)
+	return appendCounterFigures(dst, &r.ctr)
 }
 
 func appendBalance(dst []byte, b *chain.Balance) []byte {
@@ -83,19 +110,30 @@ func decodeBalance(b []byte) (chain.Balance, error) {
 	return r.bal, err
 }
 
-// decodeBalanceRow decodes a balance row of either version, strictly: a
+// decodeBalanceRow decodes a balance row of any version, strictly: a
 // version 2 row of all-zero counters, or of count 0 with a value or assets
-// left, is corrupt.
+// left, and a version 3 row of no asset rows or of count 0, are corrupt.
 func decodeBalanceRow(b []byte) (balanceRow, error) {
 	d := decbuf{b: b, ctx: "balance"}
 	var r balanceRow
 	bal := &r.bal
 	v := d.byte1()
-	if d.err() == nil && v != balanceVersion && v != balanceVersionCounters {
+	if d.err() == nil && v != balanceVersion && v != balanceVersionCounters && v != balanceVersionAssetRows {
 		d.fail("unknown version")
 	}
 	bal.Count = d.uvarint()
 	bal.Value = chain.Uint128{Hi: d.u64(), Lo: d.u64()}
+	if v == balanceVersionAssetRows {
+		r.assetRows = d.uvarint()
+		r.ctr = parseCounterFigures(&d)
+		if d.err() == nil && (r.assetRows == 0 || bal.Count == 0) {
+			d.fail("version 3 with no asset rows or no outputs")
+		}
+		if err := d.done(); err != nil {
+			return balanceRow{}, err
+		}
+		return r, nil
+	}
 	if n := d.count(18); n > 0 {
 		bal.Assets = make([]chain.AssetSum, n)
 		for i := range bal.Assets {
@@ -142,11 +180,18 @@ type balanceDelta struct {
 	// ctr is the key's counter delta in the batch (derived.setCounters),
 	// nil when none.
 	ctr *counterFigures
+	// address: the key is an address's (DimAddress).
+	address bool
 }
 
 type assetDelta struct {
 	policy, name []byte
 	add, sub     chain.Uint128
+	// flushBalances' reading of the asset's row, for a value with asset
+	// rows: its key, and its quantity if found.
+	key   []byte
+	cur   chain.Uint128
+	found bool
 }
 
 func (d *balanceDelta) apply(u *chain.Utxo, sign int, f *assetFilter) {
@@ -180,9 +225,9 @@ func (d *balanceDelta) apply(u *chain.Utxo, sign int, f *assetFilter) {
 	}
 }
 
-// applyTo returns b with the delta applied. A result below zero means the
-// stored balance disagrees with the UTXO set: ErrCorrupt.
-func (d *balanceDelta) applyTo(b chain.Balance) (chain.Balance, error) {
+// applyFigures returns b with the delta's count and value applied, its
+// assets as they were. A result below zero is ErrCorrupt.
+func (d *balanceDelta) applyFigures(b chain.Balance) (chain.Balance, error) {
 	var ok bool
 	if b.Count+d.addCount < d.subCount {
 		return b, fmt.Errorf("balance count below zero: %w", ErrCorrupt)
@@ -191,9 +236,17 @@ func (d *balanceDelta) applyTo(b chain.Balance) (chain.Balance, error) {
 	if b.Value, ok = b.Value.Add(d.add).Sub(d.sub); !ok {
 		return b, fmt.Errorf("balance value below zero: %w", ErrCorrupt)
 	}
-	if len(d.assets) == 0 {
-		return b, nil
+	return b, nil
+}
+
+// applyTo returns b with the delta applied. A result below zero means the
+// stored balance disagrees with the UTXO set: ErrCorrupt.
+func (d *balanceDelta) applyTo(b chain.Balance) (chain.Balance, error) {
+	b, err := d.applyFigures(b)
+	if err != nil || len(d.assets) == 0 {
+		return b, err
 	}
+	var ok bool
 	// Merge the delta's assets, sorted, into the row's, which are in
 	// (policy, name) order (decodeBalanceRow checks it): linear in the
 	// row's assets, however many the address holds, and never writing to

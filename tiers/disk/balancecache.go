@@ -10,11 +10,14 @@ package disk
 // balance rows. Only the writer goroutine touches it: no lock.
 //
 // It is bounded twice: by entries (capacity) and by the memory its rows'
-// assets take (maxBytes, estimated by rowMemory). A row holds every asset its
-// value carries, so one row can be megabytes (an exchange's address, an NFT
-// collection's policy): bounded by entries alone, a 12M-UTXO import held
-// gigabytes of such rows. A row over a sixteenth of maxBytes is never
-// cached (its next update reads it from Pebble). When full, an arbitrary
+// assets take (maxBytes, estimated by rowMemory). The rows flushBalances
+// writes, the only ones it caches, list no asset (a value's assets have
+// rows of their own, which are not cached), so today the bound by entries
+// is the one that acts. The bound by bytes stays as a guard should a row
+// that lists assets ever be put: in a store written before asset rows, one
+// could be megabytes (an exchange's address, an NFT collection's policy).
+// A row over a sixteenth of maxBytes is never cached (its next update reads
+// it from Pebble). When full, an arbitrary
 // eighth of the entries is dropped (Go map iteration order), repeatedly
 // until the new row fits, which keeps the popular values, touched every
 // block, mostly present.

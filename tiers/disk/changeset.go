@@ -115,11 +115,16 @@ func (c *changes) outPoint(op chain.OutPoint) {
 }
 
 // setBalances fills cs.Balances from the balance rows d wrote
-// (flushBalances): call it once the change's batch has committed.
+// (flushBalances) whose every asset it knows: an address whose assets are
+// in asset rows the change did not all read is left out, as unknown
+// (readers of cs.Balances then read it from the store). Call it once the
+// change's batch has committed.
 func (c *changes) setBalances(d *derived) {
 	rows := make(map[DimKey]*chain.Balance, len(d.written))
 	for i := range d.written {
-		rows[d.written[i].k] = &d.written[i].b
+		if d.written[i].known {
+			rows[d.written[i].k] = &d.written[i].b
+		}
 	}
 	c.cs.Balances = make(map[string]chain.Balance, len(c.cs.Addresses))
 	keyed := len(c.addrKeys) == len(c.cs.Addresses)

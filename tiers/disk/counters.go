@@ -347,7 +347,8 @@ func (s *Store) migrateCounterChunk(bounds *pebble.IterOptions) (n int, err erro
 		if err != nil {
 			break
 		}
-		vb = appendBalanceRow(vb[:0], &row.bal, &ctr)
+		row.ctr = ctr
+		vb = appendRow(vb[:0], &row)
 		_ = b.Set(kb, vb, nil)
 		_ = b.Delete(it.Key(), nil)
 		n++

@@ -29,7 +29,9 @@ type derived struct {
 	// before flushBalances) are subtracted from the rows: a rollback.
 	countersSub bool
 	// noFigures leaves the count and digest alone: a catch-up window keeps
-	// them block by block itself (window.go).
+	// them block by block itself (window.go). It also leaves out the
+	// reading of whole address balances (fullAddressAssets), which only the
+	// changes of single blocks and rollbacks give their readers.
 	noFigures bool
 	keyBuf    []byte
 	valBuf    []byte
@@ -61,7 +63,9 @@ func (d *derived) add(u *chain.Utxo) {
 	for i, k := range d.dimKeys {
 		d.keyBuf = appendIndexKey(d.keyBuf[:0], k, pos)
 		_ = d.b.Set(d.keyBuf, d.valBuf, nil)
-		d.delta(k).apply(u, +1, &d.filters[i])
+		bd := d.delta(k)
+		bd.apply(u, +1, &d.filters[i])
+		bd.address = bd.address || i == 0 // DimAddress comes first
 	}
 	d.ch.indexKeys(d.dimKeys[1:])
 	if !d.noFigures {
@@ -79,7 +83,9 @@ func (d *derived) remove(u *chain.Utxo) {
 	for i, k := range d.dimKeys {
 		d.keyBuf = appendIndexKey(d.keyBuf[:0], k, pos)
 		_ = d.b.Delete(d.keyBuf, nil)
-		d.delta(k).apply(u, -1, &d.filters[i])
+		bd := d.delta(k)
+		bd.apply(u, -1, &d.filters[i])
+		bd.address = bd.address || i == 0 // DimAddress comes first
 	}
 	d.ch.indexKeys(d.dimKeys[1:])
 	if !d.noFigures {
@@ -90,10 +96,16 @@ func (d *derived) remove(u *chain.Utxo) {
 	d.ch.cs.Spent++
 }
 
+// writtenBalance is a balance row as flushBalances wrote it: b holds its
+// count and value, and its assets only when known (every asset of the
+// value is in b.Assets: a value with no asset rows, or one whose list was
+// just split into them); assetRows counts its asset rows.
 type writtenBalance struct {
-	k   DimKey
-	b   chain.Balance
-	ctr counterFigures
+	k         DimKey
+	b         chain.Balance
+	ctr       counterFigures
+	assetRows uint64
+	known     bool
 }
 
 // setCounters gives the counter deltas (keys distinct) the batch adds to
@@ -113,7 +125,10 @@ func (d *derived) setCounters(ds []counterDelta, sub bool) {
 // flushBalances reads each touched balance row (from cache, else Pebble, on
 // up to workers goroutines at once), applies its delta and its counter
 // delta (setCounters) and writes it back, or deletes it when it reaches
-// zero outputs and all-zero counters.
+// zero outputs and all-zero counters. Of a value's assets it reads and
+// writes only the asset rows (balanceasset.go) its delta changes; a row
+// that still lists its assets (written before asset rows) is split into
+// them.
 func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache, workers int) error {
 	cur := make([]balanceRow, len(d.order))
 	d.written = slices.Grow(d.written, len(d.order))
@@ -133,37 +148,132 @@ func (d *derived) flushBalances(db *pebble.DB, cache *balanceCache, workers int)
 		}); err != nil {
 		return fmt.Errorf("read balances: %w", err)
 	}
+	// The asset rows the deltas change, of the values that have asset rows
+	// (a value without any has none to read).
+	var reads []*assetDelta
 	for i, k := range d.order {
-		d.keyBuf = appendBalanceKey(d.keyBuf[:0], k)
-		bd := d.balances[k]
-		next, err := bd.applyTo(cur[i].bal)
-		if err != nil {
-			return fmt.Errorf("balance %x: %w", k, err)
+		if cur[i].assetRows == 0 {
+			continue
 		}
-		ctr := cur[i].ctr
+		for _, ad := range d.balances[k].assets {
+			ad.key = appendAssetKey(nil, k, ad.policy, ad.name)
+			reads = append(reads, ad)
+		}
+	}
+	slices.SortFunc(reads, func(x, y *assetDelta) int { return bytes.Compare(x.key, y.key) })
+	if err := readSorted(db, len(reads), workers,
+		func(j int, dst []byte) []byte { return append(dst, reads[j].key...) },
+		func(j int, v []byte) (err error) {
+			reads[j].cur, err = decodeAssetQuantity(v)
+			reads[j].found = true
+			return err
+		}); err != nil {
+		return fmt.Errorf("read asset rows: %w", err)
+	}
+	for i, k := range d.order {
+		bd := d.balances[k]
+		row := cur[i]
 		if c := bd.ctr; c != nil {
 			if d.countersSub {
-				if err := ctr.sub(c); err != nil {
+				if err := row.ctr.sub(c); err != nil {
 					return fmt.Errorf("counters %x: %w", k, err)
 				}
 			} else {
-				ctr.add(c)
+				row.ctr.add(c)
 			}
 		}
-		d.written = append(d.written, writtenBalance{k, next, ctr})
-		if next.Count == 0 {
-			if !next.Value.IsZero() || len(next.Assets) != 0 {
+		w := writtenBalance{k: k, ctr: row.ctr}
+		var err error
+		if row.assetRows == 0 {
+			// Every asset of the value is known: none, or the list of a row
+			// written before asset rows, split into them now.
+			if w.b, err = bd.applyTo(row.bal); err != nil {
+				return fmt.Errorf("balance %x: %w", k, err)
+			}
+			for j := range w.b.Assets {
+				a := &w.b.Assets[j]
+				d.keyBuf = appendAssetKey(d.keyBuf[:0], k, a.Policy, a.Name)
+				d.valBuf = appendAssetQuantity(d.valBuf[:0], a.Quantity)
+				_ = d.b.Set(d.keyBuf, d.valBuf, nil)
+			}
+			w.assetRows, w.known = uint64(len(w.b.Assets)), true
+		} else {
+			if w.b, err = bd.applyFigures(row.bal); err != nil {
+				return fmt.Errorf("balance %x: %w", k, err)
+			}
+			if w.assetRows, err = d.writeAssetRows(bd, row.assetRows); err != nil {
+				return fmt.Errorf("balance %x: %w", k, err)
+			}
+			w.known = w.assetRows == 0
+			if !w.known && bd.address && !d.noFigures && row.assetRows <= fullAddressAssets {
+				// The whole balance of an address of a few assets, for
+				// the change's readers (changes.setBalances).
+				full := row.bal
+				if full.Assets, err = readAssetRows(db, k, row.assetRows); err != nil {
+					return err
+				}
+				if w.b, err = bd.applyTo(full); err != nil {
+					return fmt.Errorf("balance %x: %w", k, err)
+				}
+				if uint64(len(w.b.Assets)) != w.assetRows {
+					return fmt.Errorf("balance %x: %d assets, %d asset rows: %w", k, len(w.b.Assets), w.assetRows, ErrCorrupt)
+				}
+				w.known = true
+			}
+		}
+		d.written = append(d.written, w)
+		d.keyBuf = appendBalanceKey(d.keyBuf[:0], k)
+		if w.b.Count == 0 {
+			if !w.b.Value.IsZero() || w.assetRows != 0 {
 				return fmt.Errorf("balance %x: no outputs but a value left: %w", k, ErrCorrupt)
 			}
-			if ctr.zero() {
+			if w.ctr.zero() {
 				_ = d.b.Delete(d.keyBuf, nil)
 				continue
 			}
 		}
-		d.valBuf = appendBalanceRow(d.valBuf[:0], &next, &ctr)
+		main := balanceRow{bal: chain.Balance{Count: w.b.Count, Value: w.b.Value}, ctr: w.ctr, assetRows: w.assetRows}
+		if w.assetRows == 0 {
+			main.bal.Assets = w.b.Assets // none
+		}
+		d.valBuf = appendRow(d.valBuf[:0], &main)
 		_ = d.b.Set(d.keyBuf, d.valBuf, nil)
 	}
 	return nil
+}
+
+// fullAddressAssets is the most asset rows of an address whose whole
+// balance a block's commit reads, so that its change gives it (a wallet's
+// address: one short scan); an address holding more is left to the
+// change's readers to read (changeset.Set.Balances).
+const fullAddressAssets = 64
+
+// writeAssetRows applies bd's asset changes to its value's asset rows, n
+// of them before (the keys and quantities read into bd's assetDeltas), and
+// returns how many there are after.
+func (d *derived) writeAssetRows(bd *balanceDelta, n uint64) (uint64, error) {
+	for _, ad := range bd.assets {
+		q, ok := ad.cur.Add(ad.add).Sub(ad.sub)
+		if !ok {
+			return 0, fmt.Errorf("asset quantity below zero: %w", ErrCorrupt)
+		}
+		switch {
+		case q.IsZero() && !ad.found: // absent, and still nothing
+		case q.IsZero():
+			if n == 0 {
+				return 0, fmt.Errorf("more asset rows than its row counts: %w", ErrCorrupt)
+			}
+			n--
+			_ = d.b.Delete(ad.key, nil)
+		default:
+			if !ad.found {
+				n++
+			}
+			d.valBuf = appendAssetQuantity(d.valBuf[:0], q)
+			_ = d.b.Set(ad.key, d.valBuf, nil)
+		}
+	}
+	return n, nil
 }
 
 // readSorted looks up n keys, in ascending key order (key(i, dst) appends
@@ -224,9 +334,13 @@ const parallelMin = 32
 // after the batch has committed.
 func (d *derived) commitBalances(cache *balanceCache) {
 	for _, w := range d.written {
-		if w.b.Count == 0 {
-			w.b = chain.Balance{} // no balance (the row deleted, or counters alone)
+		row := balanceRow{ctr: w.ctr, assetRows: w.assetRows}
+		if w.b.Count > 0 { // else no balance (the row deleted, or counters alone)
+			row.bal = chain.Balance{Count: w.b.Count, Value: w.b.Value}
+			if w.assetRows == 0 {
+				row.bal.Assets = w.b.Assets // none
+			}
 		}
-		cache.put(w.k, balanceRow{bal: w.b, ctr: w.ctr})
+		cache.put(w.k, row)
 	}
 }

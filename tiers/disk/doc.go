@@ -19,8 +19,12 @@
 //	0x02    tx_hash[32] index[4]                            UTXO record: live, or spent    live: while unspent;
 //	                                                        (+ spender tx, spent height)   spent: see Retention
 //	0x03    dim_key[16] height[8] tx_pos[4] index[4]        tx_hash[32] + UTXO record      while live
-//	0x04    dim_key[16]                                     balance: count, value, assets; while count > 0 or
-//	                                                        address counters (balance.go)  counters not all zero
+//	0x04    dim_key[16]                                     balance: count, value, asset   while count > 0 or
+//	                                                        rows or assets (schema < 4),   counters not all zero
+//	                                                        address counters (balance.go)
+//	0x04    dim_key[16] policy, 0-padded to 64 bytes[64]    asset row: the quantity of one while not zero
+//	        len(policy)[1] name                             asset in the balance
+//	                                                        (balanceasset.go)
 //	0x05    height[8]                                       outpoints spent at height      with their records
 //	0x06    height[8]                                       undo delta of the block        rollback_window blocks
 //	0x07    height[8]                                       block hash, slot (keys.go)     while on the chain

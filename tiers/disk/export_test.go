@@ -57,7 +57,7 @@ func (r *UtxoRef) AssetCount() int { return r.assetCount }
 func SettingsRow(s *Store) ([]byte, error) { return s.get(keySettings) }
 
 // CountRows opens the closed store in dir with plain Pebble and counts its
-// index rows (0x03) and balance rows (0x04).
+// index rows (0x03) and balance rows (0x04, asset rows not counted).
 func CountRows(t testing.TB, dir string) (index, balance int) {
 	t.Helper()
 	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
@@ -73,7 +73,7 @@ func CountRows(t testing.TB, dir string) (index, balance int) {
 	for ok := it.First(); ok; ok = it.Next() {
 		if it.Key()[0] == prefixIndex {
 			index++
-		} else {
+		} else if len(it.Key()) == 1+dimKeySize { // not an asset row
 			balance++
 		}
 	}
@@ -94,9 +94,9 @@ func CompactedTableBytes(s *Store) (int64, error) {
 
 // DowngradeCounters rewrites the closed store in dir into the layout of a
 // store written when the address counters had rows of their own: each
-// version 2 balance row becomes a version 1 row (deleted when it holds no
-// outputs) and a counter row (0x14 'c'). It returns the counter rows
-// written.
+// version 2 or 3 balance row with counters becomes a version 1 row (deleted
+// when it holds no outputs; listing its assets, whose asset rows go) and a
+// counter row (0x14 'c'). It returns the counter rows written.
 func DowngradeCounters(t testing.TB, dir string) int {
 	t.Helper()
 	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
@@ -111,6 +111,9 @@ func DowngradeCounters(t testing.TB, dir string) int {
 	b := db.NewBatch()
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
+		if len(it.Key()) != 1+dimKeySize {
+			continue // an asset row
+		}
 		r, err := decodeBalanceRow(it.Value())
 		if err != nil {
 			t.Fatal(err)
@@ -120,6 +123,14 @@ func DowngradeCounters(t testing.TB, dir string) int {
 		}
 		var k DimKey
 		copy(k[:], it.Key()[1:])
+		if r.assetRows > 0 {
+			if r.bal.Assets, err = readAssetRows(db, k, r.assetRows); err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range r.bal.Assets {
+				_ = b.Delete(appendAssetKey(nil, k, a.Policy, a.Name), nil)
+			}
+		}
 		if r.bal.Count == 0 {
 			_ = b.Delete(it.Key(), nil)
 		} else {
@@ -160,4 +171,90 @@ func CounterRows(t testing.TB, s *Store) int {
 func RollbackOneBlock(s *Store, target uint64) error {
 	_, err := s.rollbackBlock(target)
 	return err
+}
+
+// BatchPointKeys returns copies of the keys of the point writes of s's
+// sorted batch; call it from the function given to OnBatchBuilt.
+func BatchPointKeys(s *Store) [][]byte {
+	var keys [][]byte
+	for i := range s.batch.points {
+		keys = append(keys, bytes.Clone(s.batch.bytes(s.batch.points[i].key)))
+	}
+	return keys
+}
+
+// IsAssetRowKey reports whether k is an asset row's key, and
+// IsBalanceRowKey whether it is a balance row's.
+func IsAssetRowKey(k []byte) bool   { return len(k) >= assetKeyLen && k[0] == prefixBalance }
+func IsBalanceRowKey(k []byte) bool { return len(k) == 1+dimKeySize && k[0] == prefixBalance }
+
+// DowngradeAssetRows rewrites the closed store in dir into the layout of a
+// store of schema version 3, written before asset rows: each version 3
+// balance row becomes a row of version 1 or 2 that lists its assets, whose
+// asset rows go. It returns the rows rewritten.
+func DowngradeAssetRows(t testing.TB, dir string) int {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixBalance}, UpperBound: []byte{prefixBalance + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(it.Key()) != 1+dimKeySize {
+			_ = b.Delete(it.Key(), nil) // an asset row: listed in its balance row below
+			continue
+		}
+		r, err := decodeBalanceRow(it.Value())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.assetRows == 0 {
+			continue
+		}
+		var k DimKey
+		copy(k[:], it.Key()[1:])
+		if r.bal.Assets, err = readAssetRows(db, k, r.assetRows); err != nil {
+			t.Fatal(err)
+		}
+		_ = b.Set(it.Key(), appendBalanceRow(nil, &r.bal, &r.ctr), nil)
+		n++
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		t.Fatal(err)
+	}
+	raw, closer, err := db.Get(keySchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := decodeSchema(raw)
+	closer.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.version = schemaSpenderVin
+	_ = b.Set(keySchema, appendSchema(nil, &sc), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// StoredSchemaVersion returns the schema version the open store records.
+func StoredSchemaVersion(t testing.TB, s *Store) uint32 {
+	t.Helper()
+	raw, err := s.get(keySchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := decodeSchema(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc.version
 }

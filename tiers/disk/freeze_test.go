@@ -148,8 +148,8 @@ func TestFreezeLifecycle(t *testing.T) {
 			// The freeze of bob2 survives a reopen; a rollback below its
 			// block removes it, and its row.
 			st.close()
-			if raw := stGetRaw(t, dir, []byte{0x01, 'V'}); raw[3] != 3 {
-				t.Fatalf("schema row %x of a store with freezes, want version 3", raw)
+			if raw := stGetRaw(t, dir, []byte{0x01, 'V'}); raw[3] != byte(disk.SchemaVersion) {
+				t.Fatalf("schema row %x of a store with freezes, want version %d", raw, disk.SchemaVersion)
 			}
 			st = stOpen(t, dir, disk.Options{UndoMode: mode})
 			if got := frozenState(t, st.s, bob2); got != fmt.Sprintf("spent=false frozen=true, row %q@%d listed frozen=true", "audit", res.Seq) {

@@ -12,19 +12,21 @@ import (
 
 // FuzzValueDecoders feeds arbitrary bytes to every decoder of a stored
 // value (record, index value, balance, undo delta, state, schema, settings,
-// block-hash row, freeze row): none may
+// block-hash row, freeze row, asset quantity) and of the asset row's key,
+// whose key holds fields: none may
 // panic, a failure must be ErrCorrupt, and a value that decodes must encode
 // back to exactly the same bytes (the encodings are canonical, so a
 // decoder that accepted two spellings of one value would be caught).
 // The golden encodings seed the corpus.
 func FuzzValueDecoders(f *testing.F) {
+	const fuzzKinds = 11
 	for _, c := range goldenCodecs() {
 		for _, g := range c.goldens {
 			b, err := hex.DecodeString(strings.ReplaceAll(g, " ", ""))
 			if err != nil {
 				f.Fatal(err)
 			}
-			for kind := range byte(9) {
+			for kind := range byte(fuzzKinds) {
 				f.Add(kind, b)
 			}
 		}
@@ -43,11 +45,13 @@ func FuzzValueDecoders(f *testing.F) {
 		}
 		f.Add(byte(7), b)
 	}
+	f.Add(byte(9), appendAssetKey(nil, goldDimKey, []byte{0xab, 0xcd}, []byte("n")))
+	f.Add(byte(10), appendAssetQuantity(nil, chain.Uint128{Hi: 1, Lo: 2}))
 	op := chain.OutPoint{TxHash: chain.Hash{1, 2, 3}, Index: 7}
 	f.Fuzz(func(t *testing.T, kind byte, b []byte) {
 		var got []byte
 		var err error
-		switch kind % 9 {
+		switch kind % fuzzKinds {
 		case 0:
 			var r Record
 			if r, err = decodeRecord(op, b); err == nil {
@@ -63,7 +67,7 @@ func FuzzValueDecoders(f *testing.F) {
 		case 2:
 			var r balanceRow
 			if r, err = decodeBalanceRow(b); err == nil {
-				got = appendBalanceRow(nil, &r.bal, &r.ctr)
+				got = appendRow(nil, &r)
 			}
 		case 3:
 			var u undoDelta
@@ -104,15 +108,25 @@ func FuzzValueDecoders(f *testing.F) {
 			if fi, err = decodeFreezeRow(b); err == nil {
 				got = appendFreezeRow(nil, &fi)
 			}
+		case 9:
+			var policy, name []byte
+			if policy, name, err = parseAssetKey(b); err == nil {
+				got = appendAssetKey(nil, DimKey(b[1:1+dimKeySize]), policy, name)
+			}
+		case 10:
+			var q chain.Uint128
+			if q, err = decodeAssetQuantity(b); err == nil {
+				got = appendAssetQuantity(nil, q)
+			}
 		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("kind %d: error %v is not ErrCorrupt", kind%9, err)
+				t.Fatalf("kind %d: error %v is not ErrCorrupt", kind%fuzzKinds, err)
 			}
 			return
 		}
 		if !bytes.Equal(got, b) {
-			t.Fatalf("kind %d: %x decodes, but encodes back as %x", kind%9, b, got)
+			t.Fatalf("kind %d: %x decodes, but encodes back as %x", kind%fuzzKinds, b, got)
 		}
 	})
 }

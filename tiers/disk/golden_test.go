@@ -79,6 +79,14 @@ func TestGoldenKeys(t *testing.T) {
 		{"index key fields in order", appendIndexKey(nil, goldDimKey, chain.Position{Height: 0x0102030405060708, TxPos: 0x090a0b0c, Index: 0x0d0e0f10}),
 			"03 " + hexDimKey + " 0102030405060708 090a0b0c 0d0e0f10"},
 		{"balance key", appendBalanceKey(nil, goldDimKey), "04 " + hexDimKey},
+		// Asset rows: the policy zero-padded to 64 bytes, its length, the name.
+		{"asset key", appendAssetKey(nil, goldDimKey, []byte{0xab, 0xcd}, []byte("n")),
+			"04 " + hexDimKey + " abcd" + strings.Repeat("00", 62) + " 02 6e"},
+		{"asset key, empty policy and name", appendAssetKey(nil, goldDimKey, nil, nil),
+			"04 " + hexDimKey + " " + strings.Repeat("00", 64) + " 00"},
+		{"asset key, policy of 64 bytes", appendAssetKey(nil, goldDimKey, bytes.Repeat([]byte{0xff}, 64), []byte{1}),
+			"04 " + hexDimKey + " " + strings.Repeat("ff", 64) + " 40 01"},
+		{"asset quantity", appendAssetQuantity(nil, chain.Uint128{Hi: 1, Lo: 2}), "0000000000000001 0000000000000002"},
 		{"spent-at height 0", heightKey(prefixSpentAt, 0), "05 0000000000000000"},
 		{"undo height 0", heightKey(prefixUndo, 0), "06 0000000000000000"},
 		{"undo height max", heightKey(prefixUndo, math.MaxUint64), "06 ffffffffffffffff"},
@@ -456,6 +464,17 @@ var balanceCounterGoldens = []struct {
 		hex: "02 00 0000000000000000 0000000000000000 00 01 01 00 07 01 00 07",
 	},
 	{
+		name: "version 3: assets in 2 asset rows, zero counters",
+		row:  balanceRow{bal: chain.Balance{Count: 3, Value: chain.U128(0x1388)}, assetRows: 2},
+		hex:  "03 03 0000000000000000 0000000000001388 02 00 00 00 00 00 00 00",
+	},
+	{
+		name: "version 3 with counters",
+		row: balanceRow{bal: chain.Balance{Count: 1, Value: chain.U128(5000)}, assetRows: 300,
+			ctr: counterFigures{tx: 2, fundedCount: 3, fundedSum: chain.U128(6000), spentCount: 2, spentSum: chain.U128(1000)}},
+		hex: "03 01 0000000000000000 0000000000001388 ac02 02 03 00 f02e 02 00 e807",
+	},
+	{
 		name: "sums past 2^64, with an asset",
 		row: balanceRow{bal: chain.Balance{Count: 1, Value: chain.U128(1), Assets: []chain.AssetSum{{Policy: []byte{0xab}, Quantity: chain.U128(2)}}},
 			ctr: counterFigures{tx: 1, fundedCount: 1, fundedSum: chain.Uint128{Hi: 1, Lo: 0}, spentCount: 0, spentSum: chain.Uint128{Hi: 2, Lo: 1}}},
@@ -464,13 +483,13 @@ var balanceCounterGoldens = []struct {
 	},
 }
 
-// TestGoldenBalanceCounters: version 2 balance rows, field by field; a
+// TestGoldenBalanceCounters: version 2 and 3 balance rows, field by field; a
 // version 1 row (every balanceGoldens entry) reads as all-zero counters,
 // and a balance without counters is still written as version 1.
 func TestGoldenBalanceCounters(t *testing.T) {
 	for _, g := range balanceCounterGoldens {
 		want := unhex(t, g.hex)
-		if got := appendBalanceRow(nil, &g.row.bal, &g.row.ctr); !bytes.Equal(got, want) {
+		if got := appendRow(nil, &g.row); !bytes.Equal(got, want) {
 			t.Errorf("%s: encode\n got %x\nwant %x", g.name, got, want)
 		}
 		got, err := decodeBalanceRow(want)
@@ -690,11 +709,12 @@ var schemaGoldens = []struct {
 	hex    string
 }{
 	// Version SchemaVersion on purpose: bumping it must update these goldens.
-	{"address only", schema{version: SchemaVersion, dims: []Dimension{DimAddress}}, "00000003 01 01"},
+	{"address only", schema{version: SchemaVersion, dims: []Dimension{DimAddress}}, "00000004 01 01"},
+	{"version 3, before asset rows", schema{version: 3, dims: []Dimension{DimAddress}}, "00000003 01 01"},
 	{"version 2, before spent records named their input", schema{version: 2, dims: []Dimension{DimAddress}}, "00000002 01 01"},
 	{"version 1, before freezes", schema{version: 1, dims: []Dimension{DimAddress}}, "00000001 01 01"},
-	{"address and asset policy", schema{version: SchemaVersion, dims: []Dimension{DimAddress, DimAssetPolicy}}, "00000003 02 01 02"},
-	{"the Cardano indexes", schema{version: SchemaVersion, dims: []Dimension{DimAddress, DimAssetPolicy, DimPaymentCredential, DimStakeCredential, DimAsset}}, "00000003 05 01 02 03 04 05"},
+	{"address and asset policy", schema{version: SchemaVersion, dims: []Dimension{DimAddress, DimAssetPolicy}}, "00000004 02 01 02"},
+	{"the Cardano indexes", schema{version: SchemaVersion, dims: []Dimension{DimAddress, DimAssetPolicy, DimPaymentCredential, DimStakeCredential, DimAsset}}, "00000004 05 01 02 03 04 05"},
 }
 
 // TestGoldenFreezeRow writes freeze.go's example field by field.
@@ -732,7 +752,7 @@ func TestGoldenSchema(t *testing.T) {
 	}
 	// A newer version is reported, whatever follows it: Open turns it into
 	// ErrNewerSchema rather than ErrCorrupt.
-	for _, h := range []string{"00000004 01 01", "00000004", "ffffffff ff ff ff"} {
+	for _, h := range []string{"00000005 01 01", "00000005", "ffffffff ff ff ff"} {
 		s, err := decodeSchema(unhex(t, h))
 		if err != nil || s.version <= SchemaVersion {
 			t.Errorf("newer schema %s: version %d, err %v", h, s.version, err)
@@ -828,7 +848,11 @@ func goldenCodecs() []goldenCodec {
 		bad: []badInput{
 			{"well formed, for reference", balHead + "01 00 00 0000000000000000 0000000000000001", ""},
 			{"version 0", "00 01 0000000000000000 0000000000000001 00", "unknown version"},
-			{"version 3", "03 01 0000000000000000 0000000000000001 00", "unknown version"},
+			{"version 4", "04 01 0000000000000000 0000000000000001 00", "unknown version"},
+			{"version 3 without counters", "03 01 0000000000000000 0000000000000001 01", "bad uvarint"},
+			{"version 3 of no asset rows", "03 01 0000000000000000 0000000000000001 00 00 00 00 00 00 00 00", "no asset rows or no outputs"},
+			{"version 3 of no outputs", "03 00 0000000000000000 0000000000000000 01 00 00 00 00 00 00 00", "no asset rows or no outputs"},
+			{"version 3, trailing byte", "03 01 0000000000000000 0000000000000001 01 00 00 00 00 00 00 00 00", "trailing"},
 			{"version 2 without counters", "02 01 0000000000000000 0000000000000001 00", "bad uvarint"},
 			{"version 2 counters cut", "02 01 0000000000000000 0000000000000001 00 01 01 00", "bad uvarint"},
 			{"version 2, all-zero counters", "02 01 0000000000000000 0000000000000001 00 00 00 00 00 00 00 00", "all-zero counters"},

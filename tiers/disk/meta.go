@@ -19,11 +19,18 @@ import (
 //
 // Version 3 adds spent records that name the spending input (record state
 // 0x04: record.go), and nothing else. A version 1 or 2 store is read as it
-// is (its spent records, state 0x02, read with the input unknown), and its
-// schema row is raised in the batch of the first block it applies with
-// this code, from when a binary that predates state 0x04 refuses it. A new
-// store is created at version 3.
-const SchemaVersion uint32 = schemaSpenderVin
+// is (its spent records, state 0x02, read with the input unknown).
+//
+// Version 4 adds asset rows (balanceasset.go) and balance rows of version 3
+// that count them (balance.go); a balance row that lists its assets is
+// still read, and split into asset rows when a change touches its value.
+// A store of version 1 to 3 is read as it is, and its schema row is raised
+// to 4 in the batch of the first block or rollback it applies with this
+// code (which may write spent records of state 0x04 and asset rows), from
+// when a binary that predates them refuses it (ErrNewerSchema) instead of
+// reading a balance without its assets. A new store is created at version
+// 4.
+const SchemaVersion uint32 = schemaAssetRows
 
 // schemaFrozen is the first schema version that may hold frozen outputs.
 const schemaFrozen uint32 = 2
@@ -32,15 +39,18 @@ const schemaFrozen uint32 = 2
 // name the spending input.
 const schemaSpenderVin uint32 = 3
 
-// raiseSchema adds to b the schema row of version schemaSpenderVin
-// when the store's is older: b is a block's batch, which may write spent
-// records of state 0x04. schemaRaised records it once b is committed.
-// Writer goroutine only.
+// schemaAssetRows is the first schema version that may hold asset rows.
+const schemaAssetRows uint32 = 4
+
+// raiseSchema adds to b the schema row of SchemaVersion when the store's
+// is older, and reports whether it did: b is a block's or a rollback's
+// batch, which may write spent records of state 0x04 and asset rows. The
+// caller sets s.schemaVersion once b is committed. Writer goroutine only.
 func (s *Store) raiseSchema(b *keyBatch) bool {
-	if s.schemaVersion >= schemaSpenderVin {
+	if s.schemaVersion >= SchemaVersion {
 		return false
 	}
-	sc := schema{version: schemaSpenderVin, dims: s.dims}
+	sc := schema{version: SchemaVersion, dims: s.dims}
 	_ = b.Set(keySchema, appendSchema(nil, &sc), nil)
 	return true
 }

@@ -319,8 +319,12 @@ func (s *Store) rollbackBlock(target uint64) (*changeset.Set, error) {
 		}
 	}
 	_ = b.Set(keyState, appendState(nil, &st), nil)
+	raised := s.raiseSchema(b) // its balance rows may have asset rows now
 	if err := s.commitKeys(b); err != nil {
 		return nil, fmt.Errorf("disk: commit rollback of %d: %w", h, err)
+	}
+	if raised {
+		s.schemaVersion = SchemaVersion
 	}
 	s.afterCommit(b)
 	s.reportLapses()

@@ -11,7 +11,8 @@ import (
 // TestSpenderVinCompat: a spend records the spending input (state 0x04);
 // a spent record written before that (state 0x02, as a schema-2 store holds
 // them) reads with the input unknown, never as input 0; and a schema-2
-// store is raised to 3 by the first block it applies, not by opening.
+// store is raised (to SchemaVersion) by the first block it applies, not by
+// opening.
 func TestSpenderVinCompat(t *testing.T) {
 	dir := t.TempDir()
 	st := stOpen(t, dir, disk.Options{})
@@ -50,8 +51,8 @@ func TestSpenderVinCompat(t *testing.T) {
 	// Turn the store into what a schema-2 binary wrote: schema row 2, and
 	// aliceOf2's record in state 0x02, without the input.
 	keySchema := []byte{0x01, 'V'}
-	if raw := stGetRaw(t, dir, keySchema); raw[3] != 3 {
-		t.Fatalf("schema row %x, want version 3", raw)
+	if raw := stGetRaw(t, dir, keySchema); raw[3] != byte(disk.SchemaVersion) {
+		t.Fatalf("schema row %x, want version %d", raw, disk.SchemaVersion)
 	}
 	stSetRaw(t, dir, keySchema, stUnhex(t, "00000002 01 01"))
 	key := append([]byte{0x02}, aliceOf2.TxHash[:]...)
@@ -76,7 +77,7 @@ func TestSpenderVinCompat(t *testing.T) {
 	next.Txs = next.Txs[:1]     // its spender's input is block 3's alice, whose hash is the same too
 	st.apply(next)
 	st.close()
-	if raw := stGetRaw(t, dir, keySchema); raw[3] != 3 {
-		t.Fatalf("schema row %x after a block, want version 3", raw)
+	if raw := stGetRaw(t, dir, keySchema); raw[3] != byte(disk.SchemaVersion) {
+		t.Fatalf("schema row %x after a block, want version %d", raw, disk.SchemaVersion)
 	}
 }

@@ -227,9 +227,9 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 		name string
 		row  string
 	}{
-		{"next version", "00000004 01 01"},
+		{"next version", "00000005 01 01"},
 		{"max version, unreadable rest", "ffffffff ffff"},
-		{"version only", "00000004"},
+		{"version only", "00000005"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			stSetRaw(t, dir, keySchema, stUnhex(t, c.row))

@@ -377,7 +377,7 @@ func (t *BlockTxn) Commit() (*changeset.Set, error) {
 		return nil, fmt.Errorf("disk: commit block %d: %w", h, err)
 	}
 	if raised {
-		s.schemaVersion = schemaSpenderVin
+		s.schemaVersion = SchemaVersion
 	}
 	s.counted(h)
 	s.afterCommit(b)

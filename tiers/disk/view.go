@@ -119,16 +119,22 @@ func (v *View) Balance(dim Dimension, value []byte) (chain.Balance, error) {
 	if err := v.s.checkDim(dim); err != nil {
 		return chain.Balance{}, err
 	}
+	dk := MakeDimKey(dim, value)
 	var kb [1 + dimKeySize]byte
-	raw, closer, err := v.snap.Get(appendBalanceKey(kb[:0], MakeDimKey(dim, value)))
+	raw, closer, err := v.snap.Get(appendBalanceKey(kb[:0], dk))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return chain.Balance{}, nil
 	}
 	if err != nil {
 		return chain.Balance{}, fmt.Errorf("disk: read balance: %w", err)
 	}
-	defer closer.Close()
-	return decodeBalance(raw)
+	r, err := decodeBalanceRow(raw)
+	closer.Close()
+	if err != nil || r.assetRows == 0 {
+		return r.bal, err
+	}
+	r.bal.Assets, err = readAssetRows(v.snap, dk, r.assetRows)
+	return r.bal, err
 }
 
 // ListQuery selects a page of a dimension value's live outputs.

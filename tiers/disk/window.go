@@ -93,17 +93,25 @@ const WindowIndexRowBytes = 300
 // copy, and the batch's spare room.
 const WindowIndexCopies = 2
 
+// WindowAssetRowBytes is what one asset of an output costs a window at its
+// peak in each balance it counts in (its address's and credentials', its
+// policy's and its own): the asset's delta, and the asset row it writes
+// (balanceasset.go) as collected and as Pebble's copy.
+// TestWindowMemoryEstimate measures it.
+const WindowAssetRowBytes = 300
+
 // WindowBlockBytes is what block b costs a catch-up window of s's memory at
 // most, at its peak: WindowChangeBytes per input and output (and one per
 // transaction), WindowOutputCopies times the variable bytes of its outputs,
 // and for each index row of an output beyond its address's (as the store's
 // dimensions list it) WindowIndexRowBytes and WindowIndexCopies times the
-// output's variable bytes. A spent output's rows are not known before the
-// window reads it: each input is counted with the mean index rows of the
-// block's outputs. The writer bounds a window with it
+// output's variable bytes, and WindowAssetRowBytes for each asset of it in
+// each balance it counts in. A spent output's rows are not known before the
+// window reads it: each input is counted with the mean index and asset rows
+// of the block's outputs. The writer bounds a window with it
 // (writer.Options.WindowBytes). Safe for concurrent use.
 func (s *Store) WindowBlockBytes(b *chain.Block) int64 {
-	var changes, inputs, outputs, variable, rows, rowBytes int64
+	var changes, inputs, outputs, variable, rows, rowBytes, assetRows int64
 	indexed := len(s.dims) > 1
 	var keys []DimKey
 	var filters []assetFilter
@@ -111,12 +119,20 @@ func (s *Store) WindowBlockBytes(b *chain.Block) int64 {
 		n := outputBytes(o)
 		variable += n
 		outputs++
-		if indexed {
-			u := chain.Utxo{Output: *o}
-			keys, filters = appendDimKeys(keys[:0], filters[:0], s.dims, s.dimFuncs, &u)
-			extra := int64(len(keys) - 1)
-			rows += extra
-			rowBytes += extra * n
+		if !indexed && len(o.Assets) == 0 {
+			return
+		}
+		u := chain.Utxo{Output: *o}
+		keys, filters = appendDimKeys(keys[:0], filters[:0], s.dims, s.dimFuncs, &u)
+		extra := int64(len(keys) - 1)
+		rows += extra
+		rowBytes += extra * n
+		for i := range filters {
+			for j := range o.Assets {
+				if filters[i].keep(&o.Assets[j]) {
+					assetRows++
+				}
+			}
 		}
 	}
 	for i := range b.Txs {
@@ -131,10 +147,12 @@ func (s *Store) WindowBlockBytes(b *chain.Block) int64 {
 			each(tx.CollateralReturn)
 		}
 	}
-	if outputs > 0 {
-		rows += (rows*inputs + outputs - 1) / outputs // the inputs', rounded up
+	if outputs > 0 { // the inputs', as many as the mean output's, rounded up
+		rows += (rows*inputs + outputs - 1) / outputs
+		assetRows += (assetRows*inputs + outputs - 1) / outputs
 	}
-	return changes*WindowChangeBytes + variable*WindowOutputCopies + rows*WindowIndexRowBytes + rowBytes*WindowIndexCopies
+	return changes*WindowChangeBytes + variable*WindowOutputCopies + rows*WindowIndexRowBytes + rowBytes*WindowIndexCopies +
+		assetRows*WindowAssetRowBytes
 }
 
 // outputBytes is the bytes of o whose size the producer chooses: its
@@ -532,7 +550,7 @@ func (t *BlockTxn) commitWindow() (*changeset.Set, error) {
 		return nil, fmt.Errorf("disk: commit window to block %d: %w", last, err)
 	}
 	if raised {
-		s.schemaVersion = schemaSpenderVin
+		s.schemaVersion = SchemaVersion
 	}
 	s.counted(w.blocks[0].height)
 	s.reportLapses()
