@@ -99,15 +99,8 @@ func CompactedTableBytes(s *Store) (int64, error) {
 // counter row (0x14 'c'). It returns the counter rows written.
 func DowngradeCounters(t testing.TB, dir string) int {
 	t.Helper()
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, it := rawBalanceRows(t, dir)
 	defer db.Close()
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixBalance}, UpperBound: []byte{prefixBalance + 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := db.NewBatch()
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
@@ -194,15 +187,8 @@ func IsBalanceRowKey(k []byte) bool { return len(k) == 1+dimKeySize && k[0] == p
 // asset rows go. It returns the rows rewritten.
 func DowngradeAssetRows(t testing.TB, dir string) int {
 	t.Helper()
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, it := rawBalanceRows(t, dir)
 	defer db.Close()
-	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixBalance}, UpperBound: []byte{prefixBalance + 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := db.NewBatch()
 	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
@@ -257,4 +243,21 @@ func StoredSchemaVersion(t testing.TB, s *Store) uint32 {
 		t.Fatal(err)
 	}
 	return sc.version
+}
+
+// rawBalanceRows opens the closed store in dir with plain Pebble, and an
+// iterator over its balance and asset rows (0x04); close the store once
+// done with both.
+func rawBalanceRows(t testing.TB, dir string) (*pebble.DB, *pebble.Iterator) {
+	t.Helper()
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixBalance}, UpperBound: []byte{prefixBalance + 1}})
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	return db, it
 }

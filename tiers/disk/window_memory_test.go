@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/utxo-cache/utxo-cache/cardano/credential"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/workload"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -28,10 +27,6 @@ import (
 func TestWindowMemoryEstimate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds stores of 20,000 UTXOs")
-	}
-	cardanoIndexes := disk.Options{
-		Dimensions: []disk.Dimension{disk.DimAddress, disk.DimPaymentCredential, disk.DimStakeCredential, disk.DimAssetPolicy, disk.DimAsset},
-		Derivers:   disk.Derivers{disk.DimPaymentCredential: credential.PaymentValues, disk.DimStakeCredential: credential.StakeValues},
 	}
 	for _, c := range []struct {
 		name    string
