@@ -75,6 +75,10 @@ type stackConfig struct {
 	noMemory bool // no memory tier
 	tiers    []cache.Tier
 	hot      int // query.Options.HotAddresses (0: default)
+	// byCost applies cost-based admission to the remote tiers; by default
+	// they are asked for every answer, so that tests of the tiers see them
+	// answer.
+	byCost *query.Admission
 	noWriter bool
 	wrap     func(api.Reader) api.Reader
 	noSpec   bool // skip the OpenAPI validation of every exchange
@@ -141,7 +145,11 @@ func newStack(t testing.TB, cfg stackConfig) *stack {
 		tiers = append(tiers, mem)
 	}
 	tiers = append(tiers, cfg.tiers...)
-	s.reads = query.New(store, query.Options{Tiers: tiers, HotAddresses: cfg.hot})
+	admission := query.Admission{All: true}
+	if cfg.byCost != nil {
+		admission = *cfg.byCost
+	}
+	s.reads = query.New(store, query.Options{Tiers: tiers, HotAddresses: cfg.hot, Admission: admission})
 	t.Cleanup(s.reads.Close)
 	s.w = writer.New(store, cfg.writer)
 	t.Cleanup(func() { _ = s.w.Close() })

@@ -17,6 +17,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/testredis"
+	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/tiers/redis"
 )
 
@@ -37,17 +38,23 @@ func TestMonotonicReadsUnderWrites(t *testing.T) {
 	for _, c := range []struct {
 		name          string
 		memory, redis bool
+		byCost        *query.Admission
 	}{
-		{"memory", true, false},
-		{"redis", false, true},
-		{"memory+redis", true, true},
-		{"disk", false, false},
+		{"memory", true, false, nil},
+		{"redis", false, true, nil},
+		{"memory+redis", true, true, nil},
+		// Every answer costs enough: each goes to Redis from its second
+		// computation on (the admission's skips, marks and fills).
+		{"redis-by-cost", false, true, &query.Admission{Factor: -1}},
+		{"disk", false, false, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := stackConfig{noSpec: true, noMemory: !c.memory}
+			cfg := stackConfig{noSpec: true, noMemory: !c.memory, byCost: c.byCost}
+			var rt *redis.Tier
 			if c.redis {
 				rs := testredis.Start(t)
-				rt, err := redis.New(redis.Options{URL: rs.URL(), Namespace: "mono", Logger: slog.New(slog.DiscardHandler)})
+				var err error
+				rt, err = redis.New(redis.Options{URL: rs.URL(), Namespace: "mono", Logger: slog.New(slog.DiscardHandler)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -55,6 +62,9 @@ func TestMonotonicReadsUnderWrites(t *testing.T) {
 				cfg.tiers = []cache.Tier{rt}
 			}
 			runMonotonic(t, newStack(t, cfg), uint64(rand.Int64()))
+			if rt != nil && !c.memory && rt.Stats().Hits == 0 {
+				t.Fatalf("Redis answered no read (stats %+v): the run proves nothing of it", rt.Stats())
+			}
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/bitcoin"
 	"github.com/utxo-cache/utxo-cache/cardano/n2n"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/replication/jetstream"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -73,6 +74,9 @@ type Config struct {
 	// Sentinels (exclusive with RedisURL), and the credentials and TLS of
 	// any deployment.
 	RedisDeployment RedisDeployment
+	// RedisAdmission decides which answers the Redis tier is asked for and
+	// filled with. Default: by cost (query.Admission).
+	RedisAdmission query.Admission
 
 	// AdminToken enables POST /v1/blocks and /v1/rollback; "": writes 403.
 	AdminToken string

@@ -163,7 +163,8 @@ func (n *Node) start(ctx context.Context) error {
 		tiers = append(tiers, rt)
 	}
 
-	n.reads = query.New(store, query.Options{Tiers: tiers, Metrics: query.NewMetrics(reg), Logger: log, Now: cfg.Now})
+	n.reads = query.New(store, query.Options{Tiers: tiers, Metrics: query.NewMetrics(reg), Logger: log, Now: cfg.Now,
+		Admission: cfg.RedisAdmission})
 	space, reserve := writerSpace(cfg.DataDir, cfg.DiskReserve)
 	n.w = writer.New(store, writer.Options{
 		SkipUnknownInputs: cfg.SkipUnknownInputs, Metrics: writer.NewMetrics(reg), Logger: log,

@@ -378,6 +378,7 @@ func (r *replica) openNode(ctx context.Context, name string) (*replicaNode, erro
 		shared = append(shared, r.rt)
 	}
 	n.reads = query.New(store, query.Options{Tiers: tiers, Shared: shared, Metrics: query.NewMetrics(n.reg), Logger: r.log, Now: r.cfg.Now,
+		Admission: r.cfg.RedisAdmission,
 		// n.f is set below, before the node serves any read.
 		FillShared: func() bool { return n.f.Verified() }})
 	n.w = writer.New(store, writer.Options{

@@ -341,9 +341,10 @@ func TestIndexesMatchModel(t *testing.T) {
 	poll(t, "the Redis tier healthy", rt.Healthy)
 	// Two servers: one reads memory then Redis, the other Redis alone, so
 	// each tier is the one that answers for some reads.
-	srv := query.New(store, query.Options{Tiers: []cache.Tier{mem, rt}, HotAddresses: -1})
+	all := query.Admission{All: true} // every answer through Redis
+	srv := query.New(store, query.Options{Tiers: []cache.Tier{mem, rt}, HotAddresses: -1, Admission: all})
 	defer srv.Close()
-	viaRedis := query.New(store, query.Options{Tiers: []cache.Tier{rt}, HotAddresses: -1})
+	viaRedis := query.New(store, query.Options{Tiers: []cache.Tier{rt}, HotAddresses: -1, Admission: all})
 	defer viaRedis.Close()
 	w := writer.New(store, writer.Options{})
 	defer w.Close()

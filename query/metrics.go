@@ -10,6 +10,8 @@ import (
 // nothing. Create with NewMetrics on the caller's registry.
 type Metrics struct {
 	lookups   *prometheus.CounterVec
+	skipped   *prometheus.CounterVec
+	threshold *prometheus.GaugeVec
 	diskReads prometheus.Counter
 	guards    prometheus.Counter
 	warms     prometheus.Counter
@@ -26,6 +28,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "utxo_cache_tier_lookups_total",
 			Help: "Cache lookups by tier and result (hit, miss).",
 		}, []string{"tier", "result"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "utxo_cache_tier_skipped_total",
+			Help: "Reads a remote tier was not asked for: the answer costs the store less than a round trip to the tier (cost-based admission).",
+		}, []string{"tier"}),
+		threshold: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "utxo_cache_tier_admission_threshold_seconds",
+			Help: "Least time computing an answer from the store must take for a remote tier to be asked for and filled with it (cost-based admission).",
+		}, []string{"tier"}),
 		diskReads: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "utxo_cache_disk_reads_total",
 			Help: "Answers computed from a disk snapshot (after singleflight collapsing).",
@@ -55,18 +65,38 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Height of the tip reads are answered from.",
 		}),
 	}
-	reg.MustRegister(m.lookups, m.diskReads, m.guards, m.warms, m.fromCS, m.kept, m.patched, m.tipHeight)
+	reg.MustRegister(m.lookups, m.skipped, m.threshold, m.diskReads, m.guards, m.warms, m.fromCS, m.kept, m.patched, m.tipHeight)
 	return m
 }
 
-// tierCounters are one tier's lookup counters; the zero value counts nothing.
-type tierCounters struct{ hit, miss prometheus.Counter }
+// tierCounters are one tier's lookup counters, and for a remote tier its
+// skipped reads and admission threshold; the zero value counts nothing.
+type tierCounters struct {
+	hit, miss, skip prometheus.Counter
+	threshold       prometheus.Gauge
+}
 
-func (m *Metrics) forTier(tier string) tierCounters {
+func (m *Metrics) forTier(tier string, remote bool) tierCounters {
 	if m == nil {
 		return tierCounters{}
 	}
-	return tierCounters{hit: m.lookups.WithLabelValues(tier, "hit"), miss: m.lookups.WithLabelValues(tier, "miss")}
+	c := tierCounters{hit: m.lookups.WithLabelValues(tier, "hit"), miss: m.lookups.WithLabelValues(tier, "miss")}
+	if remote {
+		c.skip, c.threshold = m.skipped.WithLabelValues(tier), m.threshold.WithLabelValues(tier)
+	}
+	return c
+}
+
+func (c tierCounters) skipped() {
+	if c.skip != nil {
+		c.skip.Inc()
+	}
+}
+
+func (c tierCounters) setThreshold(ns int64) {
+	if c.threshold != nil {
+		c.threshold.Set(float64(ns) / 1e9)
+	}
 }
 
 func (c tierCounters) count(hit bool) {

@@ -57,7 +57,8 @@ func testRedisRestored(t *testing.T, withMemory bool) {
 	defer rt.Close()
 	poll(t, "the Redis tier healthy", rt.Healthy)
 
-	srv := query.New(store, query.Options{Tiers: []cache.Tier{rt}, HotAddresses: -1})
+	all := query.Admission{All: true} // every answer through Redis
+	srv := query.New(store, query.Options{Tiers: []cache.Tier{rt}, HotAddresses: -1, Admission: all})
 	defer srv.Close()
 	fresh := query.New(store, query.Options{HotAddresses: -1}) // no tiers: every answer read from the disk
 	defer fresh.Close()
@@ -129,7 +130,7 @@ func testRedisRestored(t *testing.T, withMemory bool) {
 			t.Fatal(err)
 		}
 		defer mem.Close()
-		after = query.New(store, query.Options{Tiers: []cache.Tier{mem, rt}, HotAddresses: -1})
+		after = query.New(store, query.Options{Tiers: []cache.Tier{mem, rt}, HotAddresses: -1, Admission: all})
 		defer after.Close()
 		w.Subscribe(after)
 	}

@@ -57,6 +57,10 @@ type Options struct {
 	// replica's back must not spread to every node sharing the tier). Nil:
 	// always. Entries read from Shared are copied to Tiers either way.
 	FillShared func() bool
+	// Admission decides which answers the remote tiers among Tiers and
+	// Shared (Redis) are asked for and filled with (admit.go). Default: by
+	// cost.
+	Admission Admission
 	// HotAddresses is how many frequently read addresses are re-warmed after
 	// a change touches them (their balance from the change itself, their
 	// first pages from the disk). Default 1024; negative disables warming.
@@ -195,7 +199,10 @@ type Server struct {
 	// tierCounters[i] are the hit and miss counters of tiers[i], resolved
 	// once (a label lookup per read shows in profiles).
 	tierCounters []tierCounters
-	warmQ        chan string // addresses to re-warm; never blocks the writer
+	// admit[i] applies Options.Admission to tiers[i] when it is remote
+	// (nil for a tier in process).
+	admit []*admitter
+	warmQ chan string // addresses to re-warm; never blocks the writer
 	// queued holds the addresses in warmQ, each with whether its balance
 	// needs a disk read: an address is queued once however many changes
 	// touch it before the warmer gets to it (the warmer reads the latest
@@ -231,7 +238,15 @@ func New(store Store, opts Options) *Server {
 		clock:      opts.Now,
 	}
 	for _, t := range s.tiers {
-		s.tierCounters = append(s.tierCounters, s.m.forTier(t.Name()))
+		var ad *admitter
+		if r, ok := t.(remoteTier); ok && r.Remote() {
+			ad = newAdmitter(opts.Admission)
+		}
+		s.admit = append(s.admit, ad)
+		s.tierCounters = append(s.tierCounters, s.m.forTier(t.Name(), ad != nil))
+		if ad != nil {
+			s.tierCounters[len(s.tierCounters)-1].setThreshold(ad.threshold())
+		}
 	}
 	for _, t := range s.tiers[:s.owned] {
 		if p, ok := t.(peekTier); ok {
@@ -403,7 +418,10 @@ func (s *Server) putBalance(a string, b *chain.Balance, cs *changeset.Set) {
 	e := cache.Entry{Seq: cs.Seq, Tip: cs.NewTip, Status: 200, Body: body, ETag: etagOf(body)}
 	ctx := context.Background()
 	key, guard := "b|"+a, addressGuard(a)
-	for _, t := range s.tiers[:s.owned] {
+	for i, t := range s.tiers[:s.owned] {
+		if ad := s.admit[i]; ad != nil && !ad.ask(key) {
+			continue // not worth the remote tier's round trip
+		}
 		fill(ctx, t, key, guard, e)
 	}
 	s.m.warmedFromChange()
@@ -658,7 +676,20 @@ type compute func(v *disk.View, body []byte) ([]byte, error)
 func (s *Server) read(ctx context.Context, key, guard string, fn compute) (Answer, error) {
 	pub := s.store.Published()
 	for i, t := range s.tiers {
+		ad := s.admit[i]
+		if ad != nil && !ad.ask(key) {
+			s.tierCounters[i].skipped()
+			continue
+		}
+		var asked time.Time
+		if ad != nil {
+			asked = time.Now()
+		}
 		e, ok := t.Get(ctx, key, guard)
+		if ad != nil {
+			ad.roundTrip(time.Since(asked))
+			s.tierCounters[i].setThreshold(ad.threshold())
+		}
 		ahead := ok && e.Seq > pub.Seq
 		if ahead && e.Seq > s.store.Published().Seq {
 			// Computed by a node ahead of this one (a shared tier on a
@@ -718,7 +749,9 @@ func (s *Server) compute(ctx context.Context, key, guard string, fn compute) (*c
 	defer view.Close()
 	s.m.diskRead()
 	buf := getAnswerBuf()
+	began := time.Now()
 	body, err := fn(view, *buf)
+	cost := time.Since(began)
 	*buf = body
 	status := 200
 	var st Status
@@ -733,9 +766,16 @@ func (s *Server) compute(ctx context.Context, key, guard string, fn compute) (*c
 		return nil, err
 	}
 	e := cache.Entry{Seq: view.State().Seq, Tip: view.Tip(), Status: status, Body: body, ETag: etagOf(body)}
-	fillTo := s.tiers
-	if s.fillShared != nil && !s.fillShared() {
-		fillTo = s.tiers[:s.owned]
+	var to [4]cache.Tier
+	fillTo := to[:0]
+	shared := s.fillShared == nil || s.fillShared()
+	for i, t := range s.tiers {
+		if ad := s.admit[i]; ad != nil && !ad.computed(key, cost) {
+			continue // not worth the remote tier's round trip (admit.go)
+		}
+		if i < s.owned || shared {
+			fillTo = append(fillTo, t)
+		}
 	}
 	if len(fillTo) == 0 {
 		return &computed{e: e, buf: buf}, nil
@@ -747,6 +787,10 @@ func (s *Server) compute(ctx context.Context, key, guard string, fn compute) (*c
 	}
 	return &computed{e: e}, nil
 }
+
+// remoteTier is a tier whose every Get is a network round trip (the Redis
+// tier): Options.Admission applies to it.
+type remoteTier interface{ Remote() bool }
 
 // fill stores e in t, off the read path when t can (cache.AsyncSetter).
 func fill(ctx context.Context, t cache.Tier, key, guard string, e cache.Entry) {

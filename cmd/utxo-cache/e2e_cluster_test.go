@@ -16,7 +16,7 @@ import (
 func serveOnRedis(t *testing.T, flags []string, disturbances []func(steps func(int))) {
 	dir := filepath.Join(t.TempDir(), "store")
 	r := newE2ERun(t, e2eSeedFor(t))
-	args := append([]string{"--memory-cache-bytes", "0", "--redis-timeout", "250ms"}, flags...)
+	args := append([]string{"--memory-cache-bytes", "0", "--redis-timeout", "250ms", "--redis-admission", "all"}, flags...)
 	r.p = startServe(t, dir, args...)
 	steps := func(n int) {
 		for range n {

@@ -875,7 +875,7 @@ func TestServeEndToEndRedis(t *testing.T) {
 	r := newE2ERun(t, e2eSeedFor(t))
 	// A generous call timeout: a tier that times out degrades until its next
 	// probe, which is correct but would make the hit counts below slow to move.
-	r.p = startServe(t, dir, "--redis-url", rs.URL(), "--memory-cache-bytes", "0", "--redis-timeout", "250ms")
+	r.p = startServe(t, dir, "--redis-url", rs.URL(), "--memory-cache-bytes", "0", "--redis-timeout", "250ms", "--redis-admission", "all")
 	steps := func(n int) {
 		for range n {
 			r.randomStep()

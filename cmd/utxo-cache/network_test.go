@@ -225,10 +225,10 @@ func TestReplicaPartitioned(t *testing.T) {
 	// its own, which the partition leaves reachable: while the writer
 	// fills it with newer answers, the replica must not serve them.
 	redisURL := netRedis(t, hosts[2])
-	nt.startWriter("--redis-url", redisURL, "--redis-timeout", "250ms")
+	nt.startWriter("--redis-url", redisURL, "--redis-timeout", "250ms", "--redis-admission", "all")
 	wurl := "http://" + nt.writer.AddrPort(netPort)
 	cut := nt.replica(hosts[0], wurl)
-	blocked := nt.replica(hosts[1], wurl, "--redis-url", redisURL, "--redis-timeout", "250ms", "--memory-cache-bytes", "0")
+	blocked := nt.replica(hosts[1], wurl, "--redis-url", redisURL, "--redis-timeout", "250ms", "--redis-admission", "all", "--memory-cache-bytes", "0")
 	reps := []*netReplica{cut, blocked}
 	began := time.Now()
 	phase := func(name string) {

@@ -29,6 +29,11 @@ func TestRedisFlagsRefused(t *testing.T) {
 		{"TLS twice", []string{"--redis-url", "rediss://127.0.0.1:6379/0", "--redis-tls"}, []string{"already asks for TLS"}},
 		{"TLS with redis://", []string{"--redis-url", "redis://127.0.0.1:6379/0", "--redis-tls"}, []string{"write rediss://"}},
 		{"CA without TLS", []string{"--redis-cluster", "127.0.0.1:7000", "--redis-ca-file", pw}, []string{"--redis-ca-file needs --redis-tls"}},
+		{"unknown admission", []string{"--redis-url", "redis://127.0.0.1:6379/0", "--redis-admission", "some"}, []string{`--redis-admission "some"`, "want cost or all"}},
+		{"admission without a tier", []string{"--redis-admission", "all"}, []string{"need a Redis tier"}},
+		{"min cost without a tier", []string{"--redis-min-cost", "1ms"}, []string{"need a Redis tier"}},
+		{"negative min cost", []string{"--redis-url", "redis://127.0.0.1:6379/0", "--redis-min-cost", "-1ms"}, []string{"--redis-min-cost -1ms", "0 or more"}},
+		{"min cost with all", []string{"--redis-url", "redis://127.0.0.1:6379/0", "--redis-admission", "all", "--redis-min-cost", "1ms"}, []string{"--redis-min-cost applies to --redis-admission cost"}},
 	} {
 		store := filepath.Join(dir, "refused")
 		args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data-dir", store}, c.args...)

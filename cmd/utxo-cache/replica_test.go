@@ -483,7 +483,7 @@ func TestReplicas(t *testing.T) {
 	rt := &replicaTest{
 		t: t, r: newE2ERun(t, seed), wdir: filepath.Join(t.TempDir(), "writer"),
 		wextra: []string{"--replication-token", replToken, "--replication-retention", strconv.Itoa(replRetention),
-			"--redis-url", rs.URL(), "--redis-timeout", "250ms", "--memory-cache-bytes", "16MiB"},
+			"--redis-url", rs.URL(), "--redis-timeout", "250ms", "--redis-admission", "all", "--memory-cache-bytes", "16MiB"},
 		faults: rand.New(rand.NewPCG(seed, 0xfa)),
 		hist:   map[uint64]e2eState{},
 	}
@@ -492,7 +492,7 @@ func TestReplicas(t *testing.T) {
 	// Replica a shares the writer's Redis and has no memory tier, so its
 	// reads go to the shared tier; replica b has its own memory tier only.
 	a := &testReplica{name: "replica a", dir: filepath.Join(t.TempDir(), "a"),
-		extra: []string{"--redis-url", rs.URL(), "--redis-timeout", "250ms", "--memory-cache-bytes", "0"}}
+		extra: []string{"--redis-url", rs.URL(), "--redis-timeout", "250ms", "--redis-admission", "all", "--memory-cache-bytes", "0"}}
 	b := &testReplica{name: "replica b", dir: filepath.Join(t.TempDir(), "b"), extra: []string{"--memory-cache-bytes", "16MiB"}}
 	for _, rp := range []*testReplica{a, b} {
 		rp.watch = newSeqWatch(t, rp.name)

@@ -24,6 +24,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/diskspace"
 	"github.com/utxo-cache/utxo-cache/node"
+	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/replication/jetstream"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -53,6 +54,8 @@ type serveSettings struct {
 	maxBlockMemory                                     string
 	blockMemory                                        int // parsed --max-block-memory
 	redisTTL, redisTimeout, shutdownTimeout, maxWait   time.Duration
+	redisAdmission                                     string
+	redisMinCost                                       time.Duration
 	stallTimeout                                       time.Duration
 	maxChangeStreams                                   int
 	maxEventStreams                                    int
@@ -109,6 +112,9 @@ func runServe(e *env, args []string) error {
 	maxBlockMemoryFlag(fs, &s.maxBlockMemory)
 	s.redis.register(fs)
 	fs.DurationVar(&s.redisTTL, "redis-ttl", 10*time.Minute, "lifetime of a Redis cache entry")
+	fs.StringVar(&s.redisAdmission, "redis-admission", "cost", "which answers the Redis tier is asked for and filled with (`RULE`): cost (those that took the store\n"+
+		"longer to compute than --redis-min-cost and twice the tier's measured round trip, computed twice on this node) or all")
+	fs.DurationVar(&s.redisMinCost, "redis-min-cost", 0, "with --redis-admission cost: the least time computing an answer must take for it to go to Redis (`DURATION`)")
 	fs.DurationVar(&s.redisTimeout, "redis-timeout", 50*time.Millisecond, "timeout of every Redis call; slower means the tier is skipped")
 	fs.StringVar(&s.adminListen, "admin-listen", "", "`ADDRESS` for pprof (/debug/pprof/); none: off")
 	fs.StringVar(&s.logLevel, "log-level", "info", "`LEVEL`: debug, info, warn or error")
@@ -282,6 +288,12 @@ func runServe(e *env, args []string) error {
 	if _, _, err := node.ParseIndexes(s.indexes); err != nil {
 		return usagef("--indexes: %v", err)
 	}
+	if _, err := s.admission(); err != nil {
+		return err
+	}
+	if (cl.given("redis-admission") || cl.given("redis-min-cost")) && s.redisURL == "" && s.redis.cluster == "" && s.redis.sentinelMaster == "" {
+		return usagef("--redis-admission and --redis-min-cost need a Redis tier (--redis-url, --redis-cluster or --redis-sentinel-master)")
+	}
 	// Not given: 0, the values the store recorded.
 	s.pruneDepth = storeDepth(cl, "prune-depth", s.pruneDepth)
 	s.rollbackWindow = storeDepth(cl, "rollback-window", s.rollbackWindow)
@@ -308,8 +320,27 @@ func runServe(e *env, args []string) error {
 	return serve(ctx, e, s, memBytes, logger)
 }
 
+// admission is the Redis tier's admission rule of --redis-admission and
+// --redis-min-cost.
+func (s serveSettings) admission() (query.Admission, error) {
+	if s.redisMinCost < 0 {
+		return query.Admission{}, usagef("--redis-min-cost %v: want a duration of 0 or more", s.redisMinCost)
+	}
+	switch s.redisAdmission {
+	case "cost":
+		return query.Admission{MinCost: s.redisMinCost}, nil
+	case "all":
+		if s.redisMinCost > 0 {
+			return query.Admission{}, usagef("--redis-min-cost applies to --redis-admission cost, not all")
+		}
+		return query.Admission{All: true}, nil
+	}
+	return query.Admission{}, usagef("--redis-admission %q: want cost or all", s.redisAdmission)
+}
+
 // nodeConfig is the node.Config of settings s.
 func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config {
+	admission, _ := s.admission()                        // checked by runServe
 	network, _ := bitcoin.ParseNetwork(s.bitcoinNetwork) // checked by runServe
 	magic, _ := n2n.ParseNetwork(s.cardanoNetwork)       // checked by runServe
 	var start *n2n.Point
@@ -336,6 +367,7 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 		RedisTTL:         s.redisTTL,
 		RedisTimeout:     s.redisTimeout,
 		RedisDeployment:  s.redis.deployment(),
+		RedisAdmission:   admission,
 
 		AdminToken:          s.adminToken,
 		WalletToken:         s.walletToken,

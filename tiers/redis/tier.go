@@ -443,6 +443,10 @@ func New(opts Options) (*Tier, error) {
 // Name implements cache.Tier.
 func (t *Tier) Name() string { return "redis" }
 
+// Remote reports that every Get is a network round trip: the query server
+// asks the tier only for answers that cost the store more (its admission).
+func (t *Tier) Remote() bool { return true }
+
 // Healthy reports whether the tier is serving: open, and not degraded.
 func (t *Tier) Healthy() bool { return t.up.Load() }
 

@@ -1,0 +1,189 @@
+package query_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/utxo-cache/utxo-cache/cache"
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/internal/testredis"
+	"github.com/utxo-cache/utxo-cache/query"
+	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/tiers/redis"
+	"github.com/utxo-cache/utxo-cache/writer"
+)
+
+// countedTier is the real Redis tier, counting what the server asks of it:
+// the calls themselves, at the moment they are made (fills leave the read
+// path, so the tier's own counters see them later).
+type countedTier struct {
+	*redis.Tier
+	gets, fills atomic.Int64
+}
+
+func (c *countedTier) Get(ctx context.Context, key, guard string) (cache.Entry, bool) {
+	c.gets.Add(1)
+	return c.Tier.Get(ctx, key, guard)
+}
+
+func (c *countedTier) Set(ctx context.Context, key, guard string, e cache.Entry) {
+	c.fills.Add(1)
+	c.Tier.Set(ctx, key, guard, e)
+}
+
+func (c *countedTier) SetAsync(key, guard string, e cache.Entry) {
+	c.fills.Add(1)
+	c.Tier.SetAsync(key, guard, e)
+}
+
+// TestAdmissionByCost holds the Redis tier's cost-based admission to its
+// rule over a real store and a real redis-server: an answer cheaper than
+// the threshold never costs a round trip or a fill (not on a read, not when
+// a change re-warms a hot address); an answer worth one is asked for from
+// its second computation, filled then, and served by Redis after; every
+// answer equals a fresh disk read throughout.
+func TestAdmissionByCost(t *testing.T) {
+	rs := testredis.Start(t)
+	store, err := disk.Open(t.TempDir(), disk.Options{PruneDepth: 1000, RollbackWindow: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	w := writer.New(store, writer.Options{})
+	defer w.Close()
+	ctx := context.Background()
+	height := uint64(0)
+	apply := func(n int) {
+		for range n {
+			height++
+			if _, err := w.Apply(ctx, moveBlock(height)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	apply(5)
+	// The outpoint read: the output of the last block, which the next one
+	// spends.
+	opHeight := height
+	fresh := query.New(store, query.Options{HotAddresses: -1})
+	defer fresh.Close()
+
+	reads := []struct {
+		name string
+		do   func(s *query.Server) (query.Answer, error)
+	}{
+		{"balance", func(s *query.Server) (query.Answer, error) { return s.Balance(ctx, "hot") }},
+		{"page", func(s *query.Server) (query.Answer, error) { return s.AddressUtxos(ctx, "hot", false, 10, "") }},
+		{"outpoint", func(s *query.Server) (query.Answer, error) {
+			return s.Utxo(ctx, chain.OutPoint{TxHash: hashOf('t', opHeight)})
+		}},
+	}
+	// read reads everything through s, fails on any difference from the
+	// disk, and returns how many answers came from Redis.
+	read := func(s *query.Server, when string) (fromRedis int) {
+		t.Helper()
+		for _, r := range reads {
+			got, err := r.do(s)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", when, r.name, err)
+			}
+			want, err := r.do(fresh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status != want.Status || got.Seq != want.Seq || !bytes.Equal(got.AppendBody(nil), want.AppendBody(nil)) {
+				t.Fatalf("%s: %s from the %s tier:\n got seq %d %s\nwant seq %d %s", when, r.name, got.Tier,
+					got.Seq, got.AppendBody(nil), want.Seq, want.AppendBody(nil))
+			}
+			if got.Tier == "redis" {
+				fromRedis++
+			}
+		}
+		return fromRedis
+	}
+	newTier := func(ns string) *countedTier {
+		rt, err := redis.New(redis.Options{URL: rs.URL(), Namespace: ns, CallTimeout: time.Second,
+			StartSeq: store.Published().Seq, PublishedSeq: func() uint64 { return store.Published().Seq },
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rt.Close() })
+		poll(t, "the Redis tier healthy", rt.Healthy)
+		return &countedTier{Tier: rt}
+	}
+
+	t.Run("cheap answers skip the tier", func(t *testing.T) {
+		ct := newTier("cheap")
+		reg := prometheus.NewRegistry()
+		// Nothing costs an hour: no answer is worth the round trip.
+		srv := query.New(store, query.Options{Tiers: []cache.Tier{ct}, Metrics: query.NewMetrics(reg),
+			Admission: query.Admission{MinCost: time.Hour}})
+		defer srv.Close()
+		w.Subscribe(srv)
+		// Enough reads to make "hot" a hot address (reads are sampled), so
+		// that the blocks below re-warm it: its balance from the change.
+		const rounds = 300
+		for range rounds {
+			read(srv, "cheap")
+		}
+		apply(3)
+		read(srv, "after 3 blocks")
+		if g, f := ct.gets.Load(), ct.fills.Load(); g != 0 || f != 0 {
+			t.Fatalf("the tier was asked %d times and filled %d times for answers not worth a round trip", g, f)
+		}
+		skipped := counterValue(t, reg, "utxo_cache_tier_skipped_total")
+		if want := float64(len(reads) * (rounds + 1)); skipped < want {
+			t.Fatalf("utxo_cache_tier_skipped_total = %v, want at least %v (every read)", skipped, want)
+		}
+	})
+
+	t.Run("expensive answers from the second computation", func(t *testing.T) {
+		ct := newTier("dear")
+		opHeight = height
+		// A negative Factor and no MinCost: every answer is worth it.
+		srv := query.New(store, query.Options{Tiers: []cache.Tier{ct}, HotAddresses: -1, Admission: query.Admission{Factor: -1}})
+		defer srv.Close()
+		w.Subscribe(srv)
+		n := int64(len(reads))
+		if read(srv, "first") != 0 || ct.gets.Load() != 0 || ct.fills.Load() != 0 {
+			t.Fatalf("first computation: %d gets, %d fills; want none (marked only)", ct.gets.Load(), ct.fills.Load())
+		}
+		if read(srv, "second") != 0 || ct.gets.Load() != n || ct.fills.Load() != n {
+			t.Fatalf("second computation: %d gets, %d fills; want %d of each", ct.gets.Load(), ct.fills.Load(), n)
+		}
+		// Fills land off the read path.
+		poll(t, "every answer from Redis", func() bool { return read(srv, "third") == len(reads) })
+
+		// A block changes every answer: the entries are invalidated, the
+		// keys stay marked, so the next computation fills at once.
+		apply(1)
+		fills := ct.fills.Load()
+		if read(srv, "after a block") != 0 || ct.fills.Load() != fills+n {
+			t.Fatalf("after a block: %d fills, want %d", ct.fills.Load()-fills, n)
+		}
+		poll(t, "every answer from Redis after the block", func() bool { return read(srv, "after a block") == len(reads) })
+	})
+}
+
+// counterValue returns the value of the one series of counter name on reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.Metric) == 1 {
+			return mf.Metric[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no single series %s on the registry", name)
+	return 0
+}
