@@ -78,7 +78,7 @@ type stackConfig struct {
 	// byCost applies cost-based admission to the remote tiers; by default
 	// they are asked for every answer, so that tests of the tiers see them
 	// answer.
-	byCost *query.Admission
+	byCost   *query.Admission
 	noWriter bool
 	wrap     func(api.Reader) api.Reader
 	noSpec   bool // skip the OpenAPI validation of every exchange
