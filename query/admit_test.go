@@ -49,6 +49,18 @@ func TestAdmitterRule(t *testing.T) {
 		t.Fatal("a 300µs answer is still worth a 1ms round trip")
 	}
 
+	// With no Get to measure, cheap computations let the estimate drift
+	// down, so that answers cheaper than a round trip measured high once
+	// are asked for again in time.
+	before := a.threshold()
+	for range 100_000 {
+		a.computed("p|a|100||cheap", 0)
+	}
+	if after := a.threshold(); after > before/3 || after == 0 {
+		t.Fatalf("threshold %v after 100,000 cheap computations, from %v: want it below a third, above 0",
+			time.Duration(after), time.Duration(before))
+	}
+
 	// MinCost is a floor under the measured threshold.
 	m := newAdmitter(Admission{MinCost: 5 * time.Millisecond})
 	if m.computed(key, time.Millisecond); m.ask(key) {

@@ -770,8 +770,12 @@ func (s *Server) compute(ctx context.Context, key, guard string, fn compute) (*c
 	fillTo := to[:0]
 	shared := s.fillShared == nil || s.fillShared()
 	for i, t := range s.tiers {
-		if ad := s.admit[i]; ad != nil && !ad.computed(key, cost) {
-			continue // not worth the remote tier's round trip (admit.go)
+		if ad := s.admit[i]; ad != nil {
+			admitted := ad.computed(key, cost)
+			s.tierCounters[i].setThreshold(ad.threshold())
+			if !admitted {
+				continue // not worth the remote tier's round trip (admit.go)
+			}
 		}
 		if i < s.owned || shared {
 			fillTo = append(fillTo, t)

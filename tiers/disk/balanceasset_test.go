@@ -2,10 +2,12 @@ package disk_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/utxo-cache/utxo-cache/cardano/credential"
@@ -89,7 +91,7 @@ func (l liveSet) balances(seen map[string]bool) map[string]chain.Balance {
 		seen[key] = true
 		b := chain.Balance{Count: s.count, Value: s.value}
 		for _, k := range slices.SortedFunc(maps.Keys(s.assets), func(x, y [2]string) int {
-			return cmpOr(bytes.Compare([]byte(x[0]), []byte(y[0])), bytes.Compare([]byte(x[1]), []byte(y[1])))
+			return cmp.Or(strings.Compare(x[0], y[0]), strings.Compare(x[1], y[1]))
 		}) {
 			if q := s.assets[k]; !q.IsZero() {
 				b.Assets = append(b.Assets, chain.AssetSum{Policy: []byte(k[0]), Name: []byte(k[1]), Quantity: q})
@@ -98,13 +100,6 @@ func (l liveSet) balances(seen map[string]bool) map[string]chain.Balance {
 		out[key] = b
 	}
 	return out
-}
-
-func cmpOr(a, b int) int {
-	if a != 0 {
-		return a
-	}
-	return b
 }
 
 // valueKey names a dimension value in the maps of liveSet.balances.

@@ -103,20 +103,12 @@ func DowngradeCounters(t testing.TB, dir string) int {
 	defer db.Close()
 	b := db.NewBatch()
 	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		if len(it.Key()) != 1+dimKeySize {
-			continue // an asset row
-		}
-		r, err := decodeBalanceRow(it.Value())
-		if err != nil {
-			t.Fatal(err)
-		}
+	forBalanceRows(t, it, nil, func(key []byte, k DimKey, r balanceRow) {
 		if r.ctr.zero() {
-			continue
+			return
 		}
-		var k DimKey
-		copy(k[:], it.Key()[1:])
 		if r.assetRows > 0 {
+			var err error
 			if r.bal.Assets, err = readAssetRows(db, k, r.assetRows); err != nil {
 				t.Fatal(err)
 			}
@@ -125,16 +117,13 @@ func DowngradeCounters(t testing.TB, dir string) int {
 			}
 		}
 		if r.bal.Count == 0 {
-			_ = b.Delete(it.Key(), nil)
+			_ = b.Delete(key, nil)
 		} else {
-			_ = b.Set(it.Key(), appendBalance(nil, &r.bal), nil)
+			_ = b.Set(key, appendBalance(nil, &r.bal), nil)
 		}
 		_ = b.Set(counterRowKey(nil, k), appendCounterRow(nil, &r.ctr), nil)
 		n++
-	}
-	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		t.Fatal(err)
-	}
+	})
 	if err := b.Commit(pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
@@ -191,29 +180,19 @@ func DowngradeAssetRows(t testing.TB, dir string) int {
 	defer db.Close()
 	b := db.NewBatch()
 	n := 0
-	for ok := it.First(); ok; ok = it.Next() {
-		if len(it.Key()) != 1+dimKeySize {
-			_ = b.Delete(it.Key(), nil) // an asset row: listed in its balance row below
-			continue
-		}
-		r, err := decodeBalanceRow(it.Value())
-		if err != nil {
-			t.Fatal(err)
-		}
+	forBalanceRows(t, it, func(key []byte) {
+		_ = b.Delete(key, nil) // an asset row: listed in its balance row below
+	}, func(key []byte, k DimKey, r balanceRow) {
 		if r.assetRows == 0 {
-			continue
+			return
 		}
-		var k DimKey
-		copy(k[:], it.Key()[1:])
+		var err error
 		if r.bal.Assets, err = readAssetRows(db, k, r.assetRows); err != nil {
 			t.Fatal(err)
 		}
-		_ = b.Set(it.Key(), appendBalanceRow(nil, &r.bal, &r.ctr), nil)
+		_ = b.Set(key, appendBalanceRow(nil, &r.bal, &r.ctr), nil)
 		n++
-	}
-	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		t.Fatal(err)
-	}
+	})
 	raw, closer, err := db.Get(keySchema)
 	if err != nil {
 		t.Fatal(err)
@@ -243,6 +222,31 @@ func StoredSchemaVersion(t testing.TB, s *Store) uint32 {
 		t.Fatal(err)
 	}
 	return sc.version
+}
+
+// forBalanceRows calls row with each balance row of it (from
+// rawBalanceRows), decoded, and asset (when not nil) with the key of each
+// asset row, then closes it.
+func forBalanceRows(t testing.TB, it *pebble.Iterator, asset func(key []byte), row func(key []byte, k DimKey, r balanceRow)) {
+	t.Helper()
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(it.Key()) != 1+dimKeySize {
+			if asset != nil {
+				asset(it.Key())
+			}
+			continue
+		}
+		r, err := decodeBalanceRow(it.Value())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var k DimKey
+		copy(k[:], it.Key()[1:])
+		row(it.Key(), k, r)
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // rawBalanceRows opens the closed store in dir with plain Pebble, and an
