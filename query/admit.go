@@ -52,13 +52,23 @@ const admitSlots = 1 << 16
 // first Gets it admits.
 const defaultRoundTrip = 50 * time.Microsecond
 
+// rttFrac is the fractional bits of admitter.rtt; driftShift makes each
+// cheap computation take 1/65536 of it.
+const (
+	rttFrac    = 16
+	driftShift = 16
+)
+
 // admitter applies an Admission to one remote tier. Safe for concurrent use.
 type admitter struct {
 	all     bool
-	minCost int64        // ns
-	factor  float64      // of rtt
-	rtt     atomic.Int64 // ns, exponentially weighted mean of Gets
-	seed    maphash.Seed
+	minCost int64   // ns
+	factor  float64 // of rtt
+	// rtt is the exponentially weighted mean of the tier's Gets, in ns
+	// << rttFrac (fixed point, so that the drift below is exact at any
+	// size).
+	rtt  atomic.Int64
+	seed maphash.Seed
 	// marks[h&mask] == h|1 marks the key of hash h as worth a round trip.
 	marks []atomic.Uint64
 }
@@ -72,7 +82,7 @@ func newAdmitter(a Admission) *admitter {
 		f = 0
 	}
 	ad := &admitter{all: a.All, minCost: int64(a.MinCost), factor: f, seed: maphash.MakeSeed()}
-	ad.rtt.Store(int64(defaultRoundTrip))
+	ad.rtt.Store(int64(defaultRoundTrip) << rttFrac)
 	if !a.All {
 		ad.marks = make([]atomic.Uint64, admitSlots)
 	}
@@ -109,7 +119,7 @@ func (a *admitter) computed(key string, cost time.Duration) bool {
 		// pull it back; 1/65536 per computation keeps the pull the
 		// stronger by far (halving takes some 45,000 computations).
 		rtt := a.rtt.Load()
-		a.rtt.Store(rtt - rtt>>16)
+		a.rtt.Store(rtt - rtt>>driftShift)
 		return false
 	}
 	// Marked already: the second expensive computation fills.
@@ -119,12 +129,13 @@ func (a *admitter) computed(key string, cost time.Duration) bool {
 // roundTrip records a Get of the tier that took d.
 func (a *admitter) roundTrip(d time.Duration) {
 	old := a.rtt.Load()
+	sample := int64(d) << rttFrac
 	// A lost update between concurrent Gets only drops a sample.
-	a.rtt.Store(old + (int64(d)-old)/16)
+	a.rtt.Store(old + (sample-old)/16)
 }
 
 // threshold is the least computing time, in ns, worth a round trip.
 func (a *admitter) threshold() int64 {
-	t := int64(math.Round(a.factor * float64(a.rtt.Load())))
+	t := int64(math.Round(a.factor * float64(a.rtt.Load()>>rttFrac)))
 	return max(t, a.minCost)
 }

@@ -51,14 +51,18 @@ func TestAdmitterRule(t *testing.T) {
 
 	// With no Get to measure, cheap computations let the estimate drift
 	// down, so that answers cheaper than a round trip measured high once
-	// are asked for again in time.
-	before := a.threshold()
-	for range 100_000 {
-		a.computed("p|a|100||cheap", 0)
-	}
-	if after := a.threshold(); after > before/3 || after == 0 {
-		t.Fatalf("threshold %v after 100,000 cheap computations, from %v: want it below a third, above 0",
-			time.Duration(after), time.Duration(before))
+	// are asked for again in time: from a round trip of 1ms, and from the
+	// first guess (50µs: under 65,536 ns, where a drift of 1/65536 in whole
+	// nanoseconds would round to nothing).
+	for _, d := range []*admitter{a, newAdmitter(Admission{})} {
+		before := d.threshold()
+		for range 100_000 {
+			d.computed("p|a|100||cheap", 0)
+		}
+		if after := d.threshold(); after > before/3 || after == 0 {
+			t.Fatalf("threshold %v after 100,000 cheap computations, from %v: want it below a third, above 0",
+				time.Duration(after), time.Duration(before))
+		}
 	}
 
 	// MinCost is a floor under the measured threshold.
