@@ -75,8 +75,8 @@ type Config struct {
 	// any deployment.
 	RedisDeployment RedisDeployment
 	// RedisAdmission decides which answers the Redis tier is asked for and
-	// filled with. Default: by cost (query.Admission).
-	RedisAdmission query.Admission
+	// filled with (ParseAdmission). Default: by cost.
+	RedisAdmission Admission
 
 	// AdminToken enables POST /v1/blocks and /v1/rollback; "": writes 403.
 	AdminToken string
@@ -316,4 +316,25 @@ func (c Config) redisOptions() redis.Options {
 	return redis.Options{URL: c.RedisURL, TTL: c.RedisTTL, CallTimeout: c.RedisTimeout,
 		ClusterAddrs: d.ClusterAddrs, ClusterURL: d.ClusterURL, SentinelMaster: d.SentinelMaster, SentinelAddrs: d.SentinelAddrs,
 		Username: d.Username, Password: d.Password, TLS: d.TLS, CAFile: d.CAFile}
+}
+
+// Admission is the Redis tier's admission rule (query.Admission).
+type Admission = query.Admission
+
+// ParseAdmission returns the admission rule of --redis-admission (cost or
+// all) and --redis-min-cost (at least 0; with cost only).
+func ParseAdmission(rule string, minCost time.Duration) (Admission, error) {
+	if minCost < 0 {
+		return Admission{}, fmt.Errorf("--redis-min-cost %v: want a duration of 0 or more", minCost)
+	}
+	switch rule {
+	case "cost":
+		return Admission{MinCost: minCost}, nil
+	case "all":
+		if minCost > 0 {
+			return Admission{}, errors.New("--redis-min-cost applies to --redis-admission cost, not all")
+		}
+		return Admission{All: true}, nil
+	}
+	return Admission{}, fmt.Errorf("--redis-admission %q: want cost or all", rule)
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/diskspace"
 	"github.com/utxo-cache/utxo-cache/node"
-	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/replication/jetstream"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -322,20 +321,12 @@ func runServe(e *env, args []string) error {
 
 // admission is the Redis tier's admission rule of --redis-admission and
 // --redis-min-cost.
-func (s serveSettings) admission() (query.Admission, error) {
-	if s.redisMinCost < 0 {
-		return query.Admission{}, usagef("--redis-min-cost %v: want a duration of 0 or more", s.redisMinCost)
+func (s serveSettings) admission() (node.Admission, error) {
+	a, err := node.ParseAdmission(s.redisAdmission, s.redisMinCost)
+	if err != nil {
+		return a, usagef("%v", err)
 	}
-	switch s.redisAdmission {
-	case "cost":
-		return query.Admission{MinCost: s.redisMinCost}, nil
-	case "all":
-		if s.redisMinCost > 0 {
-			return query.Admission{}, usagef("--redis-min-cost applies to --redis-admission cost, not all")
-		}
-		return query.Admission{All: true}, nil
-	}
-	return query.Admission{}, usagef("--redis-admission %q: want cost or all", s.redisAdmission)
+	return a, nil
 }
 
 // nodeConfig is the node.Config of settings s.
