@@ -29,11 +29,13 @@ help: ## list the targets (the default)
 build: ## build the binary (BIN, default bin/utxo-cache)
 	$(GO) build -o $(BIN) ./cmd/utxo-cache
 
-test: ## run every test with the race detector (tests that need redis-server use the one on PATH), then test-norace, test-loadtest and test-deploy
+# test-loadtest and test-deploy run side by side: both mostly wait on the
+# processes and containers they start (about 2.5 and 2 minutes alone), and
+# -O keeps each one's output together.
+test: ## run every test with the race detector (tests that need redis-server use the one on PATH), then test-norace, then test-loadtest beside test-deploy
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@$(MAKE) --no-print-directory test-norace
-	@$(MAKE) --no-print-directory test-loadtest
-	@$(MAKE) --no-print-directory test-deploy
+	@$(MAKE) --no-print-directory -j2 -O test-loadtest test-deploy
 
 # loadtest/ is a Go module of its own (the load harness and its binary,
 # utxo-loadtest), so that the service's binary, image and go.mod carry no
