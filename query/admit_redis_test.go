@@ -1,7 +1,6 @@
 package query_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"sync/atomic"
@@ -74,38 +73,16 @@ func TestAdmissionByCost(t *testing.T) {
 	fresh := query.New(store, query.Options{HotAddresses: -1})
 	defer fresh.Close()
 
-	reads := []struct {
-		name string
-		do   func(s *query.Server) (query.Answer, error)
-	}{
+	reads := []namedRead{
 		{"balance", func(s *query.Server) (query.Answer, error) { return s.Balance(ctx, "hot") }},
 		{"page", func(s *query.Server) (query.Answer, error) { return s.AddressUtxos(ctx, "hot", false, 10, "") }},
 		{"outpoint", func(s *query.Server) (query.Answer, error) {
 			return s.Utxo(ctx, chain.OutPoint{TxHash: hashOf('t', opHeight)})
 		}},
 	}
-	// read reads everything through s, fails on any difference from the
-	// disk, and returns how many answers came from Redis.
 	read := func(s *query.Server, when string) (fromRedis int) {
 		t.Helper()
-		for _, r := range reads {
-			got, err := r.do(s)
-			if err != nil {
-				t.Fatalf("%s: %s: %v", when, r.name, err)
-			}
-			want, err := r.do(fresh)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Status != want.Status || got.Seq != want.Seq || !bytes.Equal(got.AppendBody(nil), want.AppendBody(nil)) {
-				t.Fatalf("%s: %s from the %s tier:\n got seq %d %s\nwant seq %d %s", when, r.name, got.Tier,
-					got.Seq, got.AppendBody(nil), want.Seq, want.AppendBody(nil))
-			}
-			if got.Tier == "redis" {
-				fromRedis++
-			}
-		}
-		return fromRedis
+		return compareReads(t, s, fresh, reads, when)
 	}
 	newTier := func(ns string) *countedTier {
 		rt, err := redis.New(redis.Options{URL: rs.URL(), Namespace: ns, CallTimeout: time.Second,

@@ -76,10 +76,7 @@ func testRedisRestored(t *testing.T, withMemory bool) {
 
 	// The reads: "hot"'s balance and listings hold one output of value h at
 	// height h, and outpoint (t 5, 0) is live at 5 and spent at 6.
-	reads := []struct {
-		name string
-		do   func(s *query.Server) (query.Answer, error)
-	}{
+	reads := []namedRead{
 		{"balance", func(s *query.Server) (query.Answer, error) { return s.Balance(ctx, "hot") }},
 		{"listing", func(s *query.Server) (query.Answer, error) { return s.AddressUtxos(ctx, "hot", false, 10, "") }},
 		{"listing desc", func(s *query.Server) (query.Answer, error) { return s.AddressUtxos(ctx, "hot", true, 10, "") }},
@@ -87,29 +84,9 @@ func testRedisRestored(t *testing.T, withMemory bool) {
 			return s.Utxo(ctx, chain.OutPoint{TxHash: hashOf('t', 5)})
 		}},
 	}
-	// checkAll reads everything through s and from the disk, and fails on
-	// any difference; it returns how many answers came from Redis.
 	checkAll := func(s *query.Server, when string) (fromRedis int) {
 		t.Helper()
-		for _, r := range reads {
-			got, err := r.do(s)
-			if err != nil {
-				t.Fatalf("%s: %s: %v", when, r.name, err)
-			}
-			want, err := r.do(fresh)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Status != want.Status || got.Seq != want.Seq || got.Tip != want.Tip ||
-				!bytes.Equal(got.AppendBody(nil), want.AppendBody(nil)) {
-				t.Fatalf("%s: %s from the %s tier:\n got seq %d %s\nwant seq %d %s (the disk)",
-					when, r.name, got.Tier, got.Seq, got.AppendBody(nil), want.Seq, want.AppendBody(nil))
-			}
-			if got.Tier == "redis" {
-				fromRedis++
-			}
-		}
-		return fromRedis
+		return compareReads(t, s, fresh, reads, when)
 	}
 
 	apply(1, 5)
@@ -144,6 +121,38 @@ func testRedisRestored(t *testing.T, withMemory bool) {
 	for range 10 {
 		checkAll(after, "after the restore and two blocks")
 	}
+}
+
+// namedRead is one read a test makes of a server.
+type namedRead struct {
+	name string
+	do   func(s *query.Server) (query.Answer, error)
+}
+
+// compareReads makes every read through s and through fresh (a server with
+// no tiers: the disk), fails on any difference, and returns how many of s's
+// answers came from Redis.
+func compareReads(t *testing.T, s, fresh *query.Server, reads []namedRead, when string) (fromRedis int) {
+	t.Helper()
+	for _, r := range reads {
+		got, err := r.do(s)
+		if err != nil {
+			t.Fatalf("%s: %s: %v", when, r.name, err)
+		}
+		want, err := r.do(fresh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != want.Status || got.Seq != want.Seq || got.Tip != want.Tip ||
+			!bytes.Equal(got.AppendBody(nil), want.AppendBody(nil)) {
+			t.Fatalf("%s: %s from the %s tier:\n got seq %d %s\nwant seq %d %s (the disk)",
+				when, r.name, got.Tier, got.Seq, got.AppendBody(nil), want.Seq, want.AppendBody(nil))
+		}
+		if got.Tier == "redis" {
+			fromRedis++
+		}
+	}
+	return fromRedis
 }
 
 // poll waits until cond holds, or fails the test after 10s.
