@@ -1,10 +1,13 @@
 package query
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/utxo-cache/utxo-cache/chain"
 )
 
 // Admission is the rule that decides which answers a remote tier (a tier
@@ -40,8 +43,8 @@ type Admission struct {
 }
 
 // admitSlots is the size of a remote tier's table of marked keys (a
-// power of two).
-const admitSlots = 1 << 16
+// power of two): 2 MiB, room for the outpoints of batch lookups too.
+const admitSlots = 1 << 18
 
 // defaultRoundTrip is a remote tier's assumed Get time until the server
 // has measured one: a Redis on the same host. It errs low on purpose: the
@@ -71,7 +74,32 @@ type admitter struct {
 	seed maphash.Seed
 	// marks[h&mask] == h|1 marks the key of hash h as worth a round trip.
 	marks []atomic.Uint64
+
+	// Batch lookups (see "Batches" below). itemSeed hashes the outpoints
+	// a batch marks, apart from the single reads' marks of the same keys.
+	// itemCost is the mean time the store took per outpoint of a batch,
+	// itemTrip the mean time a batch Get of the tier took per key beyond
+	// one round trip; both ns << rttFrac, exponentially weighted (α 1/16),
+	// 0 until measured.
+	itemSeed           maphash.Seed
+	itemCost, itemTrip atomic.Int64
 }
+
+// Batches. A batch lookup (lookup.go) asks a remote tier for many outpoints
+// in one Get, which costs about rtt + n×itemTrip, against n×itemCost to read
+// them from the store. One outpoint alone is never worth a round trip (a
+// single Get of the store), but a batch of them can be, and once a batch
+// pays the round trip, each outpoint more costs it little (itemTrip, a
+// fraction of itemCost). So: a batch's outpoints are marked when a batch
+// read them from the store at a cost worth a round trip, and the tier is
+// filled with an outpoint on its second such read (an outpoint read once
+// never costs a fill). A batch asks the tier for every outpoint it still
+// needs when reading its marked ones from the store is expected to take
+// Factor times that Get (and at least MinCost): the unmarked ones ride
+// along for little, and may be there (filled by another node, or marked
+// before their slot went to another key). The marks of batches are their
+// own (itemSeed): an outpoint a batch marked is not asked for by a single
+// read, whose answer costs less than any round trip.
 
 func newAdmitter(a Admission) *admitter {
 	f := a.Factor
@@ -81,7 +109,7 @@ func newAdmitter(a Admission) *admitter {
 	case f < 0:
 		f = 0
 	}
-	ad := &admitter{all: a.All, minCost: int64(a.MinCost), factor: f, seed: maphash.MakeSeed()}
+	ad := &admitter{all: a.All, minCost: int64(a.MinCost), factor: f, seed: maphash.MakeSeed(), itemSeed: maphash.MakeSeed()}
 	ad.rtt.Store(int64(defaultRoundTrip) << rttFrac)
 	if !a.All {
 		ad.marks = make([]atomic.Uint64, admitSlots)
@@ -91,7 +119,20 @@ func newAdmitter(a Admission) *admitter {
 
 // mark returns key's slot and the value that marks it there.
 func (a *admitter) mark(key string) (*atomic.Uint64, uint64) {
-	h := maphash.String(a.seed, key)
+	return a.slotOf(maphash.String(a.seed, key))
+}
+
+// markItem is mark for an outpoint of a batch: its hash is of the
+// outpoint's bytes, so that a batch the tier is not asked for builds no
+// key.
+func (a *admitter) markItem(op chain.OutPoint) (*atomic.Uint64, uint64) {
+	var b [chain.HashSize + 4]byte
+	copy(b[:], op.TxHash[:])
+	binary.BigEndian.PutUint32(b[chain.HashSize:], op.Index)
+	return a.slotOf(maphash.Bytes(a.itemSeed, b[:]))
+}
+
+func (a *admitter) slotOf(h uint64) (*atomic.Uint64, uint64) {
 	return &a.marks[h&(admitSlots-1)], h | 1
 }
 
@@ -138,4 +179,88 @@ func (a *admitter) roundTrip(d time.Duration) {
 func (a *admitter) threshold() int64 {
 	t := int64(math.Round(a.factor * float64(a.rtt.Load()>>rttFrac)))
 	return max(t, a.minCost)
+}
+
+// markedItem reports whether a batch marked op.
+func (a *admitter) markedItem(op chain.OutPoint) bool {
+	if a.all {
+		return true
+	}
+	slot, v := a.markItem(op)
+	return slot.Load() == v
+}
+
+// batchWorth reports whether n outpoints that the store reads in cost
+// (ns) are worth one batch Get of the tier.
+func (a *admitter) batchWorth(n int, cost int64) bool {
+	if a.all {
+		return true
+	}
+	trip := float64(a.rtt.Load()>>rttFrac) + float64(n)*float64(a.itemTrip.Load()>>rttFrac)
+	return float64(cost) >= a.factor*trip && cost >= a.minCost
+}
+
+// askBatch reports whether a batch that needs n outpoints, marked of them,
+// should ask the tier for all n: whether the store is expected to take
+// Factor times the Get of n to read the marked ones.
+func (a *admitter) askBatch(n, marked int) bool {
+	if a.all {
+		return true
+	}
+	trip := float64(a.rtt.Load()>>rttFrac) + float64(n)*float64(a.itemTrip.Load()>>rttFrac)
+	cost := int64(marked) * (a.itemCost.Load() >> rttFrac)
+	return marked > 0 && float64(cost) >= a.factor*trip && cost >= a.minCost
+}
+
+// batchAsked records a batch Get of n keys that took d. The time per key
+// starts at 0 and moves by a sixteenth of each sample, so one slow first
+// Get (a connection dialled) does not set it.
+func (a *admitter) batchAsked(n int, d time.Duration) {
+	beyond := max(int64(d)-a.rtt.Load()>>rttFrac, 0) / int64(n)
+	old := a.itemTrip.Load()
+	a.itemTrip.Store(old + (beyond<<rttFrac-old)/16)
+}
+
+// batchSkipped records a batch whose marked outpoints were not worth
+// asking for. The time per key drifts down by 1/1024 each time, for the
+// reason the round trip drifts (computed): a time measured high would
+// otherwise never be measured again. Each Get it then allows moves the
+// mean a sixteenth of the way back, so a tier that is not worth asking is
+// asked for about one batch in a hundred.
+func (a *admitter) batchSkipped() {
+	trip := a.itemTrip.Load()
+	a.itemTrip.Store(trip - trip>>10)
+}
+
+// batchComputed records that the store read n outpoints of a batch in
+// cost, and reports whether they were worth a batch Get: their keys are
+// then passed to itemComputed.
+func (a *admitter) batchComputed(n int, cost time.Duration) bool {
+	// The first measurement sets the mean: a store's cost errs high only
+	// while it is cold, and a batch that asks the tier for nothing new
+	// measures it again on its next miss.
+	ewma(&a.itemCost, int64(cost)<<rttFrac/int64(n))
+	return a.batchWorth(n, int64(cost))
+}
+
+// itemComputed marks op, read by a batch worth a round trip, and reports
+// whether the tier should be filled with it: it was marked already.
+func (a *admitter) itemComputed(op chain.OutPoint) bool {
+	if a.all {
+		return true
+	}
+	slot, v := a.markItem(op)
+	return slot.Swap(v) == v
+}
+
+// ewma moves m a sixteenth of the way to sample, or to sample itself from
+// 0 (unmeasured). A lost update between concurrent callers only drops a
+// sample.
+func ewma(m *atomic.Int64, sample int64) {
+	old := m.Load()
+	if old == 0 {
+		m.Store(sample)
+		return
+	}
+	m.Store(old + (sample-old)/16)
 }

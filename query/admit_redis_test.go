@@ -31,6 +31,11 @@ func (c *countedTier) Get(ctx context.Context, key, guard string) (cache.Entry, 
 	return c.Tier.Get(ctx, key, guard)
 }
 
+func (c *countedTier) GetMany(ctx context.Context, keys, guards []string, out []cache.Entry, hit []bool) {
+	c.gets.Add(int64(len(keys)))
+	c.Tier.GetMany(ctx, keys, guards, out, hit)
+}
+
 func (c *countedTier) Set(ctx context.Context, key, guard string, e cache.Entry) {
 	c.fills.Add(1)
 	c.Tier.Set(ctx, key, guard, e)
@@ -80,6 +85,13 @@ func TestAdmissionByCost(t *testing.T) {
 			return s.Utxo(ctx, chain.OutPoint{TxHash: hashOf('t', opHeight)})
 		}},
 	}
+	// The batch: the outpoint read alone (which the next block spends),
+	// the one before it (spent), and one that never exists.
+	batch := func() []chain.OutPoint {
+		return []chain.OutPoint{{TxHash: hashOf('t', opHeight)}, {TxHash: hashOf('t', opHeight-1)}, {TxHash: hashOf('t', 1<<40)}}
+	}
+	const batchLen = 3
+	lookup := []namedRead{{"lookup", func(s *query.Server) (query.Answer, error) { return s.Lookup(ctx, batch()) }}}
 	read := func(s *query.Server, when string) (fromRedis int) {
 		t.Helper()
 		return compareReads(t, s, fresh, reads, when)
@@ -109,14 +121,16 @@ func TestAdmissionByCost(t *testing.T) {
 		const rounds = 300
 		for range rounds {
 			read(srv, "cheap")
+			compareReads(t, srv, fresh, lookup, "cheap")
 		}
 		apply(3)
 		read(srv, "after 3 blocks")
+		compareReads(t, srv, fresh, lookup, "after 3 blocks")
 		if g, f := ct.gets.Load(), ct.fills.Load(); g != 0 || f != 0 {
 			t.Fatalf("the tier was asked %d times and filled %d times for answers not worth a round trip", g, f)
 		}
 		skipped := counterValue(t, reg, "utxo_cache_tier_skipped_total")
-		if want := float64(len(reads) * (rounds + 1)); skipped < want {
+		if want := float64((len(reads) + batchLen) * (rounds + 1)); skipped < want {
 			t.Fatalf("utxo_cache_tier_skipped_total = %v, want at least %v (every read)", skipped, want)
 		}
 	})
@@ -146,6 +160,50 @@ func TestAdmissionByCost(t *testing.T) {
 			t.Fatalf("after a block: %d fills, want %d", ct.fills.Load()-fills, n)
 		}
 		poll(t, "every answer from Redis after the block", func() bool { return read(srv, "after a block") == len(reads) })
+	})
+
+	t.Run("batches by the same rule", func(t *testing.T) {
+		ct := newTier("batch")
+		opHeight = height
+		srv := query.New(store, query.Options{Tiers: []cache.Tier{ct}, HotAddresses: -1, Admission: query.Admission{Factor: -1}})
+		defer srv.Close()
+		w.Subscribe(srv)
+		batchRead := func(when string) int { return compareReads(t, srv, fresh, lookup, when) }
+		if batchRead("first") != 0 || ct.gets.Load() != 0 || ct.fills.Load() != 0 {
+			t.Fatalf("first batch: %d gets, %d fills; want none (marked only)", ct.gets.Load(), ct.fills.Load())
+		}
+		if batchRead("second") != 0 || ct.gets.Load() != batchLen || ct.fills.Load() != batchLen {
+			t.Fatalf("second batch: %d gets, %d fills; want %d of each", ct.gets.Load(), ct.fills.Load(), batchLen)
+		}
+		poll(t, "the batch from Redis", func() bool { return batchRead("third") == 1 })
+		// A single read of a batch's outpoint is not asked of Redis: its
+		// answer is one Get of the store, marked apart from batches.
+		gets := ct.gets.Load()
+		single := []namedRead{{"outpoint", func(s *query.Server) (query.Answer, error) { return s.Utxo(ctx, batch()[0]) }}}
+		if compareReads(t, srv, fresh, single, "single") != 0 || ct.gets.Load() != gets {
+			t.Fatalf("a single read of a batch's outpoint asked Redis (%d gets)", ct.gets.Load()-gets)
+		}
+		// A block spends batch()[0]: its entry is invalidated, the rest
+		// still serve, and the batch reads it from the store, then fills.
+		apply(1)
+		fills := ct.fills.Load()
+		if batchRead("after a block") != 0 || ct.fills.Load() != fills+1 {
+			t.Fatalf("after a block: %d fills, want 1 (the spent outpoint's)", ct.fills.Load()-fills)
+		}
+		poll(t, "the batch from Redis after the block", func() bool { return batchRead("after a block") == 1 })
+	})
+
+	t.Run("cheap batches skip the tier", func(t *testing.T) {
+		ct := newTier("cheapbatch")
+		srv := query.New(store, query.Options{Tiers: []cache.Tier{ct}, HotAddresses: -1, Admission: query.Admission{MinCost: time.Hour}})
+		defer srv.Close()
+		w.Subscribe(srv)
+		for range 50 {
+			compareReads(t, srv, fresh, lookup, "cheap batch")
+		}
+		if g, f := ct.gets.Load(), ct.fills.Load(); g != 0 || f != 0 {
+			t.Fatalf("the tier was asked %d times and filled %d times for batches not worth a round trip", g, f)
+		}
 	})
 }
 

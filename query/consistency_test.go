@@ -51,6 +51,11 @@ type answerJSON struct {
 	Utxo  *struct{ Value string }  `json:"utxo"`
 	Spent *struct{ Height uint64 } `json:"spent"`
 	Error *struct{ Code string }   `json:"error"`
+	// Results of a batch lookup.
+	Results []struct {
+		Utxo  *struct{ Value string }  `json:"utxo"`
+		Spent *struct{ Height uint64 } `json:"spent"`
+	} `json:"results"`
 }
 
 // TestReadsNeverStale runs readers against a writer that changes the same
@@ -104,19 +109,22 @@ func TestReadsNeverStale(t *testing.T) {
 				floor := acked.Load()
 				var ans query.Answer
 				var err error
-				switch i % 3 {
+				switch i % 4 {
 				case 0:
 					ans, err = srv.Balance(ctx, "hot")
 				case 1:
 					ans, err = srv.AddressUtxos(ctx, "hot", r%2 == 1, 10, "")
-				default:
+				case 2:
 					ans, err = srv.Utxo(ctx, chain.OutPoint{TxHash: hashOf('t', floor)})
+				default:
+					// A batch: the same outpoint, and one that never exists.
+					ans, err = srv.Lookup(ctx, []chain.OutPoint{{TxHash: hashOf('t', floor)}, {TxHash: hashOf('t', 1<<40)}})
 				}
 				if err != nil {
 					report(err)
 					return
 				}
-				if err := checkAnswer(ans, i%3, floor); err != nil {
+				if err := checkAnswer(ans, i%4, floor); err != nil {
 					report(fmt.Errorf("reader %d read %d (%s tier): %w", r, i, ans.Tier, err))
 					return
 				}
@@ -177,16 +185,34 @@ func checkAnswer(ans query.Answer, kind int, floor uint64) error {
 		if len(a.Utxos) != 1 || a.Utxos[0].Value != want {
 			return fmt.Errorf("listing %+v at tip %d, want one output of %s", a.Utxos, h, want)
 		}
+	case 2:
+		return checkOutPoint(h, floor, ans.Status == 200, a.Spent)
 	default:
-		// Outpoint (t, floor) is created at floor and spent at floor+1.
-		switch {
-		case h < floor && ans.Status != 404:
-			return fmt.Errorf("outpoint of %d visible at tip %d", floor, h)
-		case h == floor && (ans.Status != 200 || a.Spent != nil):
-			return fmt.Errorf("outpoint of %d at tip %d: status %d spent %+v, want live", floor, h, ans.Status, a.Spent)
-		case h > floor && (ans.Status != 200 || a.Spent == nil || a.Spent.Height != floor+1):
-			return fmt.Errorf("outpoint of %d at tip %d: status %d spent %+v, want spent at %d", floor, h, ans.Status, a.Spent, floor+1)
+		if ans.Status != 200 || len(a.Results) != 2 {
+			return fmt.Errorf("batch: status %d, %d results", ans.Status, len(a.Results))
 		}
+		if r := a.Results[1]; r.Utxo != nil || r.Spent != nil {
+			return fmt.Errorf("batch at tip %d: an outpoint that never exists answered %+v", h, r)
+		}
+		r := a.Results[0]
+		if err := checkOutPoint(h, floor, r.Utxo != nil, r.Spent); err != nil {
+			return fmt.Errorf("batch: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkOutPoint checks the answer about outpoint (t, floor), created at
+// floor and spent at floor+1, at tip h: whether it was found, and its
+// spent record.
+func checkOutPoint(h, floor uint64, found bool, spent *struct{ Height uint64 }) error {
+	switch {
+	case h < floor && found:
+		return fmt.Errorf("outpoint of %d visible at tip %d", floor, h)
+	case h == floor && (!found || spent != nil):
+		return fmt.Errorf("outpoint of %d at tip %d: found %v spent %+v, want live", floor, h, found, spent)
+	case h > floor && (!found || spent == nil || spent.Height != floor+1):
+		return fmt.Errorf("outpoint of %d at tip %d: found %v spent %+v, want spent at %d", floor, h, found, spent, floor+1)
 	}
 	return nil
 }

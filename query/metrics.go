@@ -93,6 +93,21 @@ func (c tierCounters) skipped() {
 	}
 }
 
+// skippedN counts n skipped reads (the outpoints of a batch).
+func (c tierCounters) skippedN(n int) {
+	if c.skip != nil && n > 0 {
+		c.skip.Add(float64(n))
+	}
+}
+
+// countN counts the hits and misses of a batch.
+func (c tierCounters) countN(hits, misses int) {
+	if c.hit != nil {
+		c.hit.Add(float64(hits))
+		c.miss.Add(float64(misses))
+	}
+}
+
 func (c tierCounters) setThreshold(ns int64) {
 	if c.threshold != nil {
 		c.threshold.Set(float64(ns) / 1e9)

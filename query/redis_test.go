@@ -83,6 +83,9 @@ func testRedisRestored(t *testing.T, withMemory bool) {
 		{"outpoint", func(s *query.Server) (query.Answer, error) {
 			return s.Utxo(ctx, chain.OutPoint{TxHash: hashOf('t', 5)})
 		}},
+		{"lookup", func(s *query.Server) (query.Answer, error) {
+			return s.Lookup(ctx, []chain.OutPoint{{TxHash: hashOf('t', 5)}, {TxHash: hashOf('t', 4)}, {TxHash: hashOf('t', 9)}})
+		}},
 	}
 	checkAll := func(s *query.Server, when string) (fromRedis int) {
 		t.Helper()

@@ -584,87 +584,34 @@ func (s *Server) Utxo(ctx context.Context, op chain.OutPoint) (Answer, error) {
 	guard := outPointGuard(op)
 	return s.read(ctx, guard, guard, func(v *disk.View, body []byte) ([]byte, error) {
 		err := v.UtxoFunc(op, func(r *disk.UtxoRef) error {
-			body = append(body, `"utxo":`...)
-			body = appendUtxo(body, r)
-			body = append(body, `,"spent":`...)
-			body = appendSpent(body, r)
-			body = append(body, '}')
+			body, _ = appendUtxoAnswer(body, op, r)
 			return nil
 		})
 		if errors.Is(err, chain.ErrNotFound) {
-			return appendErrorBody(body, "not_found", "outpoint "+op.String()+" is not known at this tip"), errNotFoundAnswer
+			body, _ = appendUtxoAnswer(body, op, nil)
+			return body, errNotFoundAnswer
 		}
 		return body, err
 	})
 }
 
+// appendUtxoAnswer appends the body of Utxo's answer for op, whose record
+// is r (nil where the store answers chain.ErrNotFound), and returns its
+// status: the entry a tier holds under op's guard, which batch lookups
+// read too (lookup.go).
+func appendUtxoAnswer(body []byte, op chain.OutPoint, r *disk.UtxoRef) ([]byte, int) {
+	if r == nil {
+		return appendErrorBody(body, "not_found", "outpoint "+op.String()+" is not known at this tip"), 404
+	}
+	body = append(body, `"utxo":`...)
+	body = appendUtxo(body, r)
+	body = append(body, `,"spent":`...)
+	body = appendSpent(body, r)
+	return append(body, '}'), 200
+}
+
 // errNotFoundAnswer, from a read's compute, marks its body as the 404 answer.
 var errNotFoundAnswer = errors.New("query: the answer is a 404")
-
-// Lookup answers a batch of outpoints from one snapshot, in request order.
-// It bypasses the caches: the whole answer must reflect one tip.
-func (s *Server) Lookup(ctx context.Context, ops []chain.OutPoint) (Answer, error) {
-	return s.lookup(ops, nil, func(body []byte, _ *disk.View, r *disk.UtxoRef) ([]byte, error) {
-		return appendUtxo(body, r), nil
-	})
-}
-
-// lookup answers a batch of outpoints from one snapshot: each result names
-// its outpoint, then its Utxo object (appended by utxo) and its spent
-// record, or null and null for an output the store does not hold or that
-// absent (when set) says to answer as absent.
-func (s *Server) lookup(ops []chain.OutPoint, absent func(v *disk.View, op chain.OutPoint, r *disk.UtxoRef) (bool, error),
-	utxo func(body []byte, v *disk.View, r *disk.UtxoRef) ([]byte, error)) (Answer, error) {
-	if len(ops) < 1 || len(ops) > MaxLookup {
-		return Answer{}, fmt.Errorf("%d outpoints outside 1..%d: %w", len(ops), MaxLookup, chain.ErrInvalidArgument)
-	}
-	v, err := s.store.PublishedView()
-	if err != nil {
-		return Answer{}, err
-	}
-	defer v.Close()
-	s.m.diskRead()
-	buf := getAnswerBuf()
-	body := append(*buf, `"results":[`...)
-	err = v.UtxosFunc(ops, func(i int, r *disk.UtxoRef) error {
-		if i > 0 {
-			body = append(body, ',')
-		}
-		body = append(body, `{"tx_hash":`...)
-		body = appendHexString(body, ops[i].TxHash[:])
-		body = append(body, `,"index":`...)
-		body = strconv.AppendUint(body, uint64(ops[i].Index), 10)
-		if r != nil && absent != nil {
-			skip, err := absent(v, ops[i], r)
-			if err != nil {
-				return err
-			}
-			if skip {
-				r = nil
-			}
-		}
-		if r == nil {
-			body = append(body, `,"utxo":null,"spent":null}`...)
-			return nil
-		}
-		body = append(body, `,"utxo":`...)
-		var err error
-		if body, err = utxo(body, v, r); err != nil {
-			return err
-		}
-		body = append(body, `,"spent":`...)
-		body = appendSpent(body, r)
-		body = append(body, '}')
-		return nil
-	})
-	*buf = body
-	if err != nil {
-		putAnswerBuf(buf)
-		return Answer{}, err
-	}
-	body = append(body, "]}"...)
-	return Answer{Status: 200, Tip: v.Tip(), Seq: v.State().Seq, Body: body, Tier: "disk", buf: buf}, nil
-}
 
 // compute appends the body of an answer, read from v, to body. An error
 // fails the read, except errNotFoundAnswer and a Status (a front end's,

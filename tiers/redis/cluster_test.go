@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/internal/testredis"
 )
 
@@ -119,6 +120,16 @@ func TestClusterKeyspace(t *testing.T) {
 	}
 	if e, ok := tier.Get(ctx, "k/"+guards[1], guards[1]); !ok || e.Seq != 7 {
 		t.Fatalf("an entry of a guard not invalidated: %v %v", e.Seq, ok)
+	}
+	// A batch Get over three buckets and three masters: one MGET per
+	// bucket, each entry judged against its own floor.
+	keys := []string{"k/" + guards[0], "k/" + guards[1], "k/" + guards[2], "k/none"}
+	out, hit := make([]cache.Entry, len(keys)), make([]bool, len(keys))
+	tier.GetMany(ctx, keys, append(guards[:3:3], guardIn(tier, 5)), out, hit)
+	for i, want := range []bool{false, true, true, false} {
+		if hit[i] != want || (want && out[i].Seq != 7) {
+			t.Fatalf("GetMany %s: hit %v seq %d, want hit %v at 7", keys[i], hit[i], out[i].Seq, want)
+		}
 	}
 	// A large invalidation: chunks per bucket, witnesses within a bucket.
 	many := make([]string, 3*maxKeysPerScript+17)

@@ -31,9 +31,10 @@ const (
 	getQueue     = 1024
 )
 
-// getCall is one queued Get. The pipeline sets vals (entry, floor, global,
-// marker) and need (the marker needed when the MGET was sent), or err, then
-// closes done.
+// getCall is one queued Get, or one key of GetMany. The sender sets vals
+// (entry, floor, global, marker) and need (the marker needed when the MGET
+// was sent), or err, then closes done (a queued Get's; GetMany's calls have
+// none: their sender is their reader).
 type getCall struct {
 	entry, floor string
 	bucket       int
@@ -84,52 +85,50 @@ func (t *Tier) getPipeline() {
 				break more
 			}
 		}
-		need := t.need()
-		if t.cluster {
-			t.mgetByBucket(batch, need)
-			continue
-		}
-		keys = keys[:0]
-		for _, c := range batch {
-			keys = append(keys, c.entry, c.floor)
+		t.mgetCalls(t.ctx, batch, t.need(), &keys)
+	}
+}
+
+// mgetCalls answers calls, whose slot the caller took, and releases it.
+// Each call gets its entry, its guard's floor and its MGET's global floor
+// and marker (judged later against need, the marker needed when they were
+// sent), or an error: a miss. On a single server the calls go in one MGET
+// (keys is its reused key slice); on a cluster, where one MGET must stay in
+// one slot, in one MGET per bucket (its calls' entries and floors, then
+// the bucket's global floor and marker), all in one pipeline, which
+// go-redis sends to each bucket's master at once.
+func (t *Tier) mgetCalls(ctx context.Context, calls []*getCall, need uint64, keys *[]string) {
+	if !t.cluster {
+		ks := (*keys)[:0]
+		for _, c := range calls {
+			ks = append(ks, c.entry, c.floor)
 		}
 		b := &t.buckets[0]
-		keys = append(keys, b.global, b.marker)
-		cctx, cancel := context.WithTimeout(t.ctx, t.opts.CallTimeout)
-		vals, err := t.mget(cctx, keys...).Result()
+		ks = append(ks, b.global, b.marker)
+		*keys = ks
+		cctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
+		vals, err := t.mget(cctx, ks...).Result()
 		cancel()
 		<-t.slots
 		switch {
 		case err != nil:
-			t.counters.errGet.Add(uint64(len(batch) - 1)) // failed counts one
-			t.failed(t.ctx, opGet, err)
-			finishGets(batch, err)
-			continue
-		case len(vals) != len(keys):
+			t.counters.errGet.Add(uint64(len(calls) - 1)) // failed counts one
+			t.failed(ctx, opGet, err)
+			finishGets(calls, err)
+		case len(vals) != len(ks):
 			// A protocol surprise, not an outage: misses, counted.
-			t.counters.errGet.Add(uint64(len(batch)))
-			finishGets(batch, errShortReply)
-			continue
+			t.counters.errGet.Add(uint64(len(calls)))
+			finishGets(calls, errShortReply)
+		default:
+			answerGets(calls, vals, need)
 		}
-		for i, c := range batch {
-			c.vals = [4]any{vals[2*i], vals[2*i+1], vals[len(vals)-2], vals[len(vals)-1]}
-			c.need = need
-			close(c.done)
-		}
+		return
 	}
-}
-
-// mgetByBucket answers batch on a cluster, where one MGET must stay in one
-// slot: one MGET per bucket of the batch (its calls' entries and floors,
-// then the bucket's global floor and marker), all in one pipeline, which
-// go-redis sends to each bucket's master at once. It releases the slot
-// taken for the batch.
-func (t *Tier) mgetByBucket(batch []*getCall, need uint64) {
-	byBucket := make(map[int][]*getCall, len(batch))
-	for _, c := range batch {
+	byBucket := make(map[int][]*getCall, len(calls))
+	for _, c := range calls {
 		byBucket[c.bucket] = append(byBucket[c.bucket], c)
 	}
-	cctx, cancel := context.WithTimeout(t.ctx, t.opts.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
 	pipe := t.rdb.Pipeline()
 	type group struct {
 		calls []*getCall
@@ -150,9 +149,9 @@ func (t *Tier) mgetByBucket(batch []*getCall, need uint64) {
 	cancel()
 	<-t.slots
 	if err != nil && !isReply(err) {
-		t.counters.errGet.Add(uint64(len(batch) - 1)) // failed counts one
-		t.failed(t.ctx, opGet, err)
-		finishGets(batch, err)
+		t.counters.errGet.Add(uint64(len(calls) - 1)) // failed counts one
+		t.failed(ctx, opGet, err)
+		finishGets(calls, err)
 		return
 	}
 	for _, g := range groups {
@@ -163,17 +162,28 @@ func (t *Tier) mgetByBucket(batch []*getCall, need uint64) {
 			// CLUSTERDOWN): misses, counted.
 			t.counters.errGet.Add(uint64(len(g.calls)))
 			finishGets(g.calls, err)
-			continue
 		case len(vals) != g.keys:
 			t.counters.errGet.Add(uint64(len(g.calls)))
 			finishGets(g.calls, errShortReply)
-			continue
+		default:
+			answerGets(g.calls, vals, need)
 		}
-		for i, c := range g.calls {
-			c.vals = [4]any{vals[2*i], vals[2*i+1], vals[len(vals)-2], vals[len(vals)-1]}
-			c.need = need
-			close(c.done)
-		}
+	}
+}
+
+// answerGets gives each call its entry and floor from vals, an MGET's reply
+// to the calls' keys in order followed by the global floor and the marker.
+func answerGets(calls []*getCall, vals []any, need uint64) {
+	for i, c := range calls {
+		c.vals = [4]any{vals[2*i], vals[2*i+1], vals[len(vals)-2], vals[len(vals)-1]}
+		c.need = need
+		c.finish()
+	}
+}
+
+func (c *getCall) finish() {
+	if c.done != nil {
+		close(c.done)
 	}
 }
 
@@ -181,7 +191,7 @@ func (t *Tier) mgetByBucket(batch []*getCall, need uint64) {
 func finishGets(batch []*getCall, err error) {
 	for _, c := range batch {
 		c.err = err
-		close(c.done)
+		c.finish()
 	}
 }
 
@@ -225,6 +235,53 @@ func (t *Tier) coalescedGet(ctx context.Context, key, guard string) (cache.Entry
 		return cache.Entry{}, false
 	}
 	return t.judge(c.vals[:], c.need)
+}
+
+// GetMany looks up keys[i] under guards[i] for every i, as Get does, in one
+// round trip: the keys' entries and guard floors with the global floor and
+// the marker in one MGET (on a cluster, one MGET per bucket, in one
+// pipeline), each entry judged against its own floor and the global floor
+// and marker of the same reply. It sets out[i] and hit[i] (len(keys) each).
+// It does not queue behind single Gets: a batch is one reader's whole need,
+// sent at once when one of the getPipelines slots is free, and counted a
+// miss for every key when none frees within CallTimeout.
+func (t *Tier) GetMany(ctx context.Context, keys, guards []string, out []cache.Entry, hit []bool) {
+	clear(hit)
+	if !t.up.Load() {
+		t.counters.misses.Add(uint64(len(keys)))
+		return
+	}
+	calls := make([]getCall, len(keys))
+	ptrs := make([]*getCall, len(keys))
+	for i := range keys {
+		bi := t.bucketOf(guards[i])
+		b := &t.buckets[bi]
+		calls[i] = getCall{entry: b.entry + keys[i], floor: b.floor + guards[i], bucket: bi}
+		ptrs[i] = &calls[i]
+	}
+	wctx, cancel := context.WithTimeout(ctx, t.opts.CallTimeout)
+	select {
+	case t.slots <- struct{}{}:
+		cancel()
+	case <-wctx.Done():
+		cancel()
+		t.counters.misses.Add(uint64(len(keys)))
+		return
+	}
+	var scratch []string
+	t.mgetCalls(ctx, ptrs, t.need(), &scratch)
+	hits := 0
+	for i := range calls {
+		c := &calls[i]
+		if c.err != nil {
+			continue
+		}
+		if out[i], hit[i] = t.judge(c.vals[:], c.need); hit[i] {
+			hits++
+		}
+	}
+	t.counters.hits.Add(uint64(hits))
+	t.counters.misses.Add(uint64(len(keys) - hits))
 }
 
 // isReply reports whether err is an error Redis replied with (not the

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/utxo-cache/utxo-cache/cache"
 )
 
 // gateMGETs holds every MGET at a gate until it opens, and counts them.
@@ -90,5 +92,44 @@ func TestConcurrentGetsShareRoundTrips(t *testing.T) {
 	}
 	if st := tier.Stats(); st.StaleDiscards != 1 {
 		t.Fatalf("stale discards %d, want 1 (g7)", st.StaleDiscards)
+	}
+}
+
+// TestGetManyJudgesEachKey: a batch Get answers every key as a Get would,
+// in one MGET: each entry against its own guard's floor, a key never set
+// a miss.
+func TestGetManyJudgesEachKey(t *testing.T) {
+	s := startRedis(t)
+	tier := newTier(t, s, func(o *Options) { o.ProbeInterval = 2 * time.Minute })
+	ctx := context.Background()
+	const n = 10
+	publish(t, tier, 100)
+	keys, guards := make([]string, n+1), make([]string, n+1)
+	for i := range n + 1 {
+		keys[i], guards[i] = "k"+strconv.Itoa(i), "g"+strconv.Itoa(i)
+		if i < n { // the last key is never set
+			tier.Set(ctx, keys[i], guards[i], entryAt(uint64(i+10)))
+		}
+	}
+	if err := tier.Invalidate(ctx, 1000, []string{"g3"}); err != nil {
+		t.Fatal(err)
+	}
+	h := &gateMGETs{gate: make(chan struct{})}
+	close(h.gate)
+	tier.rdb.AddHook(h)
+	before := tier.Stats()
+	out, hit := make([]cache.Entry, n+1), make([]bool, n+1)
+	tier.GetMany(ctx, keys, guards, out, hit)
+	for i := range n + 1 {
+		if want := i != 3 && i != n; hit[i] != want || (want && out[i].Seq != uint64(i+10)) {
+			t.Fatalf("GetMany %s: hit %v seq %d, want hit %v seq %d", keys[i], hit[i], out[i].Seq, want, i+10)
+		}
+	}
+	if got := h.mgets.Load(); got != 1 {
+		t.Fatalf("%d MGETs for one batch, want 1", got)
+	}
+	st := tier.Stats()
+	if hits, misses := st.Hits-before.Hits, st.Misses-before.Misses; hits != n-1 || misses != 2 {
+		t.Fatalf("counted %d hits and %d misses, want %d and 2", hits, misses, n-1)
 	}
 }
