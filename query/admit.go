@@ -233,8 +233,9 @@ func (a *admitter) batchSkipped() {
 }
 
 // batchComputed records that the store read n outpoints of a batch in
-// cost, and reports whether they were worth a batch Get: their keys are
-// then passed to itemComputed.
+// cost, and reports whether they were worth a batch Get: those not marked
+// are then marked (markOp), and those marked, asked for and missed are
+// filled.
 func (a *admitter) batchComputed(n int, cost time.Duration) bool {
 	// The first measurement sets the mean: a store's cost errs high only
 	// while it is cold, and a batch that asks the tier for nothing new
@@ -243,14 +244,14 @@ func (a *admitter) batchComputed(n int, cost time.Duration) bool {
 	return a.batchWorth(n, int64(cost))
 }
 
-// itemComputed marks op, read by a batch worth a round trip, and reports
-// whether the tier should be filled with it: it was marked already.
-func (a *admitter) itemComputed(op chain.OutPoint) bool {
+// markOp marks op: a batch read it from the store at a cost worth a
+// round trip.
+func (a *admitter) markOp(op chain.OutPoint) {
 	if a.all {
-		return true
+		return
 	}
 	slot, v := a.markItem(op)
-	return slot.Swap(v) == v
+	slot.Store(v)
 }
 
 // ewma moves m a sixteenth of the way to sample, or to sample itself from

@@ -110,9 +110,17 @@ type batchTier interface {
 func (s *Server) askTier(ctx context.Context, ti int, seq uint64, b *batchScratch) bool {
 	t, ad, c := s.tiers[ti], s.admit[ti], s.tierCounters[ti]
 	if ad != nil {
+		// Not worth it even if every outpoint were marked: no need to
+		// look at the marks (a table of 2 MiB, a cache miss each).
+		if !ad.askBatch(len(b.todo), len(b.todo)) {
+			ad.batchSkipped()
+			c.skippedN(len(b.todo))
+			return false
+		}
 		marked := 0
 		for _, i := range b.todo {
-			if ad.markedItem(b.req[i]) {
+			if ti < 64 && ad.markedItem(b.req[i]) {
+				b.marked[i] |= 1 << ti
 				marked++
 			}
 		}
@@ -179,7 +187,10 @@ func (s *Server) computeItems(ctx context.Context, v *disk.View, ops []chain.Out
 		want = append(want, ops[i])
 	}
 	b.ops = want
-	began := time.Now()
+	var began time.Time
+	if s.timed {
+		began = time.Now()
+	}
 	// The answers are appended to one buffer; entries get their own copy
 	// only when a tier keeps them.
 	items := b.items[:0]
@@ -194,7 +205,10 @@ func (s *Server) computeItems(ctx context.Context, v *disk.View, ops []chain.Out
 	if err != nil {
 		return err
 	}
-	cost := time.Since(began)
+	var cost time.Duration
+	if s.timed {
+		cost = time.Since(began)
+	}
 	st, tip := v.State(), v.Tip()
 	for j, i := range b.todo {
 		sp := b.spans[j]
@@ -210,11 +224,17 @@ func (s *Server) computeItems(ctx context.Context, v *disk.View, ops []chain.Out
 			continue // not worth the remote tier's round trip (admit.go)
 		}
 		for j, i := range b.todo {
-			// A remote tier is filled with what it was asked for and did
-			// not have, from the second sight on (admit.go). An outpoint
-			// of a batch that did not ask is likely there already.
-			if ad != nil && (!ad.itemComputed(b.req[i]) || b.missed[i]&(1<<ti) == 0) {
-				continue
+			// A remote tier is filled from an outpoint's second sight on
+			// (admit.go), with what it was asked for and did not have: an
+			// outpoint of a batch that did not ask is likely there already.
+			if ad != nil && ti < 64 {
+				if b.marked[i]&(1<<ti) == 0 {
+					ad.markOp(b.req[i])
+					continue
+				}
+				if b.missed[i]&(1<<ti) == 0 {
+					continue
+				}
 			}
 			key := b.guard(i)
 			e := &b.found[i]
@@ -235,16 +255,17 @@ type batchScratch struct {
 	req    []chain.OutPoint // the batch
 	guards []string         // of req, "" until needed (guard)
 	found  []cache.Entry    // Status 0 until answered
-	// missed has bit ti set for an outpoint tier ti was asked for and
-	// did not have.
-	missed []uint64
-	todo   []int // indexes of the outpoints not answered yet
-	keys   []string
-	out    []cache.Entry
-	hit    []bool
-	ops    []chain.OutPoint
-	spans  []itemSpan
-	items  []byte
+	// marked and missed have bit ti set for an outpoint that remote tier
+	// ti's admission had marked (askTier), and that tier ti was asked for
+	// and did not have.
+	marked, missed []uint64
+	todo           []int // indexes of the outpoints not answered yet
+	keys           []string
+	out            []cache.Entry
+	hit            []bool
+	ops            []chain.OutPoint
+	spans          []itemSpan
+	items          []byte
 }
 
 // guard returns the guard (and key) of the batch's outpoint i.
@@ -267,12 +288,13 @@ func getBatchScratch(n int) *batchScratch {
 	if cap(b.guards) < n {
 		b.guards = make([]string, n)
 		b.found = make([]cache.Entry, n)
+		b.marked = make([]uint64, n)
 		b.missed = make([]uint64, n)
 		b.out = make([]cache.Entry, n)
 		b.hit = make([]bool, n)
 		b.spans = make([]itemSpan, n)
 	}
-	b.guards, b.found, b.missed = b.guards[:n], b.found[:n], b.missed[:n]
+	b.guards, b.found, b.marked, b.missed = b.guards[:n], b.found[:n], b.marked[:n], b.missed[:n]
 	b.out, b.hit, b.spans = b.out[:n], b.hit[:n], b.spans[:n]
 	b.todo, b.keys, b.ops, b.items = b.todo[:0], b.keys[:0], b.ops[:0], b.items[:0]
 	return b
@@ -283,6 +305,7 @@ func putBatchScratch(b *batchScratch) {
 	b.req = nil
 	clear(b.guards)
 	clear(b.found)
+	clear(b.marked)
 	clear(b.missed)
 	clear(b.out)
 	if cap(b.items) > maxPooledAnswer {

@@ -202,6 +202,9 @@ type Server struct {
 	// admit[i] applies Options.Admission to tiers[i] when it is remote
 	// (nil for a tier in process).
 	admit []*admitter
+	// timed says some admitter applies the cost rule: computations are
+	// timed only then.
+	timed bool
 	warmQ chan string // addresses to re-warm; never blocks the writer
 	// queued holds the addresses in warmQ, each with whether its balance
 	// needs a disk read: an address is queued once however many changes
@@ -243,6 +246,7 @@ func New(store Store, opts Options) *Server {
 			ad = newAdmitter(opts.Admission)
 		}
 		s.admit = append(s.admit, ad)
+		s.timed = s.timed || (ad != nil && !ad.all)
 		s.tierCounters = append(s.tierCounters, s.m.forTier(t.Name(), ad != nil))
 		if ad != nil {
 			s.tierCounters[len(s.tierCounters)-1].setThreshold(ad.threshold())
@@ -696,9 +700,15 @@ func (s *Server) compute(ctx context.Context, key, guard string, fn compute) (*c
 	defer view.Close()
 	s.m.diskRead()
 	buf := getAnswerBuf()
-	began := time.Now()
+	var began time.Time
+	if s.timed {
+		began = time.Now()
+	}
 	body, err := fn(view, *buf)
-	cost := time.Since(began)
+	var cost time.Duration
+	if s.timed {
+		cost = time.Since(began)
+	}
 	*buf = body
 	status := 200
 	var st Status

@@ -26,15 +26,22 @@ func (r *redisFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.caFile, "redis-ca-file", "", "PEM `FILE` of the certificates that sign the Redis servers' (default: the system's); with --redis-tls or rediss://")
 }
 
-// check refuses contradictory Redis flags with a usage error, and reads
-// the password file.
-func (r *redisFlags) check(url string) error {
+// deployments counts the Redis deployments given: --redis-url (url),
+// --redis-cluster, and a Sentinel set (either of its two flags).
+func (r *redisFlags) deployments(url string) int {
 	n := 0
 	for _, given := range []bool{url != "", r.cluster != "", r.sentinelMaster != "" || r.sentinels != ""} {
 		if given {
 			n++
 		}
 	}
+	return n
+}
+
+// check refuses contradictory Redis flags with a usage error, and reads
+// the password file.
+func (r *redisFlags) check(url string) error {
+	n := r.deployments(url)
 	rediss := strings.HasPrefix(url, "rediss://") || strings.HasPrefix(r.cluster, "rediss://")
 	switch {
 	case n > 1:

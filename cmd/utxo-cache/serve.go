@@ -290,7 +290,7 @@ func runServe(e *env, args []string) error {
 	if _, err := s.admission(); err != nil {
 		return err
 	}
-	if (cl.given("redis-admission") || cl.given("redis-min-cost")) && s.redisURL == "" && s.redis.cluster == "" && s.redis.sentinelMaster == "" {
+	if (cl.given("redis-admission") || cl.given("redis-min-cost")) && s.redis.deployments(s.redisURL) == 0 {
 		return usagef("--redis-admission and --redis-min-cost need a Redis tier (--redis-url, --redis-cluster or --redis-sentinel-master)")
 	}
 	// Not given: 0, the values the store recorded.
