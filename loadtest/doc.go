@@ -15,15 +15,18 @@
 // # Phases of one configuration
 //
 //	warmup  closed loop, not recorded: fills the caches
-//	max     closed loop, Workers requests in flight, no pacing: requests/s
-//	        at saturation (compared with the bare ceiling's)
+//	max     closed loop, Workers requests in flight, no pacing, under the
+//	        writer feed (BlockRate blocks/s, a rollback every RollbackEvery
+//	        blocks): requests/s at saturation while blocks arrive, as they
+//	        always do (compared with the bare ceiling's)
 //	rate    open loop at RateFraction of the max phase's requests/s, with
-//	        the writer feed (BlockRate blocks/s, a rollback every
-//	        RollbackEvery blocks) and the correctness sample: p99 at a
-//	        sustainable load, block-apply latency, commit-to-visible delay
+//	        the feed and the correctness sample: p99 at a sustainable load
+//	        (held to the bare handler's at the same rate), block-apply
+//	        latency, visibility of each block to the next read
 //	hot     memory and bare only: closed loop on HotMix (no lookups, no
 //	        cursors, 1000 addresses, 4096 outpoints) after its own warmup:
 //	        cache hits against the ceiling, the memory tier's target
+//	rate-as-NAME  bare only, last: open loop at configuration NAME's rate
 //
 // The soak scenario (soak.go) replaces the phases with one open-loop run of
 // the full configuration for Duration, with the feed, Redis kills and

@@ -66,6 +66,9 @@ func (c *ConfigResult) phases() []*PhaseResult {
 	if c.Hot != nil {
 		ps = append(ps, c.Hot)
 	}
+	for i := range c.RatesAs {
+		ps = append(ps, &c.RatesAs[i].Phase)
+	}
 	return ps
 }
 

@@ -241,7 +241,8 @@ func (r *runner) prepareFeed() {
 	if r.o.BlockRate <= 0 {
 		return
 	}
-	r.w.prepareScript(int(math.Ceil(r.o.BlockRate*r.o.RateDuration.Seconds())) + 1)
+	// The max and the rate phase both run under the feed.
+	r.w.prepareScript(int(math.Ceil(r.o.BlockRate*(r.o.MaxDuration+r.o.RateDuration).Seconds())) + 1)
 	for _, st := range r.w.script.steps {
 		if st.block == nil {
 			r.report.Fairness.ScriptRollbacks++
@@ -573,7 +574,10 @@ func (r *runner) phase(ctx context.Context, t target, name string, mode phaseMod
 		d.capture = r.capture
 	}
 	measured := name == "max" || name == "rate" || name == "hot" || name == "soak"
-	fed := mode == phaseOpen && t.writer != "" && r.o.BlockRate > 0
+	// The max phase runs under the feed too: the rate phase's share of it
+	// is then a share of what the service serves while blocks arrive, as
+	// it always does in production (issue 25 §3).
+	fed := (mode == phaseOpen || name == "max") && t.writer != "" && r.o.BlockRate > 0
 	if measured && !t.bare && r.o.CheckFraction > 0 {
 		d.check, d.checkFraction = newChecker(r.w, r.o.CheckBudget, !fed), r.o.CheckFraction
 	}
@@ -760,7 +764,20 @@ func (r *runner) runBare(ctx context.Context) (res ConfigResult, err error) {
 	}
 	r.logf("bare: serving on %s (pid %d)", base, p.pid())
 	t := target{name: ConfigBare, bases: []string{base}, pid: p.pid(), bare: true}
-	return r.phases(ctx, t, res)
+	if res, err = r.phases(ctx, t, res); err != nil {
+		return res, err
+	}
+	// The reads under the feed are held to the bare handler's p99 at the
+	// same rate: one open-loop phase at each configuration's offered rate.
+	for _, c := range r.report.Configs {
+		if c.Rate.OfferedRate <= 0 || ctx.Err() != nil {
+			continue
+		}
+		p := r.phase(ctx, t, "rate-as-"+c.Name, phaseOpen, c.Rate.OfferedRate, r.o.RateDuration)
+		res.RatesAs = append(res.RatesAs, BareRate{Config: c.Name, Phase: p})
+		r.logf("bare at %s's rate: %.0f/%.0f req/s p99 %.2f ms", c.Name, p.AchievedRate, p.OfferedRate, p.Latency.P99)
+	}
+	return res, nil
 }
 
 // external preloads an empty writer over HTTP and runs the phases against

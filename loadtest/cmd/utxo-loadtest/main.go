@@ -57,12 +57,14 @@ rollbacks (a configuration that fails does not stop the others):
           sends the moment it publishes S): p50/p99/max, target p99 < 100 ms
   bare    the ceiling: bare.NewHandler (api/bare) in a subprocess of this
           binary (runs last)
-Each runs a warmup, a max phase (closed loop, --workers in flight), a rate
+Each runs a warmup, a max phase (closed loop, --workers in flight) and a rate
 phase (open loop at --rate-fraction of the max, latency measured from each
-request's intended send time) with a writer feed of --block-rate blocks/s and
-a rollback every --rollback-every blocks; memory and bare then run a hot
-phase (a cache-friendly mix over 1000 addresses and 4096 outpoints: the
-memory tier's target compares hot reads). --cpu-profile records the service's
+request's intended send time), both under a writer feed of --block-rate
+blocks/s with a rollback every --rollback-every blocks; memory and bare then
+run a hot phase (a cache-friendly mix over 1000 addresses and 4096 outpoints:
+the memory tier's target compares hot reads), and bare one open-loop phase at
+each configuration's rate (their read p99 under the feed is held to the bare
+handler's at the same rate). --cpu-profile records the service's
 CPU profile during its max, rate and hot phases. The children get no UTXO_CACHE_* variables: only the flags
 the harness gives them. A sample of the answers (--check-fraction) is compared with a reference
 model of the chain; any mismatch, 5xx or feed error fails the run (exit 1).
@@ -215,7 +217,7 @@ func runLoadtest(e *env, args []string) error {
 	fs.IntVar(&o.LookupBatch, "lookup-batch", 20, "outpoints per POST /v1/utxos/lookup")
 	fs.IntVar(&o.MaxDepth, "max-depth", 50, "pages a deep walk follows through next_cursor")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", 5*time.Second, "timeout of one request")
-	fs.Float64Var(&o.BlockRate, "block-rate", 10, "writer feed `BLOCKS/S` during the rate phase (0: no feed)")
+	fs.Float64Var(&o.BlockRate, "block-rate", 10, "writer feed `BLOCKS/S` during the max and rate phases (0: no feed)")
 	fs.IntVar(&o.RollbackEvery, "rollback-every", 0, "`BLOCKS` between rollbacks of the feed (0: the scenario's, 50; -1: none)")
 	fs.IntVar(&o.RollbackDepth, "rollback-depth", 3, "`BLOCKS` each rollback undoes before a new branch is applied")
 	fs.Float64Var(&o.CheckFraction, "check-fraction", 0.01, "`FRACTION` of answers checked against the model (0: none)")
