@@ -19,6 +19,10 @@
 //	        writer feed (BlockRate blocks/s, a rollback every RollbackEvery
 //	        blocks): requests/s at saturation while blocks arrive, as they
 //	        always do (compared with the bare ceiling's)
+//	settle  open loop at the rate phase's rate for RateDuration/4, not
+//	        recorded: the hand-over from a saturated closed loop (queued
+//	        flushes and compactions, the harness's own burst) is not the
+//	        service at that load
 //	rate    open loop at RateFraction of the max phase's requests/s, with
 //	        the feed and the correctness sample: p99 at a sustainable load
 //	        (held to the bare handler's at the same rate), block-apply
@@ -27,6 +31,7 @@
 //	        cursors, 1000 addresses, 4096 outpoints) after its own warmup:
 //	        cache hits against the ceiling, the memory tier's target
 //	rate-as-NAME  bare only, last: open loop at configuration NAME's rate
+//	        (after its own settle)
 //
 // The soak scenario (soak.go) replaces the phases with one open-loop run of
 // the full configuration for Duration, with the feed, Redis kills and

@@ -241,8 +241,8 @@ func (r *runner) prepareFeed() {
 	if r.o.BlockRate <= 0 {
 		return
 	}
-	// The max and the rate phase both run under the feed.
-	r.w.prepareScript(int(math.Ceil(r.o.BlockRate*(r.o.MaxDuration+r.o.RateDuration).Seconds())) + 1)
+	// The max, settle and rate phases all run under the feed.
+	r.w.prepareScript(int(math.Ceil(r.o.BlockRate*(r.o.MaxDuration+r.o.RateDuration*5/4).Seconds())) + 1)
 	for _, st := range r.w.script.steps {
 		if st.block == nil {
 			r.report.Fairness.ScriptRollbacks++
@@ -534,6 +534,7 @@ func (r *runner) phases(ctx context.Context, t target, res ConfigResult) (Config
 	if rate < 1 {
 		return res, fmt.Errorf("the max phase reached %.1f requests/s: too little to pace the rate phase", res.Max.AchievedRate)
 	}
+	r.settle(ctx, t, rate)
 	res.Rate = r.phase(ctx, t, "rate", phaseOpen, rate, r.o.RateDuration)
 	if fr := res.Rate.Feed; fr != nil && len(fr.Errors) > 0 && fr.Blocks == 0 {
 		return res, fmt.Errorf("the writer feed failed: %s", fr.Errors[0])
@@ -546,6 +547,19 @@ func (r *runner) phases(ctx context.Context, t target, res ConfigResult) (Config
 	r.logf("%s: max %.0f req/s p99 %.2f ms; rate %.0f/%.0f req/s p99 %.2f ms", t.name,
 		res.Max.AchievedRate, res.Max.Latency.P99, res.Rate.AchievedRate, res.Rate.OfferedRate, res.Rate.Latency.P99)
 	return res, nil
+}
+
+// settle runs the open loop at rate for a quarter of RateDuration, not
+// recorded, before a measured open-loop phase at that rate. A closed loop
+// at saturation (the max phase under the feed, the hot phase) leaves the
+// service with queued Pebble flushes and compactions and the harness with
+// a burst of its own; the first seconds of an open loop after it measured
+// that hand-over (requests left the harness up to 190 ms late) rather than
+// the service at that load.
+func (r *runner) settle(ctx context.Context, t target, rate float64) {
+	if d := r.o.RateDuration / 4; d > 0 {
+		r.phase(ctx, t, "settle", phaseOpen, rate, d)
+	}
 }
 
 type phaseMode int
@@ -773,6 +787,7 @@ func (r *runner) runBare(ctx context.Context) (res ConfigResult, err error) {
 		if c.Rate.OfferedRate <= 0 || ctx.Err() != nil {
 			continue
 		}
+		r.settle(ctx, t, c.Rate.OfferedRate)
 		p := r.phase(ctx, t, "rate-as-"+c.Name, phaseOpen, c.Rate.OfferedRate, r.o.RateDuration)
 		res.RatesAs = append(res.RatesAs, BareRate{Config: c.Name, Phase: p})
 		r.logf("bare at %s's rate: %.0f/%.0f req/s p99 %.2f ms", c.Name, p.AchievedRate, p.OfferedRate, p.Latency.P99)

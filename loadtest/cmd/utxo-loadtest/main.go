@@ -58,7 +58,8 @@ rollbacks (a configuration that fails does not stop the others):
   bare    the ceiling: bare.NewHandler (api/bare) in a subprocess of this
           binary (runs last)
 Each runs a warmup, a max phase (closed loop, --workers in flight) and a rate
-phase (open loop at --rate-fraction of the max, latency measured from each
+phase (open loop at --rate-fraction of the max, after a quarter of
+--rate-duration at that rate not recorded, latency measured from each
 request's intended send time), both under a writer feed of --block-rate
 blocks/s with a rollback every --rollback-every blocks; memory and bare then
 run a hot phase (a cache-friendly mix over 1000 addresses and 4096 outpoints:
