@@ -69,21 +69,27 @@ func BenchmarkDiskHandlers(b *testing.B) {
 			for _, req := range r.reqs { // warm Pebble's block cache
 				serveOK(b, h, w, req)
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0 := processCPU(b)
-			i := 0
-			for b.Loop() {
-				serveOK(b, h, w, r.reqs[i%len(r.reqs)])
-				i++
-			}
-			// On a shared machine wall time measures the neighbours too: the
-			// process's CPU time per request (garbage collection and Pebble's
-			// background work included) is the figure to compare.
-			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+			serveTimed(b, h, w, r.reqs)
 		})
 	}
+}
+
+// serveTimed is the timed loop of a handler benchmark: reqs in turn, with
+// allocations, CPU per request and requests/s reported.
+func serveTimed(b *testing.B, h http.Handler, w *discardWriter, reqs []*replayRequest) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := processCPU(b)
+	i := 0
+	for b.Loop() {
+		serveOK(b, h, w, reqs[i%len(reqs)])
+		i++
+	}
+	// On a shared machine wall time measures the neighbours too: the
+	// process's CPU time per request (garbage collection and Pebble's
+	// background work included) is the figure to compare.
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
 }
 
 // processCPU is the user and system CPU time the process has used.

@@ -64,7 +64,10 @@ var (
 
 // writeEsplora writes a front-end answer: its tip headers, its ETag (304
 // when If-None-Match has it), Content-Type and Cache-Control, the paged
-// listing's X-Next-Cursor, and the body as is.
+// listing's X-Next-Cursor, and the body as is. It does not release the
+// answer: serveReadAs does, once it is written. (It used to release its
+// copy too: the buffer went back to the pool twice, and two later answers
+// were encoded into one buffer.)
 func (a *API) writeEsplora(c *gin.Context, rep *esplora.Reply, conditional bool) {
 	h := c.Writer.Header()
 	ans := &rep.Answer
@@ -91,7 +94,6 @@ func (a *API) writeEsplora(c *gin.Context, rep *esplora.Reply, conditional bool)
 		if inm := c.GetHeader("If-None-Match"); inm != "" && etagMatches(inm, ans.ETag) {
 			c.Status(http.StatusNotModified)
 			c.Writer.WriteHeaderNow()
-			ans.Release()
 			return
 		}
 	}
@@ -104,7 +106,6 @@ func (a *API) writeEsplora(c *gin.Context, rep *esplora.Reply, conditional bool)
 	h["Content-Length"] = vals[2:3:3]
 	c.Status(ans.Status)
 	_, _ = c.Writer.Write(ans.Body)
-	ans.Release()
 }
 
 // failEsplora answers an error of the front end's routes as Esplora does:

@@ -17,7 +17,11 @@ var answerBufs = sync.Pool{New: func() any {
 // pinned in the pool.
 const maxPooledAnswer = 1 << 20
 
-func getAnswerBuf() *[]byte { return answerBufs.Get().(*[]byte) }
+func getAnswerBuf() *[]byte {
+	p := answerBufs.Get().(*[]byte)
+	taken(p)
+	return p
+}
 
 // putAnswerBuf returns p, whose slice holds the buffer's current (possibly
 // grown) backing array, to the pool.
@@ -26,5 +30,6 @@ func putAnswerBuf(p *[]byte) {
 		return
 	}
 	*p = (*p)[:0]
+	returned(p)
 	answerBufs.Put(p)
 }

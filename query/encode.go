@@ -51,10 +51,7 @@ func appendUtxo(dst []byte, r *disk.UtxoRef) []byte {
 // "height" (from the opening brace through "script_ref"): what a confirmed
 // and an unconfirmed output's objects share (appendPendingUtxoRef).
 func appendUtxoHead(dst []byte, r *disk.UtxoRef) []byte {
-	dst = append(dst, `{"tx_hash":`...)
-	dst = appendHexString(dst, r.OutPoint.TxHash[:])
-	dst = append(dst, `,"index":`...)
-	dst = strconv.AppendUint(dst, uint64(r.OutPoint.Index), 10)
+	dst = appendOutPointHead(dst, r.OutPoint)
 	dst = append(dst, `,"address":`...)
 	dst = appendString(dst, r.Address)
 	dst = append(dst, `,"value":"`...)
@@ -311,4 +308,14 @@ func appendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// appendOutPointHead appends `{"tx_hash":"…","index":N` for op: the head of
+// a result or list item that names its outpoint, left open for its other
+// members.
+func appendOutPointHead(dst []byte, op chain.OutPoint) []byte {
+	dst = append(dst, `{"tx_hash":`...)
+	dst = appendHexString(dst, op.TxHash[:])
+	dst = append(dst, `,"index":`...)
+	return strconv.AppendUint(dst, uint64(op.Index), 10)
 }

@@ -197,10 +197,7 @@ func (s *Server) Lease(ctx context.Context, id string) (Answer, error) {
 			if i > 0 {
 				body = append(body, ',')
 			}
-			body = append(body, `{"tx_hash":`...)
-			body = appendHexString(body, op.TxHash[:])
-			body = append(body, `,"index":`...)
-			body = strconv.AppendUint(body, uint64(op.Index), 10)
+			body = appendOutPointHead(body, op)
 			body = append(body, '}')
 		}
 		body = append(body, `],"expires_at":`...)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -82,10 +81,7 @@ func (s *Server) Lookup(ctx context.Context, ops []chain.OutPoint) (Answer, erro
 		if i > 0 {
 			body = append(body, ',')
 		}
-		body = append(body, `{"tx_hash":`...)
-		body = appendHexString(body, op.TxHash[:])
-		body = append(body, `,"index":`...)
-		body = strconv.AppendUint(body, uint64(op.Index), 10)
+		body = appendOutPointHead(body, op)
 		body = append(body, ',')
 		if e := &b.found[i]; e.Status == 200 {
 			body = append(body, e.Body...)
@@ -335,10 +331,7 @@ func (s *Server) lookup(ops []chain.OutPoint, absent func(v *disk.View, op chain
 		if i > 0 {
 			body = append(body, ',')
 		}
-		body = append(body, `{"tx_hash":`...)
-		body = appendHexString(body, ops[i].TxHash[:])
-		body = append(body, `,"index":`...)
-		body = strconv.AppendUint(body, uint64(ops[i].Index), 10)
+		body = appendOutPointHead(body, ops[i])
 		if r != nil && absent != nil {
 			skip, err := absent(v, ops[i], r)
 			if err != nil {

@@ -557,10 +557,7 @@ func (s *Server) LookupPending(ctx context.Context, ops []chain.OutPoint, mode L
 		if i > 0 {
 			body = append(body, ',')
 		}
-		body = append(body, `{"tx_hash":`...)
-		body = appendHexString(body, op.TxHash[:])
-		body = append(body, `,"index":`...)
-		body = strconv.AppendUint(body, uint64(op.Index), 10)
+		body = appendOutPointHead(body, op)
 		body = append(body, ',')
 		mark := len(body)
 		var found bool
