@@ -131,6 +131,7 @@ func (s *Server) askTier(ctx context.Context, ti int, seq uint64, b *batchScratc
 	for _, i := range asked {
 		keys = append(keys, b.guard(i))
 	}
+	b.keys = keys
 	out, hit := b.out[:len(keys)], b.hit[:len(keys)]
 	var began time.Time
 	if ad != nil {
