@@ -50,15 +50,7 @@ import (
 //	go test ./api -run '^$' -bench DiskHandlers -count 6 | benchstat -
 func BenchmarkDiskHandlers(b *testing.B) {
 	f := getDiskFixture(b)
-	dir := b.TempDir()
-	if err := os.CopyFS(dir, os.DirFS(f.dir)); err != nil {
-		b.Fatal(err)
-	}
-	store, err := disk.Open(dir, disk.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = store.Close() })
+	store := f.openCopy(b)
 	reads := query.New(store, query.Options{HotAddresses: -1})
 	b.Cleanup(reads.Close)
 	h := api.New(reads, nil, api.Options{})
@@ -90,6 +82,21 @@ func serveTimed(b *testing.B, h http.Handler, w *discardWriter, reqs []*replayRe
 	// background work included) is the figure to compare.
 	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}
+
+// openCopy opens a copy of the fixture's store, closed when b ends: the
+// fixture itself is never opened in place.
+func (f *diskFixture) openCopy(b *testing.B) *disk.Store {
+	dir := b.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(f.dir)); err != nil {
+		b.Fatal(err)
+	}
+	store, err := disk.Open(dir, disk.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = store.Close() })
+	return store
 }
 
 // processCPU is the user and system CPU time the process has used.

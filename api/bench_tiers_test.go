@@ -9,7 +9,6 @@ import (
 	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/internal/testredis"
 	"github.com/utxo-cache/utxo-cache/query"
-	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/tiers/memory"
 	"github.com/utxo-cache/utxo-cache/tiers/redis"
 )
@@ -33,15 +32,7 @@ func BenchmarkTierLookups(b *testing.B) {
 	}
 	for _, tier := range []string{"disk", "memory", "redis"} {
 		b.Run("tier="+tier, func(b *testing.B) {
-			dir := b.TempDir()
-			if err := os.CopyFS(dir, os.DirFS(f.dir)); err != nil {
-				b.Fatal(err)
-			}
-			store, err := disk.Open(dir, disk.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = store.Close() })
+			store := f.openCopy(b)
 			var tiers []cache.Tier
 			hits := func() (hits, lookups uint64) { return 0, 0 }
 			switch tier {

@@ -169,10 +169,7 @@ func (a *admitter) computed(key string, cost time.Duration) bool {
 
 // roundTrip records a Get of the tier that took d.
 func (a *admitter) roundTrip(d time.Duration) {
-	old := a.rtt.Load()
-	sample := int64(d) << rttFrac
-	// A lost update between concurrent Gets only drops a sample.
-	a.rtt.Store(old + (sample-old)/16)
+	step(&a.rtt, int64(d)<<rttFrac)
 }
 
 // threshold is the least computing time, in ns, worth a round trip.
@@ -204,12 +201,7 @@ func (a *admitter) batchWorth(n int, cost int64) bool {
 // should ask the tier for all n: whether the store is expected to take
 // Factor times the Get of n to read the marked ones.
 func (a *admitter) askBatch(n, marked int) bool {
-	if a.all {
-		return true
-	}
-	trip := float64(a.rtt.Load()>>rttFrac) + float64(n)*float64(a.itemTrip.Load()>>rttFrac)
-	cost := int64(marked) * (a.itemCost.Load() >> rttFrac)
-	return marked > 0 && float64(cost) >= a.factor*trip && cost >= a.minCost
+	return a.all || (marked > 0 && a.batchWorth(n, int64(marked)*(a.itemCost.Load()>>rttFrac)))
 }
 
 // batchAsked records a batch Get of n keys that took d. The time per key
@@ -217,8 +209,7 @@ func (a *admitter) askBatch(n, marked int) bool {
 // Get (a connection dialled) does not set it.
 func (a *admitter) batchAsked(n int, d time.Duration) {
 	beyond := max(int64(d)-a.rtt.Load()>>rttFrac, 0) / int64(n)
-	old := a.itemTrip.Load()
-	a.itemTrip.Store(old + (beyond<<rttFrac-old)/16)
+	step(&a.itemTrip, beyond<<rttFrac)
 }
 
 // batchSkipped records a batch whose marked outpoints were not worth
@@ -254,14 +245,17 @@ func (a *admitter) markOp(op chain.OutPoint) {
 	slot.Store(v)
 }
 
-// ewma moves m a sixteenth of the way to sample, or to sample itself from
-// 0 (unmeasured). A lost update between concurrent callers only drops a
-// sample.
-func ewma(m *atomic.Int64, sample int64) {
+// step moves the mean m a sixteenth of the way to sample (α 1/16). A lost
+// update between concurrent callers only drops a sample.
+func step(m *atomic.Int64, sample int64) {
 	old := m.Load()
-	if old == 0 {
-		m.Store(sample)
+	m.Store(old + (sample-old)/16)
+}
+
+// ewma is step, but sets m to sample itself while m is 0 (unmeasured).
+func ewma(m *atomic.Int64, sample int64) {
+	if m.CompareAndSwap(0, sample) {
 		return
 	}
-	m.Store(old + (sample-old)/16)
+	step(m, sample)
 }

@@ -2,7 +2,6 @@ package query_test
 
 import (
 	"context"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,9 +12,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/testredis"
 	"github.com/utxo-cache/utxo-cache/query"
-	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/tiers/redis"
-	"github.com/utxo-cache/utxo-cache/writer"
 )
 
 // countedTier is the real Redis tier, counting what the server asks of it:
@@ -54,27 +51,12 @@ func (c *countedTier) SetAsync(key, guard string, e cache.Entry) {
 // answer equals a fresh disk read throughout.
 func TestAdmissionByCost(t *testing.T) {
 	rs := testredis.Start(t)
-	store, err := disk.Open(t.TempDir(), disk.Options{PruneDepth: 1000, RollbackWindow: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	w := writer.New(store, writer.Options{})
-	defer w.Close()
-	ctx := context.Background()
-	height := uint64(0)
-	apply := func(n int) {
-		for range n {
-			height++
-			if _, err := w.Apply(ctx, moveBlock(height)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	apply(5)
+	c := newMoveChain(t)
+	store, w, ctx := c.store, c.w, context.Background()
+	c.apply(5)
 	// The outpoint read: the output of the last block, which the next one
 	// spends.
-	opHeight := height
+	opHeight := c.height
 	fresh := query.New(store, query.Options{HotAddresses: -1})
 	defer fresh.Close()
 
@@ -96,17 +78,7 @@ func TestAdmissionByCost(t *testing.T) {
 		t.Helper()
 		return compareReads(t, s, fresh, reads, when)
 	}
-	newTier := func(ns string) *countedTier {
-		rt, err := redis.New(redis.Options{URL: rs.URL(), Namespace: ns, CallTimeout: time.Second,
-			StartSeq: store.Published().Seq, PublishedSeq: func() uint64 { return store.Published().Seq },
-			Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = rt.Close() })
-		poll(t, "the Redis tier healthy", rt.Healthy)
-		return &countedTier{Tier: rt}
-	}
+	newTier := func(ns string) *countedTier { return &countedTier{Tier: redisTierOn(t, rs, store, ns)} }
 
 	t.Run("cheap answers skip the tier", func(t *testing.T) {
 		ct := newTier("cheap")
@@ -123,7 +95,7 @@ func TestAdmissionByCost(t *testing.T) {
 			read(srv, "cheap")
 			compareReads(t, srv, fresh, lookup, "cheap")
 		}
-		apply(3)
+		c.apply(3)
 		read(srv, "after 3 blocks")
 		compareReads(t, srv, fresh, lookup, "after 3 blocks")
 		if g, f := ct.gets.Load(), ct.fills.Load(); g != 0 || f != 0 {
@@ -137,7 +109,7 @@ func TestAdmissionByCost(t *testing.T) {
 
 	t.Run("expensive answers from the second computation", func(t *testing.T) {
 		ct := newTier("dear")
-		opHeight = height
+		opHeight = c.height
 		// A negative Factor and no MinCost: every answer is worth it.
 		srv := query.New(store, query.Options{Tiers: []cache.Tier{ct}, HotAddresses: -1, Admission: query.Admission{Factor: -1}})
 		defer srv.Close()
@@ -154,7 +126,7 @@ func TestAdmissionByCost(t *testing.T) {
 
 		// A block changes every answer: the entries are invalidated, the
 		// keys stay marked, so the next computation fills at once.
-		apply(1)
+		c.apply(1)
 		fills := ct.fills.Load()
 		if read(srv, "after a block") != 0 || ct.fills.Load() != fills+n {
 			t.Fatalf("after a block: %d fills, want %d", ct.fills.Load()-fills, n)
@@ -164,7 +136,7 @@ func TestAdmissionByCost(t *testing.T) {
 
 	t.Run("batches by the same rule", func(t *testing.T) {
 		ct := newTier("batch")
-		opHeight = height
+		opHeight = c.height
 		srv := query.New(store, query.Options{Tiers: []cache.Tier{ct}, HotAddresses: -1, Admission: query.Admission{Factor: -1}})
 		defer srv.Close()
 		w.Subscribe(srv)
@@ -185,7 +157,7 @@ func TestAdmissionByCost(t *testing.T) {
 		}
 		// A block spends batch()[0]: its entry is invalidated, the rest
 		// still serve, and the batch reads it from the store, then fills.
-		apply(1)
+		c.apply(1)
 		fills := ct.fills.Load()
 		if batchRead("after a block") != 0 || ct.fills.Load() != fills+1 {
 			t.Fatalf("after a block: %d fills, want 1 (the spent outpoint's)", ct.fills.Load()-fills)

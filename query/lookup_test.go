@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/utxo-cache/utxo-cache/cache"
 	"github.com/utxo-cache/utxo-cache/chain"
@@ -14,7 +12,6 @@ import (
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/tiers/memory"
-	"github.com/utxo-cache/utxo-cache/tiers/redis"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
@@ -35,35 +32,13 @@ func lookupBatch(h uint64) []chain.OutPoint {
 // entries batches filled.
 func TestLookupThroughTiers(t *testing.T) {
 	rs := testredis.Start(t)
-	store, err := disk.Open(t.TempDir(), disk.Options{PruneDepth: 1000, RollbackWindow: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	w := writer.New(store, writer.Options{})
-	defer w.Close()
-	ctx := context.Background()
-	height := uint64(0)
-	apply := func(n int) {
-		for range n {
-			height++
-			if _, err := w.Apply(ctx, moveBlock(height)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	apply(3)
+	c := newMoveChain(t)
+	store, w, ctx := c.store, c.w, context.Background()
+	c.apply(3)
 	fresh := query.New(store, query.Options{HotAddresses: -1})
 	defer fresh.Close()
 
-	rt, err := redis.New(redis.Options{URL: rs.URL(), Namespace: "lookup", CallTimeout: time.Second,
-		StartSeq: store.Published().Seq, PublishedSeq: func() uint64 { return store.Published().Seq },
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	poll(t, "the Redis tier healthy", rt.Healthy)
+	rt := redisTierOn(t, rs, store, "lookup")
 	mem, err := memory.New(memory.Options{MaxBytes: 16 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +48,7 @@ func TestLookupThroughTiers(t *testing.T) {
 	defer srv.Close()
 	w.Subscribe(srv)
 	reads := func() []namedRead {
-		h := height
+		h := c.height
 		return []namedRead{
 			{"lookup", func(s *query.Server) (query.Answer, error) { return s.Lookup(ctx, lookupBatch(h)) }},
 			{"outpoint", func(s *query.Server) (query.Answer, error) {
@@ -84,13 +59,13 @@ func TestLookupThroughTiers(t *testing.T) {
 	for range 20 {
 		memHits := mem.Stats().Hits
 		for range 3 {
-			compareReads(t, srv, fresh, reads(), fmt.Sprintf("at %d", height))
+			compareReads(t, srv, fresh, reads(), fmt.Sprintf("at %d", c.height))
 			mem.Wait()
 		}
 		if mem.Stats().Hits == memHits {
-			t.Fatalf("at %d: no batch or single read was answered by the memory tier", height)
+			t.Fatalf("at %d: no batch or single read was answered by the memory tier", c.height)
 		}
-		apply(1)
+		c.apply(1)
 	}
 
 	// Redis alone: the entries the batches filled serve batches and single
@@ -99,10 +74,10 @@ func TestLookupThroughTiers(t *testing.T) {
 	defer only.Close()
 	w.Subscribe(only)
 	for range 5 {
-		apply(1)
-		compareReads(t, only, fresh, reads(), fmt.Sprintf("redis alone at %d", height))
+		c.apply(1)
+		compareReads(t, only, fresh, reads(), fmt.Sprintf("redis alone at %d", c.height))
 		poll(t, "every answer from Redis", func() bool {
-			return compareReads(t, only, fresh, reads(), fmt.Sprintf("redis alone at %d", height)) == 2
+			return compareReads(t, only, fresh, reads(), fmt.Sprintf("redis alone at %d", c.height)) == 2
 		})
 	}
 }

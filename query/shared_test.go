@@ -2,13 +2,17 @@ package query_test
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/utxo-cache/utxo-cache/cache"
+	"github.com/utxo-cache/utxo-cache/internal/testredis"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
+	"github.com/utxo-cache/utxo-cache/tiers/redis"
 	"github.com/utxo-cache/utxo-cache/writer"
 )
 
@@ -68,4 +72,51 @@ func TestFillSharedGate(t *testing.T) {
 	if n := shared.sets(); n != 1 {
 		t.Fatalf("%d fills into the shared tier once verified, want 1", n)
 	}
+}
+
+// moveChain is a store with a writer on it, fed the chain of moveBlock one
+// block at a time; both close when the test ends.
+type moveChain struct {
+	t      *testing.T
+	store  *disk.Store
+	w      *writer.Writer
+	height uint64 // of the last block applied
+}
+
+func newMoveChain(t *testing.T) *moveChain {
+	store, err := disk.Open(t.TempDir(), disk.Options{PruneDepth: 1000, RollbackWindow: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	w := writer.New(store, writer.Options{})
+	t.Cleanup(func() { _ = w.Close() })
+	return &moveChain{t: t, store: store, w: w}
+}
+
+// apply applies the next n blocks.
+func (c *moveChain) apply(n int) {
+	c.t.Helper()
+	for range n {
+		c.height++
+		if _, err := c.w.Apply(context.Background(), moveBlock(c.height)); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
+// redisTierOn is a Redis tier of namespace ns on rs, fenced at store's
+// published seq as serve's is, healthy when returned; it closes when the
+// test ends.
+func redisTierOn(t *testing.T, rs *testredis.Server, store *disk.Store, ns string) *redis.Tier {
+	t.Helper()
+	rt, err := redis.New(redis.Options{URL: rs.URL(), Namespace: ns, CallTimeout: time.Second,
+		StartSeq: store.Published().Seq, PublishedSeq: func() uint64 { return store.Published().Seq },
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rt.Close() })
+	poll(t, "the Redis tier healthy", rt.Healthy)
+	return rt
 }
