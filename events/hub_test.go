@@ -9,6 +9,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -350,4 +351,105 @@ func TestHeartbeat(t *testing.T) {
 	}
 	cancel()
 	_, _ = io.Copy(io.Discard, pr)
+}
+
+// countingSource counts the views opened through it.
+type countingSource struct {
+	testSource
+	views *atomic.Int64
+}
+
+func (s countingSource) PublishedView() (*disk.View, error) {
+	s.views.Add(1)
+	return s.testSource.PublishedView()
+}
+
+// TestIdleHubReadsNoLog: with no stream open, the dispatcher passes the
+// published changes without reading the log; streams opened while blocks
+// keep coming (live, and resumed from a seq the idle dispatcher passed)
+// still get every change after their start, in order, none twice.
+func TestIdleHubReadsNoLog(t *testing.T) {
+	ctx := context.Background()
+	store, err := disk.Open(t.TempDir(), disk.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := query.New(store, query.Options{HotAddresses: -1})
+	w := writer.New(store, writer.Options{})
+	w.Subscribe(reads)
+	var views atomic.Int64
+	hub, err := New(countingSource{testSource{store, reads}, &views}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { hub.Close(); _ = w.Close(); reads.Close(); _ = store.Close() }()
+
+	const idle = 20
+	for h := uint64(0); h < idle; h++ {
+		if _, err := w.Apply(ctx, payBlock(h, "alice")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Wait for the dispatcher to pass seq idle (it closes gen as it moves).
+	for {
+		hub.mu.Lock()
+		next, gen := hub.next, hub.gen
+		hub.mu.Unlock()
+		if next > idle {
+			break
+		}
+		<-gen
+	}
+	if n := views.Load(); n != 0 {
+		t.Fatalf("the idle dispatcher opened %d views of the log", n)
+	}
+
+	// Blocks keep coming while streams open, live and resumed.
+	const total = 60
+	fed := make(chan error, 1)
+	go func() {
+		for h := uint64(idle); h < total; h++ {
+			if _, err := w.Apply(ctx, payBlock(h, "alice")); err != nil {
+				fed <- err
+				return
+			}
+		}
+		fed <- nil
+	}()
+	k := []*Key{NewKey(disk.DimAddress, []byte("alice"), "address", "alice")}
+	check := func(after uint64, resume bool) {
+		t.Helper()
+		s, err := hub.Subscribe(k, after, resume)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		start := s.pos
+		pr, pw := io.Pipe()
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() { _ = s.Run(cctx, pw, func() error { return nil }); pw.Close() }()
+		br := bufio.NewReader(pr)
+		var got []uint64
+		for uint64(len(got)) < total-start {
+			seqs, _, err := ids(br, "apply")
+			if err != nil {
+				t.Fatalf("stream after %d: %v (got %v)", start, err, got)
+			}
+			got = append(got, seqs...)
+		}
+		cancel()
+		_, _ = io.Copy(io.Discard, pr)
+		for i, seq := range got {
+			if seq != start+1+uint64(i) {
+				t.Fatalf("stream after %d got %v", start, got)
+			}
+		}
+	}
+	check(5, true) // from a change the idle dispatcher passed
+	check(0, false)
+	check(idle/2, true)
+	if err := <-fed; err != nil {
+		t.Fatal(err)
+	}
 }
