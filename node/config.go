@@ -10,12 +10,20 @@ import (
 	"github.com/utxo-cache/utxo-cache/bitcoin"
 	"github.com/utxo-cache/utxo-cache/cardano/n2n"
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/internal/threadprio"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/replication/jetstream"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/tiers/redis"
 )
+
+// DefaultWriterNice is Config.WriterNice's default: the writer's thread
+// gets about a quarter of a CPU the readers keep busy (the kernel's weights
+// of niceness 5 and 0 are 335 and 1024), more than a live chain's blocks
+// need (a 300-transaction block every 100 ms takes 15%), and yields it to
+// a reader's thread at once.
+const DefaultWriterNice = 5
 
 // Config is everything a node needs, as plain values: the command line
 // (cmd/utxo-cache) turns flags, environment and the YAML file into one, and
@@ -103,6 +111,13 @@ type Config struct {
 	LeaseSweep time.Duration
 	// SkipUnknownInputs skips and counts inputs that are not live outputs.
 	SkipUnknownInputs bool
+	// WriterNice is how much lower than the readers' the writer's OS
+	// thread runs (writer.Options.Nice, 1..19): the readers' threads
+	// preempt a block's CPU burst. 0: DefaultWriterNice; negative: the
+	// writer runs at the readers' priority. The writer's only: a replica
+	// gives its changes the CPU first (ApplyPriorityWait). The process
+	// should run with one P more than its CPUs (threadprio.ExtraP).
+	WriterNice int
 	// MaxBlockBytes bounds a POST /v1/blocks body and MaxBlockMemory the heap
 	// one block may take; 0: chain.Limits' defaults.
 	MaxBlockBytes  int64
@@ -200,6 +215,9 @@ func (c Config) EnsureDefaults() Config {
 	if c.MaxEventStreams == 0 {
 		c.MaxEventStreams = DefaultMaxEventStreams
 	}
+	if c.WriterNice == 0 {
+		c.WriterNice = DefaultWriterNice
+	}
 	if c.BitcoinNetwork == "" {
 		c.BitcoinNetwork = bitcoin.Mainnet
 	}
@@ -233,6 +251,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("node: max change streams %d: must be positive", c.MaxChangeStreams)
 	case c.EsploraUtxosLimit < 0:
 		return fmt.Errorf("node: esplora utxos limit %d: must not be negative", c.EsploraUtxosLimit)
+	case c.WriterNice > threadprio.MaxNice:
+		return fmt.Errorf("node: writer niceness %d: at most %d", c.WriterNice, threadprio.MaxNice)
 	case c.MaxEventStreams < 0:
 		return fmt.Errorf("node: max event streams %d: must be positive", c.MaxEventStreams)
 	case c.ApplyPriorityWait < 0:

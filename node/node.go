@@ -168,7 +168,7 @@ func (n *Node) start(ctx context.Context) error {
 	space, reserve := writerSpace(cfg.DataDir, cfg.DiskReserve)
 	n.w = writer.New(store, writer.Options{
 		SkipUnknownInputs: cfg.SkipUnknownInputs, Metrics: writer.NewMetrics(reg), Logger: log,
-		Space: space, Reserve: reserve, Now: cfg.Now, LeaseSweep: cfg.LeaseSweep,
+		Space: space, Reserve: reserve, Now: cfg.Now, LeaseSweep: cfg.LeaseSweep, Nice: max(cfg.WriterNice, 0),
 	})
 	var writesRefused func() error
 	if space != nil {

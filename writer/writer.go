@@ -11,6 +11,7 @@ import (
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/changeset"
+	"github.com/utxo-cache/utxo-cache/internal/threadprio"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
 
@@ -85,6 +86,13 @@ type Options struct {
 	// expired. Default DefaultLeaseSweep; negative: never (a replica,
 	// which applies its writer's sweeps instead).
 	LeaseSweep time.Duration
+	// Nice, from 1 to threadprio.MaxNice, runs the writer goroutine on an
+	// OS thread of its own whose niceness is the process's plus Nice, so
+	// that the kernel lets readers' threads preempt a block's CPU burst
+	// (package threadprio; the process needs threadprio.ExtraP). 0: the
+	// writer runs like any other goroutine. Where the system refuses, the
+	// writer logs it and runs unlowered.
+	Nice int
 }
 
 // EnsureDefaults returns o with every unset field set to its default, but
@@ -317,6 +325,13 @@ func (w *Writer) Close() error {
 
 func (w *Writer) run() {
 	defer close(w.done)
+	if n := w.opts.Nice; n != 0 {
+		if nice, err := threadprio.Lower(n); err != nil {
+			w.opts.Logger.Warn("the writer runs at the readers' priority", "err", err)
+		} else {
+			w.opts.Logger.Info("writer thread lowered", "niceness", nice)
+		}
+	}
 	var sweep <-chan time.Time
 	if w.opts.LeaseSweep > 0 {
 		t := time.NewTicker(w.opts.LeaseSweep)

@@ -92,6 +92,8 @@ func TestRefusedCommandsCreateNothing(t *testing.T) {
 		{serveArgs("extra"), 2, "no arguments"},
 		{serveArgs("--prune-depth", "0"), 2, "--prune-depth"},
 		{serveArgs("--memory-cache-bytes", "lots"), 2, "--memory-cache-bytes"},
+		{serveArgs("--writer-nice", "20"), 2, "--writer-nice"},
+		{serveArgs("--writer-nice", "-1"), 2, "--writer-nice"},
 		{serveArgs("--log-level", "loud"), 2, "--log-level"},
 		{serveArgs("--log-format", "xml"), 2, "--log-format"},
 		{serveArgs("--bitcoin-network", "dogecoin"), 2, "--bitcoin-network"},

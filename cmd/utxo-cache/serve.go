@@ -23,6 +23,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/cardano/n2n"
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/diskspace"
+	"github.com/utxo-cache/utxo-cache/internal/threadprio"
 	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/replication/jetstream"
@@ -80,6 +81,7 @@ type serveSettings struct {
 	pendingTTL                                         time.Duration
 	pendingMaxTxs                                      int
 	pendingMaxBytes                                    string
+	writerNice                                         int
 }
 
 func runServe(e *env, args []string) error {
@@ -149,6 +151,8 @@ func runServe(e *env, args []string) error {
 		"0: reads never wait")
 	fs.DurationVar(&s.checkpointIdleTimeout, "checkpoint-idle-timeout", replication.DefaultCheckpointIdleTimeout,
 		"on a replica, how long a checkpoint download may receive nothing before it is abandoned (and retried)")
+	fs.IntVar(&s.writerNice, "writer-nice", node.DefaultWriterNice, "how much lower than the readers' the writer's OS thread runs (`N`, 1 to 19; 0: the same): reads preempt\n"+
+		"a block's CPU burst; the process then runs one more Go thread than its CPUs (GOMAXPROCS, unless set). Not on a replica")
 	fs.StringVar(&s.memtable, "memtable-bytes", diskspace.FormatSize(storeDefaults.MemTableBytes), "Pebble's memtable size (`SIZE`): writes buffered in memory, and in the log, before a flush to an sstable;\n"+
 		"the default --disk-reserve-bytes is twice this plus 64MiB")
 	blockCacheFlag(fs, &s.blockCache)
@@ -226,6 +230,9 @@ func runServe(e *env, args []string) error {
 	memBytes, err := parseSize(s.memoryBytes)
 	if err != nil {
 		return usagef("--memory-cache-bytes: %v", err)
+	}
+	if s.writerNice < 0 || s.writerNice > threadprio.MaxNice {
+		return usagef("--writer-nice: %d: want 0 to %d", s.writerNice, threadprio.MaxNice)
 	}
 	mt, err := parseSize(s.memtable)
 	if err != nil || mt < 1<<20 {
@@ -367,6 +374,7 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 			MaxTxs: s.pendingMaxTxs, MaxBytes: s.pendingBytes(), TTL: uint64(s.pendingTTL / time.Second),
 		},
 		SkipUnknownInputs: s.skipUnknown,
+		WriterNice:        s.writerNiceness(),
 		MaxBlockBytes:     s.maxBlockBytes,
 		MaxBlockMemory:    s.blockMemory,
 		MaxWait:           s.maxWait,
@@ -405,6 +413,15 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 // follower (--admin-token) are checked only by linking to the tip, so such
 // a node serves a store of any chain; a store it creates records generic
 // (chainIfNone).
+// writerNiceness is Config.WriterNice of --writer-nice: 0 there means the
+// readers' priority, which the config spells negative.
+func (s serveSettings) writerNiceness() int {
+	if s.writerNice == 0 {
+		return -1
+	}
+	return s.writerNice
+}
+
 // pendingBytes is --pending-max-bytes, which runServe checked.
 func (s serveSettings) pendingBytes() int64 {
 	n, _ := parseSize(s.pendingMaxBytes)
@@ -454,6 +471,13 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 		defer adminLn.Close()
 	}
 
+	if s.replicaOf == "" && s.writerNice > 0 {
+		// The lowered writer's thread needs a P of its own while the
+		// readers keep one per CPU (package threadprio).
+		if procs, changed := threadprio.ExtraP(); changed {
+			log.Info("one Go thread more than the CPUs, for the lowered writer", "gomaxprocs", procs)
+		}
+	}
 	n, err := node.Start(ctx, s.nodeConfig(memBytes, log))
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// Like a crash to the store: its log replays on the next start.

@@ -23,6 +23,7 @@ var layers = []struct {
 	// Leaves: they import nothing of the module.
 	{"chain", nil},
 	{"internal/durable", nil},
+	{"internal/threadprio", nil},
 	{"internal/textenc", nil},
 	{"internal/testredis", nil},
 	{"internal/testnats", nil},
@@ -47,7 +48,7 @@ var layers = []struct {
 	{"tiers/redis", []string{"cache", "chain"}},
 	// The read path, the write path and what feeds the writer.
 	{"query", []string{"cache", "chain", "changeset", "tiers/disk"}},
-	{"writer", []string{"chain", "changeset", "tiers/disk"}},
+	{"writer", []string{"chain", "changeset", "internal/threadprio", "tiers/disk"}},
 	{"replication", []string{"chain", "changeset", "internal/diskspace", "internal/durable", "replication/storedir", "tiers/disk", "writer"}},
 	{"replication/jetstream", []string{"chain", "changeset", "replication", "tiers/disk"}},
 	{"follow", []string{"bitcoin", "chain", "writer"}},
@@ -58,8 +59,8 @@ var layers = []struct {
 	{"blockfrost", []string{"cardano/credential", "cardano/script", "chain", "internal/textenc", "query", "tiers/disk"}},
 	{"api/esplora", []string{"bitcoin", "chain", "query", "tiers/disk"}},
 	{"api", []string{"api/esplora", "blockfrost", "cardano/credential", "chain", "events", "query", "replication", "writer"}},
-	{"node", []string{"api", "api/esplora", "bitcoin", "blockfrost", "cache", "cardano", "cardano/credential", "cardano/script", "cardano/n2n", "chain", "changeset", "events", "follow", "internal/diskspace", "query", "replication", "replication/jetstream", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
-	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "cardano/n2n", "chain", "internal/diskspace", "internal/durable", "node", "replication", "replication/jetstream", "replication/storedir", "tiers/disk", "writer"}},
+	{"node", []string{"api", "api/esplora", "bitcoin", "blockfrost", "cache", "cardano", "cardano/credential", "cardano/script", "cardano/n2n", "chain", "changeset", "events", "follow", "internal/diskspace", "internal/threadprio", "query", "replication", "replication/jetstream", "replication/storedir", "tiers/disk", "tiers/memory", "tiers/redis", "writer"}},
+	{"cmd/utxo-cache", []string{"api", "bitcoin", "cardano", "cardano/n2n", "chain", "internal/diskspace", "internal/durable", "internal/threadprio", "node", "replication", "replication/jetstream", "replication/storedir", "tiers/disk", "writer"}},
 
 	// The load harness, a module of its own: never linked by the service.
 	{"loadtest/pgref", []string{"api/bare", "chain", "query"}},

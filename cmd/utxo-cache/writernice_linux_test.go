@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// threadNices reads the niceness of every thread of process pid from
+// /proc (field 19 of each task's stat), by thread id.
+func threadNices(t *testing.T, pid int) map[string]int {
+	t.Helper()
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(stats) == 0 {
+		t.Fatalf("threads of %d: %v", pid, err)
+	}
+	out := map[string]int{}
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		n, err := strconv.Atoi(f[16])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(filepath.Dir(p))] = n
+	}
+	return out
+}
+
+// gomaxprocs reads the service's GOMAXPROCS from its /metrics.
+func gomaxprocs(t *testing.T, p *serveProc) int {
+	t.Helper()
+	_, body := p.rawDo(http.MethodGet, "/metrics", nil)
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_sched_gomaxprocs_threads "); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no go_sched_gomaxprocs_threads in /metrics: %s", body)
+	return 0
+}
+
+// TestServeWriterNice: by default serve's writer applies blocks on one
+// thread of the process at its niceness plus 5 (as the kernel reports it),
+// and the process runs one P more than Go's default; --writer-nice 0 keeps
+// every thread at the process's niceness and Go's default.
+func TestServeWriterNice(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("GOMAXPROCS") != "" {
+		t.Fatal("GOMAXPROCS is set: serve would keep it, and this test compares with Go's default")
+	}
+	c := newTestChain(1)
+	procs := map[string]int{}
+	for _, nice := range []string{"0", "default"} {
+		extra := []string{"--memory-cache-bytes", "0"}
+		if nice != "default" {
+			extra = append(extra, "--writer-nice", nice)
+		}
+		p := startServe(t, t.TempDir(), extra...)
+		if r := p.do("POST", "/v1/blocks", "application/json", blockJSON(t, c.blocks[0])); r.code != 200 {
+			t.Fatalf("--writer-nice %s: posting a block: %s", nice, r)
+		}
+		nices := threadNices(t, p.cmd.Process.Pid)
+		base := nices[strconv.Itoa(p.cmd.Process.Pid)] // the main thread's
+		var lowered []string
+		for tid, n := range nices {
+			if n != base {
+				lowered = append(lowered, fmt.Sprintf("%s at %d", tid, n))
+			}
+		}
+		switch {
+		case nice == "0" && len(lowered) != 0:
+			t.Fatalf("--writer-nice 0: threads %v, not at the process's niceness %d", lowered, base)
+		case nice == "default" && (len(lowered) != 1 || !strings.HasSuffix(lowered[0], fmt.Sprintf(" at %d", min(base+5, 19)))):
+			t.Fatalf("default --writer-nice: lowered threads %v, want the writer's alone at %d", lowered, min(base+5, 19))
+		}
+		procs[nice] = gomaxprocs(t, p)
+		p.stop()
+	}
+	if procs["default"] != procs["0"]+1 {
+		t.Fatalf("GOMAXPROCS %d with the writer lowered, %d without: want one more", procs["default"], procs["0"])
+	}
+}

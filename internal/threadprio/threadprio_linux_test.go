@@ -1,0 +1,118 @@
+package threadprio
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// threadNice reads the niceness of thread tid of this process from /proc:
+// an independent reading of what the kernel schedules by.
+func threadNice(t *testing.T, tid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command name, which ends with the last ')'.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	nice, err := strconv.Atoi(f[16]) // field 19 of stat(5), the third being f[0]
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nice
+}
+
+// TestLowerOneThread: the lowered goroutine's thread runs at the process's
+// niceness plus n, capped at 19, and stays locked to it; other threads
+// keep theirs; the thread ends with its goroutine.
+func TestLowerOneThread(t *testing.T) {
+	base := threadNice(t, syscall.Gettid())
+	for _, n := range []int{5, MaxNice} {
+		type got struct {
+			tid, nice, reported int
+			err                 error
+		}
+		ch := make(chan got)
+		stop := make(chan struct{})
+		go func() {
+			nice, err := Lower(n)
+			ch <- got{syscall.Gettid(), 0, nice, err}
+			<-stop
+			// Still on the same thread, still lowered.
+			ch <- got{syscall.Gettid(), 0, 0, nil}
+		}()
+		g := <-ch
+		if g.err != nil {
+			t.Fatal(g.err)
+		}
+		want := min(base+n, MaxNice)
+		if g.reported != want || threadNice(t, g.tid) != want {
+			t.Fatalf("lowered by %d from %d: reported %d, /proc says %d; want %d", n, base, g.reported, threadNice(t, g.tid), want)
+		}
+		if other := threadNice(t, syscall.Gettid()); other != base {
+			t.Fatalf("the test's own thread went from %d to %d", base, other)
+		}
+		// Make the runtime busy on other threads meanwhile.
+		for range 100 {
+			runtime.Gosched()
+		}
+		close(stop)
+		if again := <-ch; again.tid != g.tid {
+			t.Fatalf("the lowered goroutine moved from thread %d to %d", g.tid, again.tid)
+		}
+	}
+}
+
+// TestLowerRefusesOutOfRange: a niceness outside 1..19 is refused and
+// changes nothing.
+func TestLowerRefusesOutOfRange(t *testing.T) {
+	base := threadNice(t, syscall.Gettid())
+	for _, n := range []int{-1, 0, 20} {
+		type got struct {
+			tid int
+			err error
+		}
+		done := make(chan got)
+		release := make(chan struct{})
+		go func() {
+			runtime.LockOSThread() // stay on the thread while the test reads it
+			defer runtime.UnlockOSThread()
+			_, err := Lower(n)
+			done <- got{syscall.Gettid(), err}
+			<-release
+		}()
+		g := <-done
+		nice := threadNice(t, g.tid)
+		close(release)
+		if g.err == nil || nice != base {
+			t.Fatalf("Lower(%d): %v, niceness %d (was %d)", n, g.err, nice, base)
+		}
+	}
+}
+
+// TestExtraP: one P more than the default, once per process; none when
+// the operator set GOMAXPROCS.
+func TestExtraP(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	defer func() {
+		runtime.GOMAXPROCS(before)
+		extraOnce = sync.Once{}
+	}()
+	t.Setenv("GOMAXPROCS", strconv.Itoa(before))
+	if n, changed := ExtraP(); changed || n != before || runtime.GOMAXPROCS(0) != before {
+		t.Fatalf("ExtraP with GOMAXPROCS=%d set: %d %v, GOMAXPROCS %d", before, n, changed, runtime.GOMAXPROCS(0))
+	}
+	extraOnce = sync.Once{}
+	t.Setenv("GOMAXPROCS", "")
+	for i := range 2 {
+		if n, changed := ExtraP(); changed != (i == 0) || n != before+1 || runtime.GOMAXPROCS(0) != before+1 {
+			t.Fatalf("call %d of ExtraP from %d: %d %v, GOMAXPROCS %d", i+1, before, n, changed, runtime.GOMAXPROCS(0))
+		}
+	}
+}

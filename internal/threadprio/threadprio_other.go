@@ -1,0 +1,5 @@
+//go:build !linux
+
+package threadprio
+
+func lowerThread(int) (int, error) { return 0, ErrUnsupported }
