@@ -158,20 +158,27 @@ func TestSlowConsumerOverflows(t *testing.T) {
 	pr2, pw2 := io.Pipe()
 	cctx, cancel := context.WithCancel(ctx)
 	go func() { _ = s2.Run(cctx, pw2, func() error { return nil }); pw2.Close() }()
-	br2 := bufio.NewReader(pr2)
-	var rest []uint64
-	for uint64(len(rest)) < blocks+1-resume {
-		seqs, _, err := ids(br2, "apply")
-		if err != nil {
-			t.Fatal(err)
-		}
-		rest = append(rest, seqs...)
-	}
+	consecutiveApplies(t, bufio.NewReader(pr2), resume, blocks+1)
 	cancel()
 	_, _ = io.Copy(io.Discard, pr2)
-	for i, seq := range rest {
-		if seq != resume+1+uint64(i) {
-			t.Fatalf("after resuming from %d: %v", resume, rest)
+}
+
+// consecutiveApplies reads apply events from br until it has those of
+// every seq after `after` up to last, and fails t unless they are exactly
+// those, in order.
+func consecutiveApplies(t *testing.T, br *bufio.Reader, after, last uint64) {
+	t.Helper()
+	var got []uint64
+	for uint64(len(got)) < last-after {
+		seqs, _, err := ids(br, "apply")
+		if err != nil {
+			t.Fatalf("stream after %d: %v (got %v)", after, err, got)
+		}
+		got = append(got, seqs...)
+	}
+	for i, seq := range got {
+		if seq != after+1+uint64(i) {
+			t.Fatalf("stream after %d got %v", after, got)
 		}
 	}
 }
@@ -429,22 +436,9 @@ func TestIdleHubReadsNoLog(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go func() { _ = s.Run(cctx, pw, func() error { return nil }); pw.Close() }()
-		br := bufio.NewReader(pr)
-		var got []uint64
-		for uint64(len(got)) < total-start {
-			seqs, _, err := ids(br, "apply")
-			if err != nil {
-				t.Fatalf("stream after %d: %v (got %v)", start, err, got)
-			}
-			got = append(got, seqs...)
-		}
+		consecutiveApplies(t, bufio.NewReader(pr), start, total)
 		cancel()
 		_, _ = io.Copy(io.Discard, pr)
-		for i, seq := range got {
-			if seq != start+1+uint64(i) {
-				t.Fatalf("stream after %d got %v", start, got)
-			}
-		}
 	}
 	check(5, true) // from a change the idle dispatcher passed
 	check(0, false)
