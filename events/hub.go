@@ -111,7 +111,9 @@ func NewKey(d disk.Dimension, value []byte, field, label string) *Key {
 // Hub serves the event streams of one node: one dispatcher goroutine reads
 // each published change from the change log once, and hands its events to
 // the live streams whose keys it touched; a stream that resumes from an
-// earlier seq first reads the log itself, then joins.
+// earlier seq first reads the log itself, then joins. While no stream is
+// live the dispatcher reads nothing and only moves past the published
+// changes (passIdle).
 type Hub struct {
 	src  Source
 	opts Options

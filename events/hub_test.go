@@ -376,7 +376,10 @@ func (s countingSource) PublishedView() (*disk.View, error) {
 // keep coming (live, and resumed from a seq the idle dispatcher passed)
 // still get every change after their start, in order, none twice.
 func TestIdleHubReadsNoLog(t *testing.T) {
-	ctx := context.Background()
+	// A stream that misses an event would wait for it: the deadline turns
+	// that into a failure (the stream's Run ends, and its reader with it).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	store, err := disk.Open(t.TempDir(), disk.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -400,12 +403,19 @@ func TestIdleHubReadsNoLog(t *testing.T) {
 	// Wait for the dispatcher to pass seq idle (it closes gen as it moves).
 	for {
 		hub.mu.Lock()
-		next, gen := hub.next, hub.gen
+		next, gen, failed := hub.next, hub.gen, hub.failed
 		hub.mu.Unlock()
+		if failed != nil {
+			t.Fatalf("the dispatcher failed: %v", failed)
+		}
 		if next > idle {
 			break
 		}
-		<-gen
+		select {
+		case <-gen:
+		case <-ctx.Done():
+			t.Fatalf("the dispatcher stayed at %d of %d published changes", next-1, idle)
+		}
 	}
 	if n := views.Load(); n != 0 {
 		t.Fatalf("the idle dispatcher opened %d views of the log", n)

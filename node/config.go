@@ -115,8 +115,9 @@ type Config struct {
 	// thread runs (writer.Options.Nice, 1..19): the readers' threads
 	// preempt a block's CPU burst. 0: DefaultWriterNice; negative: the
 	// writer runs at the readers' priority. The writer's only: a replica
-	// gives its changes the CPU first (ApplyPriorityWait). The process
-	// should run with one P more than its CPUs (threadprio.ExtraP).
+	// gives its changes the CPU first (ApplyPriorityWait). A node whose
+	// writer is lowered gives the process one P more than its CPUs, once
+	// (threadprio.ExtraP).
 	WriterNice int
 	// MaxBlockBytes bounds a POST /v1/blocks body and MaxBlockMemory the heap
 	// one block may take; 0: chain.Limits' defaults.

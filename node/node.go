@@ -35,6 +35,7 @@ import (
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/events"
 	"github.com/utxo-cache/utxo-cache/follow"
+	"github.com/utxo-cache/utxo-cache/internal/threadprio"
 	"github.com/utxo-cache/utxo-cache/query"
 	"github.com/utxo-cache/utxo-cache/replication"
 	"github.com/utxo-cache/utxo-cache/replication/jetstream"
@@ -166,6 +167,13 @@ func (n *Node) start(ctx context.Context) error {
 	n.reads = query.New(store, query.Options{Tiers: tiers, Metrics: query.NewMetrics(reg), Logger: log, Now: cfg.Now,
 		Admission: cfg.RedisAdmission})
 	space, reserve := writerSpace(cfg.DataDir, cfg.DiskReserve)
+	if cfg.WriterNice > 0 {
+		// The lowered writer's thread needs a P of its own while the
+		// readers keep one per CPU (package threadprio).
+		if procs, changed := threadprio.ExtraP(); changed {
+			log.Info("one P more than the CPUs, for the lowered writer", "gomaxprocs", procs)
+		}
+	}
 	n.w = writer.New(store, writer.Options{
 		SkipUnknownInputs: cfg.SkipUnknownInputs, Metrics: writer.NewMetrics(reg), Logger: log,
 		Space: space, Reserve: reserve, Now: cfg.Now, LeaseSweep: cfg.LeaseSweep, Nice: max(cfg.WriterNice, 0),

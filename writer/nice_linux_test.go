@@ -40,6 +40,9 @@ func TestWriterThreadLowered(t *testing.T) {
 	defer st.Close()
 	base, _ := niceOf(t, "/proc/self/task/"+strconv.Itoa(syscall.Gettid())+"/stat")
 	const nice = 7
+	if base >= 19 {
+		t.Skipf("the test runs at niceness %d: no lower niceness to observe", base)
+	}
 	want := min(base+nice, 19)
 	lowered := func() map[string]bool {
 		stats, err := filepath.Glob("/proc/self/task/*/stat")

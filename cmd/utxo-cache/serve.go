@@ -152,7 +152,7 @@ func runServe(e *env, args []string) error {
 	fs.DurationVar(&s.checkpointIdleTimeout, "checkpoint-idle-timeout", replication.DefaultCheckpointIdleTimeout,
 		"on a replica, how long a checkpoint download may receive nothing before it is abandoned (and retried)")
 	fs.IntVar(&s.writerNice, "writer-nice", node.DefaultWriterNice, "how much lower than the readers' the writer's OS thread runs (`N`, 1 to 19; 0: the same): reads preempt\n"+
-		"a block's CPU burst; the process then runs one more Go thread than its CPUs (GOMAXPROCS, unless set). Not on a replica")
+		"a block's CPU burst; the process then runs one P more than its CPUs (GOMAXPROCS, unless set). Not on a replica")
 	fs.StringVar(&s.memtable, "memtable-bytes", diskspace.FormatSize(storeDefaults.MemTableBytes), "Pebble's memtable size (`SIZE`): writes buffered in memory, and in the log, before a flush to an sstable;\n"+
 		"the default --disk-reserve-bytes is twice this plus 64MiB")
 	blockCacheFlag(fs, &s.blockCache)
@@ -408,11 +408,6 @@ func (s serveSettings) nodeConfig(memBytes int64, log *slog.Logger) node.Config 
 	return cfg
 }
 
-// chain is the chain serve feeds its store (chainname.go): its follower's,
-// or none. A replica's store is its writer's. Blocks POSTed without a
-// follower (--admin-token) are checked only by linking to the tip, so such
-// a node serves a store of any chain; a store it creates records generic
-// (chainIfNone).
 // writerNiceness is Config.WriterNice of --writer-nice: 0 there means the
 // readers' priority, which the config spells negative.
 func (s serveSettings) writerNiceness() int {
@@ -428,6 +423,11 @@ func (s serveSettings) pendingBytes() int64 {
 	return n
 }
 
+// chain is the chain serve feeds its store (chainname.go): its follower's,
+// or none. A replica's store is its writer's. Blocks POSTed without a
+// follower (--admin-token) are checked only by linking to the tip, so such
+// a node serves a store of any chain; a store it creates records generic
+// (chainIfNone).
 func (s serveSettings) chain() disk.Chain {
 	switch {
 	case s.replicaOf != "":
@@ -471,13 +471,6 @@ func serve(ctx context.Context, e *env, s serveSettings, memBytes int64, log *sl
 		defer adminLn.Close()
 	}
 
-	if s.replicaOf == "" && s.writerNice > 0 {
-		// The lowered writer's thread needs a P of its own while the
-		// readers keep one per CPU (package threadprio).
-		if procs, changed := threadprio.ExtraP(); changed {
-			log.Info("one Go thread more than the CPUs, for the lowered writer", "gomaxprocs", procs)
-		}
-	}
 	n, err := node.Start(ctx, s.nodeConfig(memBytes, log))
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// Like a crash to the store: its log replays on the next start.

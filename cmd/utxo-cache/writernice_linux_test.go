@@ -61,7 +61,7 @@ func gomaxprocs(t *testing.T, p *serveProc) int {
 func TestServeWriterNice(t *testing.T) {
 	t.Parallel()
 	if os.Getenv("GOMAXPROCS") != "" {
-		t.Fatal("GOMAXPROCS is set: serve would keep it, and this test compares with Go's default")
+		t.Skip("GOMAXPROCS is set: serve keeps it, and this test compares the extra P with Go's default")
 	}
 	c := newTestChain(1)
 	procs := map[string]int{}
@@ -76,6 +76,9 @@ func TestServeWriterNice(t *testing.T) {
 		}
 		nices := threadNices(t, p.cmd.Process.Pid)
 		base := nices[strconv.Itoa(p.cmd.Process.Pid)] // the main thread's
+		if base >= 19 {
+			t.Skipf("serve runs at niceness %d: no lower niceness to observe", base)
+		}
 		var lowered []string
 		for tid, n := range nices {
 			if n != base {

@@ -2,21 +2,23 @@
 // an OS thread of its own, at a lower kernel scheduling priority.
 //
 // Why: Go schedules goroutines on its Ps without priorities, and preempts a
-// running goroutine only after 10 ms. A CPU-heavy background goroutine (the
-// writer applying a block: about 15 ms of CPU for 300 transactions, most of
-// it inserting the block's keys into Pebble's memtable, which cannot yield)
+// running goroutine only after 10 ms. A CPU-heavy background goroutine
 // holds a P that long, and on a one-CPU service every read queues behind
-// it. Lowered here, the goroutine's thread competes with the readers'
-// threads in the kernel, whose scheduler preempts it within a fraction of a
-// millisecond when a reader's thread wakes, and gives it the CPU the
-// readers leave. Its thread needs a P of its own to run on while the
-// readers use the others, so the process should run with one P more than
-// it has CPUs (ExtraP).
+// it. The writer is one: a block of 300 transactions costs it about 15 ms
+// of CPU, 4 ms of which is a single call of Pebble's that inserts the
+// block's keys into the memtable and has no point to yield at; an
+// execution trace shows the runtime preempting the writer inside that call.
+// Lowered here, the goroutine's thread competes with the readers' threads
+// in the kernel, which runs a waking reader's thread ahead of it and gives
+// it the CPU the readers leave. Its thread needs a P of its own to run on
+// while the readers use the others, so the process should run with one P
+// more than it has CPUs (ExtraP).
 //
 // The niceness is relative: a thread lowered by n runs at the process's
 // niceness plus n (Linux keeps a niceness per thread). Raising a thread's
 // priority back needs privileges, so a lowered goroutine stays on its
-// thread until it exits, and the thread ends with it.
+// thread until it exits, and the thread ends with it. Elsewhere than on
+// Linux nothing is lowered (Supported).
 package threadprio
 
 import (
@@ -55,13 +57,14 @@ func Lower(n int) (int, error) {
 // own while the readers keep as many as there are CPUs; the kernel decides
 // which thread runs. It returns the GOMAXPROCS now in force and whether
 // this call changed it: an operator's GOMAXPROCS environment variable is
-// kept as set, and only the process's first call adds the P. Setting
+// kept as set, only the process's first call adds the P, and none is
+// added where threads cannot be lowered (Supported). Setting
 // GOMAXPROCS ends the runtime's own updates of it from the process's CPU
 // limit, so call it at start, in a process that runs a lowered goroutine.
 func ExtraP() (int, bool) {
 	changed := false
 	extraOnce.Do(func() {
-		if os.Getenv("GOMAXPROCS") != "" {
+		if !Supported || os.Getenv("GOMAXPROCS") != "" {
 			return
 		}
 		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)

@@ -16,3 +16,6 @@ func lowerThread(n int) (int, error) {
 	}
 	return nice, nil
 }
+
+// Supported reports whether this system lowers threads: Linux does.
+const Supported = true

@@ -3,3 +3,6 @@
 package threadprio
 
 func lowerThread(int) (int, error) { return 0, ErrUnsupported }
+
+// Supported reports whether this system lowers threads: not this one.
+const Supported = false
