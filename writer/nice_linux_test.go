@@ -3,31 +3,13 @@ package writer
 import (
 	"context"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/internal/threadprio"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 )
-
-// niceOf reads a thread's niceness, field 19 of /proc/self/task/TID/stat.
-func niceOf(t *testing.T, statPath string) (int, bool) {
-	t.Helper()
-	b, err := os.ReadFile(statPath)
-	if err != nil {
-		return 0, false // the thread ended meanwhile
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	n, err := strconv.Atoi(f[16])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n, true
-}
 
 // TestWriterThreadLowered: with Options.Nice the writer applies blocks on
 // one thread of the process whose niceness is the process's plus Nice, as
@@ -38,21 +20,24 @@ func TestWriterThreadLowered(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	base, _ := niceOf(t, "/proc/self/task/"+strconv.Itoa(syscall.Gettid())+"/stat")
+	nices := func() map[int]int {
+		m, err := threadprio.ThreadNices(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	base := nices()[syscall.Gettid()]
 	const nice = 7
 	if base >= 19 {
 		t.Skipf("the test runs at niceness %d: no lower niceness to observe", base)
 	}
 	want := min(base+nice, 19)
-	lowered := func() map[string]bool {
-		stats, err := filepath.Glob("/proc/self/task/*/stat")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := map[string]bool{}
-		for _, p := range stats {
-			if n, ok := niceOf(t, p); ok && n == want {
-				m[p] = true
+	lowered := func() map[int]bool {
+		m := map[int]bool{}
+		for tid, n := range nices() {
+			if n == want {
+				m[tid] = true
 			}
 		}
 		return m
@@ -65,16 +50,16 @@ func TestWriterThreadLowered(t *testing.T) {
 	if r, err := w.Apply(context.Background(), b); err != nil || !r.Applied {
 		t.Fatalf("apply: %+v %v", r, err)
 	}
-	var added []string
-	for p := range lowered() {
-		if !before[p] {
-			added = append(added, p)
+	var added []int
+	for tid := range lowered() {
+		if !before[tid] {
+			added = append(added, tid)
 		}
 	}
 	if len(added) != 1 {
 		t.Fatalf("threads newly at niceness %d: %v, want the writer's alone", want, added)
 	}
-	if n, _ := niceOf(t, "/proc/self/task/"+strconv.Itoa(syscall.Gettid())+"/stat"); n != base {
+	if n := nices()[syscall.Gettid()]; n != base {
 		t.Fatalf("the caller's thread went from niceness %d to %d", base, n)
 	}
 }

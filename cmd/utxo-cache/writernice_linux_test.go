@@ -5,36 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-)
 
-// threadNices reads the niceness of every thread of process pid from
-// /proc (field 19 of each task's stat), by thread id.
-func threadNices(t *testing.T, pid int) map[string]int {
-	t.Helper()
-	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-	if err != nil || len(stats) == 0 {
-		t.Fatalf("threads of %d: %v", pid, err)
-	}
-	out := map[string]int{}
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // the thread ended meanwhile
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		n, err := strconv.Atoi(f[16])
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[filepath.Base(filepath.Dir(p))] = n
-	}
-	return out
-}
+	"github.com/utxo-cache/utxo-cache/internal/threadprio"
+)
 
 // gomaxprocs reads the service's GOMAXPROCS from its /metrics.
 func gomaxprocs(t *testing.T, p *serveProc) int {
@@ -74,15 +50,18 @@ func TestServeWriterNice(t *testing.T) {
 		if r := p.do("POST", "/v1/blocks", "application/json", blockJSON(t, c.blocks[0])); r.code != 200 {
 			t.Fatalf("--writer-nice %s: posting a block: %s", nice, r)
 		}
-		nices := threadNices(t, p.cmd.Process.Pid)
-		base := nices[strconv.Itoa(p.cmd.Process.Pid)] // the main thread's
+		nices, err := threadprio.ThreadNices(p.cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := nices[p.cmd.Process.Pid] // the main thread's
 		if base >= 19 {
 			t.Skipf("serve runs at niceness %d: no lower niceness to observe", base)
 		}
 		var lowered []string
 		for tid, n := range nices {
 			if n != base {
-				lowered = append(lowered, fmt.Sprintf("%s at %d", tid, n))
+				lowered = append(lowered, fmt.Sprintf("%d at %d", tid, n))
 			}
 		}
 		switch {

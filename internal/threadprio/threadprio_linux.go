@@ -1,6 +1,13 @@
 package threadprio
 
-import "syscall"
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
 
 // lowerThread adds n to the calling thread's niceness.
 func lowerThread(n int) (int, error) {
@@ -19,3 +26,37 @@ func lowerThread(n int) (int, error) {
 
 // Supported reports whether this system lowers threads: Linux does.
 const Supported = true
+
+// ThreadNices returns the niceness of each thread of process pid, by
+// thread id, as the kernel reports it in /proc (field 19 of each task's
+// stat): what the scheduler goes by, read apart from getpriority. A thread
+// that ends while it reads is left out.
+func ThreadNices(pid int) (map[int]int, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("threadprio: threads of %d: %w", pid, err)
+	}
+	nices := make(map[int]int, len(tasks))
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(task.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		// The fields after the command name, which ends with the last ')':
+		// the first of them is field 3, so field 19 is the 17th.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 17 {
+			return nil, fmt.Errorf("threadprio: %s/%s/stat: %d fields after the name", dir, task.Name(), len(f))
+		}
+		if nices[tid], err = strconv.Atoi(f[16]); err != nil {
+			return nil, fmt.Errorf("threadprio: %s/%s/stat: niceness: %w", dir, task.Name(), err)
+		}
+	}
+	return nices, nil
+}

@@ -1,29 +1,25 @@
 package threadprio
 
 import (
-	"fmt"
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 )
 
-// threadNice reads the niceness of thread tid of this process from /proc:
-// an independent reading of what the kernel schedules by.
+// threadNice reads the niceness of thread tid of this process from /proc
+// (ThreadNices): what the kernel schedules by, apart from getpriority.
 func threadNice(t *testing.T, tid int) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	nices, err := ThreadNices(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The fields after the command name, which ends with the last ')'.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	nice, err := strconv.Atoi(f[16]) // field 19 of stat(5), the third being f[0]
-	if err != nil {
-		t.Fatal(err)
+	nice, ok := nices[tid]
+	if !ok {
+		t.Fatalf("no thread %d in /proc", tid)
 	}
 	return nice
 }
