@@ -2,6 +2,7 @@ package textenc
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"strings"
 	"testing"
@@ -81,4 +82,19 @@ func validHRP(h string) bool {
 		}
 	}
 	return true
+}
+
+// BenchmarkDecodeBech32 decodes a Cardano base address (57 bytes, 103
+// characters): an import decodes every output's address.
+func BenchmarkDecodeBech32(b *testing.B) {
+	h1, h2 := sha256.Sum256([]byte("payment")), sha256.Sum256([]byte("stake"))
+	raw := append(append([]byte{0x01}, h1[:28]...), h2[:28]...)
+	s := Bech32("addr", ConvertBits(raw), Bech32Const)
+	dst := make([]byte, 0, 64)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		if _, _, err := DecodeBech32(s, Bech32Const, dst); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
