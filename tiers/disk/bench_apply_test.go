@@ -425,20 +425,26 @@ func benchApply(ctx context.Context, b *testing.B, f *benchFixture, impl string,
 		}
 		w := writer.New(st, writer.Options{})
 		addresses := 0 // distinct addresses touched: one balance read each
+		// The most memtables a read would have seeked after a block: a store
+		// just opened starts Pebble's memtable ramp (256 KiB doubling up to
+		// Options.MemTableBytes, none flushed before they add up to it).
+		// Health takes about 5 µs, against a block's 17 ms.
+		var memtables int64
 		apply = func(bs []*chain.Block) error {
 			res, err := w.Apply(ctx, bs[0])
 			if err == nil && res.Changes != nil {
 				addresses += len(res.Changes.Addresses)
 			}
+			memtables = max(memtables, st.Health().MemTables)
 			return err
 		}
 		closeAll = func() error {
 			w.Close()
 			h := st.Health()
 			n := float64(len(blocks))
-			b.Logf("writer, %d blocks; per block: %.0f young-output view hits, %.0f misses (outpoint reads), %.0f addresses (balance reads); %d flushes, %d compactions, %d L0 files, read amp %d",
+			b.Logf("writer, %d blocks; per block: %.0f young-output view hits, %.0f misses (outpoint reads), %.0f addresses (balance reads); %d flushes, %d compactions, %d L0 files, read amp %d, up to %d memtables",
 				len(blocks), float64(h.RecentHits)/n, float64(h.RecentMisses)/n, float64(addresses)/n,
-				h.Flushes, h.Compactions, h.L0Files, h.ReadAmplification)
+				h.Flushes, h.Compactions, h.L0Files, h.ReadAmplification, memtables)
 			return st.Close()
 		}
 	default:
