@@ -109,12 +109,11 @@ func polymodStep(chk uint32, v byte) uint32 {
 	return (chk&0x1ffffff)<<5 ^ uint32(v) ^ polymodGen[chk>>25]
 }
 
-// polymodGen[t] is the XOR of BIP 173's generator terms for the bits set in
-// t, the five bits a step shifts out of the checksum.
+// polymodGen[t] is the XOR of the generator's terms (bech32Gen) for the
+// bits set in t, the five bits a step shifts out of the checksum.
 var polymodGen = func() (t [32]uint32) {
-	gen := [5]uint32{0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3}
 	for top := range t {
-		for i, g := range gen {
+		for i, g := range bech32Gen {
 			if top>>i&1 != 0 {
 				t[top] ^= g
 			}

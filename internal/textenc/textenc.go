@@ -96,15 +96,18 @@ func ConvertBits(in []byte) []byte {
 	return out
 }
 
+// bech32Gen is BIP 173's generator: the terms a checksum step XORs in, one
+// per bit it shifts out.
+var bech32Gen = [5]uint32{0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3}
+
 func bech32Polymod(values []byte) uint32 {
-	gen := [5]uint32{0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3}
 	chk := uint32(1)
 	for _, v := range values {
 		top := chk >> 25
 		chk = (chk&0x1ffffff)<<5 ^ uint32(v)
-		for i := range gen {
+		for i := range bech32Gen {
 			if (top>>i)&1 == 1 {
-				chk ^= gen[i]
+				chk ^= bech32Gen[i]
 			}
 		}
 	}
