@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -473,5 +474,61 @@ func TestStalledConsumerReadFromLeader(t *testing.T) {
 	big := f.matchLog(t, got)
 	if big == 0 {
 		t.Fatal("no change above the max payload: the test needs one")
+	}
+}
+
+// TestFailedConsumerReadFromLeader: a consumer that cannot be started (in a
+// cluster, nats-server may place it on a server the replica's own server
+// cannot reach, and its creation never answers), or whose Next fails (the
+// consumer's server goes out of reach), does not stop the replica while
+// the stream's leader answers: the Source reads the changes the writer has
+// announced from the leader, a change too large for a message among them,
+// each the store's own record, in order. Without that, every read would
+// fail here.
+func TestFailedConsumerReadFromLeader(t *testing.T) {
+	noLeaks(t)
+	srv := testnats.StartMaxPayload(t, 64<<10)
+	f := newFixture(t, 1000)
+	opts := Options{URLs: srv.URL(), Retention: 1000, CheckpointInterval: time.Hour, Logger: testLogger(t)}
+	p := f.publish(t, opts)
+	f.blocks(t, 3)
+	f.bigBlocks(t, 1, model.GenOptions{Addresses: 4, MaxTxs: 600, MaxOutputs: 8}, 7)
+	f.blocks(t, 2)
+	last := f.store.Published().Seq
+	waitFor(t, 30*time.Second, "the stream has the writer's changes", func() bool { return p.Status().StreamSeq == last })
+
+	for _, tc := range []struct {
+		name  string
+		fault func(it jetstream.MessagesContext) error
+	}{
+		{"not started", func(jetstream.MessagesContext) error { return errors.New("consumer placed out of reach") }},
+		{"next fails", func(it jetstream.MessagesContext) error { it.Stop(); return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := opts
+			o.Logger = testLogger(t)
+			var faults atomic.Int64
+			o.consumerFault = func(it jetstream.MessagesContext) error {
+				faults.Add(1)
+				return tc.fault(it)
+			}
+			src, err := NewSource(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			waitFor(t, 30*time.Second, "the writer's status", func() bool {
+				src.mu.Lock()
+				defer src.mu.Unlock()
+				return src.mu.streamSeq == last
+			})
+			got := readAll(t, src, 0, last)
+			if f.matchLog(t, got) == 0 {
+				t.Fatal("no change above the max payload: the test needs one")
+			}
+			if faults.Load() == 0 {
+				t.Fatal("no consumer was started: the fault was not exercised")
+			}
+		})
 	}
 }

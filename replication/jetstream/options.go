@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ErrOptions marks options that cannot work.
@@ -46,6 +47,11 @@ type Options struct {
 	// consumerStart, for tests, moves where a Source's consumer starts
 	// (a consumer that delivers nothing: see Source.readLeader).
 	consumerStart func(next uint64) uint64
+	// consumerFault, for tests, runs on each consumer a Source starts: an
+	// error fails the start, as a consumer placed on a server out of the
+	// replica's reach does; stopping it makes its Next fail, as the
+	// consumer's server going out of reach does.
+	consumerFault func(it jetstream.MessagesContext) error
 }
 
 // DefaultName is Options.Name's default.

@@ -124,22 +124,28 @@ func (s *Source) stopConsumer() {
 
 // Changes implements replication.ChangeSource.
 func (s *Source) Changes(ctx context.Context, req replication.ChangesRequest) (*replication.ChangeBatch, error) {
+	batch := &replication.ChangeBatch{Relayed: true}
+	var lastChange *chain.Change
 	if s.it == nil || s.next != req.After+1 {
 		if err := s.start(ctx, req.After+1); err != nil {
-			return nil, err
+			if err := s.fromLeader(ctx, err, req, batch, &lastChange); err != nil {
+				return nil, err
+			}
+			return s.finish(batch, lastChange), nil
 		}
 	}
-	batch := &replication.ChangeBatch{Relayed: true}
 	wait := max(req.Wait, minWait)
 	s.mu.Lock()
 	held := s.mu.streamSeq // what the stream held, as the writer last said
 	s.mu.Unlock()
-	var lastChange *chain.Change
 	for len(batch.Changes) < maxBatch && batch.Bytes < maxBatchBytes && batch.DecodeErr == nil {
 		msg, err := s.nextMsg(ctx, wait)
 		if err != nil {
 			s.stopConsumer()
-			return nil, err
+			if err := s.fromLeader(ctx, err, req, batch, &lastChange); err != nil {
+				return nil, err
+			}
+			break
 		}
 		if msg == nil {
 			if len(batch.Changes) == 0 && wait >= stallWait && held >= s.next {
@@ -184,6 +190,12 @@ func (s *Source) Changes(ctx context.Context, req replication.ChangesRequest) (*
 		}
 		wait = ackTimeout // already in the stream: on its way
 	}
+	return s.finish(batch, lastChange), nil
+}
+
+// finish completes batch, whose last change is last (nil: none), with what
+// the writer last announced: when, and its seq and height.
+func (s *Source) finish(batch *replication.ChangeBatch, last *chain.Change) *replication.ChangeBatch {
 	s.mu.Lock()
 	batch.Heard = s.mu.heard
 	writerSeq, writerHeight := s.mu.seq, s.mu.height
@@ -191,12 +203,42 @@ func (s *Source) Changes(ctx context.Context, req replication.ChangesRequest) (*
 	switch {
 	case writerSeq > batch.WriterSeq:
 		batch.WriterSeq, batch.WriterHeight = writerSeq, writerHeight
-	case lastChange != nil && lastChange.Seq >= writerSeq:
-		batch.WriterHeight = lastChange.After.Tip.Height
+	case last != nil && last.Seq >= writerSeq:
+		batch.WriterHeight = last.After.Tip.Height
 	default:
 		batch.WriterHeight = writerHeight
 	}
-	return batch, nil
+	return batch
+}
+
+// fromLeader adds to batch, when the consumer failed (cause: it could not
+// be created, or its Next failed), the changes the writer has announced
+// since, read from the stream's leader: nats-server places a replica's
+// consumer on any server of the stream, one the replica's own server cannot
+// reach among them, and the replica then follows through the leader until
+// a new consumer lands where it can be reached. It returns cause when there
+// is nothing to read (the writer announced nothing past the batch, the
+// replica must bootstrap, or ctx ended), and both errors when the leader
+// does not answer either.
+func (s *Source) fromLeader(ctx context.Context, cause error, req replication.ChangesRequest, batch *replication.ChangeBatch, last **chain.Change) error {
+	if errors.Is(cause, replication.ErrNeedBootstrap) || ctx.Err() != nil {
+		return cause
+	}
+	s.mu.Lock()
+	held := s.mu.streamSeq // now: the consumer is out of the way
+	s.mu.Unlock()
+	if held < s.next {
+		if len(batch.Changes) > 0 || batch.DecodeErr != nil {
+			return nil // what the consumer delivered; the next call starts a new one
+		}
+		return cause
+	}
+	s.opts.Logger.Warn("the stream's consumer failed: reading the changes from the stream's leader",
+		"next", s.next, "stream_seq", held, "err", cause)
+	if err := s.readLeader(ctx, held, req, batch, last); err != nil {
+		return fmt.Errorf("%w; reading from the stream's leader: %w", cause, err)
+	}
+	return nil
 }
 
 // take adds stream message seq (the next one, s.next), of headers hdr and
@@ -308,6 +350,7 @@ func (s *Source) nextMsg(ctx context.Context, wait time.Duration) (jetstream.Msg
 // that the stream still holds it.
 func (s *Source) start(ctx context.Context, next uint64) error {
 	s.stopConsumer()
+	s.next = next
 	st, err := s.js.Stream(ctx, s.opts.stream())
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", s.opts.stream(), err)
@@ -331,7 +374,13 @@ func (s *Source) start(ctx context.Context, next uint64) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: consumer: %w", s.opts.stream(), err)
 	}
-	s.it, s.next = it, next
+	if s.opts.consumerFault != nil {
+		if err := s.opts.consumerFault(it); err != nil {
+			it.Stop()
+			return fmt.Errorf("stream %s: consumer: %w", s.opts.stream(), err)
+		}
+	}
+	s.it = it
 	return nil
 }
 
