@@ -479,12 +479,14 @@ func TestStalledConsumerReadFromLeader(t *testing.T) {
 
 // TestFailedConsumerReadFromLeader: a consumer that cannot be started (in a
 // cluster, nats-server may place it on a server the replica's own server
-// cannot reach, and its creation never answers), or whose Next fails (the
-// consumer's server goes out of reach), does not stop the replica while
-// the stream's leader answers: the Source reads the changes the writer has
-// announced from the leader, a change too large for a message among them,
-// each the store's own record, in order. Without that, every read would
-// fail here.
+// cannot reach, and its creation never answers), whose Next fails (the
+// consumer's server goes out of reach), or that skips messages (it takes no
+// acks: a pull whose answer was lost with its connection is not sent again)
+// does not stop the replica while the stream's leader answers: the Source
+// reads the changes the writer has announced from the leader, a change too
+// large for a message among them, each the store's own record, in order.
+// Without that, every read would fail here, or the skip would be taken for
+// a stream that lost changes (a bootstrap).
 func TestFailedConsumerReadFromLeader(t *testing.T) {
 	noLeaks(t)
 	srv := testnats.StartMaxPayload(t, 64<<10)
@@ -500,9 +502,11 @@ func TestFailedConsumerReadFromLeader(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		fault func(it jetstream.MessagesContext) error
+		start func(next uint64) uint64
 	}{
-		{"not started", func(jetstream.MessagesContext) error { return errors.New("consumer placed out of reach") }},
-		{"next fails", func(it jetstream.MessagesContext) error { it.Stop(); return nil }},
+		{name: "not started", fault: func(jetstream.MessagesContext) error { return errors.New("consumer placed out of reach") }},
+		{name: "next fails", fault: func(it jetstream.MessagesContext) error { it.Stop(); return nil }},
+		{name: "skips", fault: func(jetstream.MessagesContext) error { return nil }, start: func(next uint64) uint64 { return next + 2 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := opts
@@ -512,6 +516,7 @@ func TestFailedConsumerReadFromLeader(t *testing.T) {
 				faults.Add(1)
 				return tc.fault(it)
 			}
+			o.consumerStart = tc.start
 			src, err := NewSource(o)
 			if err != nil {
 				t.Fatal(err)

@@ -26,15 +26,17 @@ const (
 	// stallWait is the shortest wait after which a consumer that delivered
 	// nothing while the stream held its next message is recreated.
 	stallWait = time.Second
-	// resetAttempts bounds how many times the client library tries to
-	// create a consumer (each try up to 10 s) when it starts one or finds
-	// its heartbeats gone (a server lost): it tries for ever by default,
-	// ignoring every context, and the replica would hear nothing
-	// meanwhile. Past it, the Tail's own retry starts a new consumer.
-	resetAttempts = 2
-	// hungGrace is how long past its wait a consumer's Next may take (it is
-	// recreating the consumer) before the Source stops it.
-	hungGrace = 2 * time.Second
+	// consumerHeartbeat is how often an idle consumer's server says it is
+	// there; two missed, and the consumer's read fails (its server is out
+	// of reach) and the Source reads from the stream's leader.
+	consumerHeartbeat = 2 * time.Second
+	// consumerTimeout bounds the creation and the deletion of a consumer:
+	// nats-server may place a consumer on a server that the replica's own
+	// server cannot reach, and then never answers the creation.
+	consumerTimeout = 5 * time.Second
+	// consumerIdle is how long a consumer the Source lost track of (its
+	// deletion failed) outlives its last read on the server.
+	consumerIdle = time.Minute
 )
 
 // Source is a replication.ChangeSource over a writer's stream and
@@ -45,12 +47,14 @@ const (
 // # What it checks
 //
 // Stream message S holds change S. The Source consumes from the message
-// after the replica's seq with an ordered consumer (which recreates itself,
-// from where it was, when a server goes away); a message whose stream
-// sequence is not the next one means the stream no longer holds changes the
-// replica needs, which it reports as replication.ErrLogTruncated, as the
-// writer's 410. Everything else (that the change at S is change S, that it
-// applies and leaves the writer's figures) is the Tail's verification.
+// after the replica's seq with a consumer of its own (ephemeral, one
+// replica, in memory, no acks), which it replaces, from where it was, when
+// the consumer fails, skips a message or stalls; meanwhile it reads what
+// the writer announced from the stream's leader. A message the stream no
+// longer holds means the stream lost changes the replica needs, which it
+// reports as replication.ErrLogTruncated, as the writer's 410. Everything
+// else (that the change at S is change S, that it applies and leaves the
+// writer's figures) is the Tail's verification.
 type Source struct {
 	opts   Options
 	nc     *nats.Conn
@@ -66,9 +70,11 @@ type Source struct {
 	}
 
 	// The consumer (one goroutine at a time).
-	bodies jetstream.ObjectStore // the change objects; nil: not opened yet
-	it     jetstream.MessagesContext
-	next   uint64 // the stream sequence it delivers next
+	bodies   jetstream.ObjectStore // the change objects; nil: not opened yet
+	it       jetstream.MessagesContext
+	consumer string // its name, to delete it once stopped
+	next     uint64 // the stream sequence it delivers next
+	deleting sync.WaitGroup
 }
 
 // NewSource connects to opts.URLs and listens to the writer's status. It
@@ -112,14 +118,30 @@ func (s *Source) status(msg *nats.Msg) {
 // Close stops the consumer and closes the connection.
 func (s *Source) Close() {
 	s.stopConsumer()
+	s.deleting.Wait()
 	s.nc.Close()
 }
 
+// stopConsumer stops the consumer and deletes it from the stream in the
+// background (within consumerTimeout; past it, the server drops the
+// consumer after consumerIdle).
 func (s *Source) stopConsumer() {
 	if s.it != nil {
 		s.it.Stop()
 		s.it = nil
 	}
+	if s.consumer == "" {
+		return
+	}
+	name := s.consumer
+	s.consumer = ""
+	s.deleting.Add(1)
+	go func() {
+		defer s.deleting.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), consumerTimeout)
+		defer cancel()
+		_ = s.js.DeleteConsumer(ctx, s.opts.stream(), name)
+	}()
 }
 
 // Changes implements replication.ChangeSource.
@@ -177,8 +199,15 @@ func (s *Source) Changes(ctx context.Context, req replication.ChangesRequest) (*
 			// its end: changes the replica has.
 			continue
 		} else if got > s.next {
+			// The stream no longer holds s.next, or the consumer lost the
+			// messages between (a pull whose answer was lost with its
+			// connection: the consumer takes no acks). The leader tells
+			// which.
 			s.stopConsumer()
-			return nil, fmt.Errorf("the stream's next message after %d is %d: %w: %w", s.next-1, got, replication.ErrNeedBootstrap, replication.ErrLogTruncated)
+			if err := s.fromLeader(ctx, fmt.Errorf("stream %s: the consumer's next message after %d is %d", s.opts.stream(), s.next-1, got), req, batch, &lastChange); err != nil {
+				return nil, err
+			}
+			break
 		}
 		if err := s.take(ctx, meta.Sequence.Stream, msg.Headers(), msg.Data(), req, batch, &lastChange); err != nil {
 			s.stopConsumer()
@@ -323,20 +352,12 @@ func (s *Source) body(ctx context.Context, hdr nats.Header, data []byte, seq uin
 }
 
 // nextMsg waits up to wait for the consumer's next message (nil, nil when
-// the wait passes). Next honours its context only while it waits for a
-// message, not while it recreates a consumer whose heartbeats stopped: past
-// the wait and hungGrace, the consumer is stopped, which ends the
-// recreation at its next try, and nextMsg fails (a message that arrives
-// then is read again by the next consumer, which starts at it).
+// the wait passes). It fails when the consumer's heartbeats stop (its
+// server is out of reach) or the consumer is gone.
 func (s *Source) nextMsg(ctx context.Context, wait time.Duration) (jetstream.Msg, error) {
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	hung := time.AfterFunc(wait+hungGrace, s.it.Stop)
 	msg, err := s.it.Next(jetstream.NextContext(wctx))
-	if !hung.Stop() {
-		s.stopConsumer()
-		return nil, fmt.Errorf("stream %s: the consumer delivered nothing within %s and is being recreated (%v): starting a new one", s.opts.stream(), wait+hungGrace, err)
-	}
 	if err != nil {
 		if ctx.Err() == nil && wctx.Err() != nil {
 			return nil, nil
@@ -363,24 +384,31 @@ func (s *Source) start(ctx context.Context, next uint64) error {
 	if s.opts.consumerStart != nil {
 		start = s.opts.consumerStart(next)
 	}
-	c, err := s.js.OrderedConsumer(ctx, s.opts.stream(), jetstream.OrderedConsumerConfig{
+	cctx, cancel := context.WithTimeout(ctx, consumerTimeout)
+	defer cancel()
+	c, err := s.js.CreateConsumer(cctx, s.opts.stream(), jetstream.ConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: start,
-		InactiveThreshold: time.Minute, MaxResetAttempts: resetAttempts,
+		AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: consumerIdle,
+		Replicas: 1, MemoryStorage: true,
 	})
 	if err != nil {
 		return fmt.Errorf("stream %s: consumer: %w", s.opts.stream(), err)
 	}
-	it, err := c.Messages(jetstream.PullMaxMessagesWithBytesLimit(maxBatch, maxBatchBytes), jetstream.PullHeartbeat(2*time.Second))
+	name := c.CachedInfo().Name
+	it, err := c.Messages(jetstream.PullMaxMessagesWithBytesLimit(maxBatch, maxBatchBytes),
+		jetstream.PullHeartbeat(consumerHeartbeat), jetstream.WithMessagesErrOnMissingHeartbeat(true))
+	s.it, s.consumer = it, name
 	if err != nil {
+		s.it = nil
+		s.stopConsumer()
 		return fmt.Errorf("stream %s: consumer: %w", s.opts.stream(), err)
 	}
 	if s.opts.consumerFault != nil {
 		if err := s.opts.consumerFault(it); err != nil {
-			it.Stop()
+			s.stopConsumer()
 			return fmt.Errorf("stream %s: consumer: %w", s.opts.stream(), err)
 		}
 	}
-	s.it = it
 	return nil
 }
 
