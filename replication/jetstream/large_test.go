@@ -440,54 +440,20 @@ func TestObjectsLeftByAnEarlierWriter(t *testing.T) {
 	})
 }
 
-// TestStalledConsumerReadFromLeader: a consumer that delivers nothing while
+// TestBrokenConsumerReadFromLeader: a consumer that delivers nothing while
 // the writer says the stream holds the next change (here one started past
 // the stream's end; in a cluster, one placed on a server whose copy of the
-// stream stopped short) does not stall the replica: the Source reads those
-// changes by sequence from the stream's leader, a change too large for a
-// message among them, each the store's own record, in order.
-func TestStalledConsumerReadFromLeader(t *testing.T) {
-	noLeaks(t)
-	srv := testnats.StartMaxPayload(t, 64<<10)
-	f := newFixture(t, 1000)
-	opts := Options{URLs: srv.URL(), Retention: 1000, CheckpointInterval: time.Hour, Logger: testLogger(t)}
-	p := f.publish(t, opts)
-	f.blocks(t, 3)
-	f.bigBlocks(t, 1, model.GenOptions{Addresses: 4, MaxTxs: 600, MaxOutputs: 8}, 7)
-	f.blocks(t, 2)
-	last := f.store.Published().Seq
-	waitFor(t, 30*time.Second, "the stream has the writer's changes", func() bool { return p.Status().StreamSeq == last })
-
-	stalled := opts
-	stalled.consumerStart = func(next uint64) uint64 { return next + 1000 }
-	src, err := NewSource(stalled)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	waitFor(t, 30*time.Second, "the writer's status", func() bool {
-		src.mu.Lock()
-		defer src.mu.Unlock()
-		return src.mu.streamSeq == last
-	})
-	got := readAll(t, src, 0, last)
-	big := f.matchLog(t, got)
-	if big == 0 {
-		t.Fatal("no change above the max payload: the test needs one")
-	}
-}
-
-// TestFailedConsumerReadFromLeader: a consumer that cannot be started (in a
-// cluster, nats-server may place it on a server the replica's own server
-// cannot reach, and its creation never answers), whose Next fails (the
-// consumer's server goes out of reach), or that skips messages (it takes no
-// acks: a pull whose answer was lost with its connection is not sent again)
-// does not stop the replica while the stream's leader answers: the Source
-// reads the changes the writer has announced from the leader, a change too
-// large for a message among them, each the store's own record, in order.
-// Without that, every read would fail here, or the skip would be taken for
-// a stream that lost changes (a bootstrap).
-func TestFailedConsumerReadFromLeader(t *testing.T) {
+// stream stopped short), that cannot be started (nats-server may place it
+// on a server the replica's own server cannot reach, and its creation never
+// answers), whose Next fails (the consumer's server goes out of reach), or
+// that skips messages (it takes no acks: a pull whose answer was lost with
+// its connection is not sent again) does not stop the replica while the
+// stream's leader answers: the Source reads the changes the writer has
+// announced from the leader, a change too large for a message among them,
+// each the store's own record, in order. Without that, every read would
+// stall or fail here, or the skip would be taken for a stream that lost
+// changes (a bootstrap).
+func TestBrokenConsumerReadFromLeader(t *testing.T) {
 	noLeaks(t)
 	srv := testnats.StartMaxPayload(t, 64<<10)
 	f := newFixture(t, 1000)
@@ -504,9 +470,10 @@ func TestFailedConsumerReadFromLeader(t *testing.T) {
 		fault func(it jetstream.MessagesContext) error
 		start func(next uint64) uint64
 	}{
+		{name: "stalls", start: func(next uint64) uint64 { return next + 1000 }},
 		{name: "not started", fault: func(jetstream.MessagesContext) error { return errors.New("consumer placed out of reach") }},
 		{name: "next fails", fault: func(it jetstream.MessagesContext) error { it.Stop(); return nil }},
-		{name: "skips", fault: func(jetstream.MessagesContext) error { return nil }, start: func(next uint64) uint64 { return next + 2 }},
+		{name: "skips", start: func(next uint64) uint64 { return next + 2 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := opts
@@ -514,6 +481,9 @@ func TestFailedConsumerReadFromLeader(t *testing.T) {
 			var faults atomic.Int64
 			o.consumerFault = func(it jetstream.MessagesContext) error {
 				faults.Add(1)
+				if tc.fault == nil {
+					return nil
+				}
 				return tc.fault(it)
 			}
 			o.consumerStart = tc.start
