@@ -507,3 +507,59 @@ func TestBrokenConsumerReadFromLeader(t *testing.T) {
 		})
 	}
 }
+
+// TestSkippedMessageGoneIsTruncation: a consumer that skips a message the
+// stream no longer holds (here deleted from its middle, so the stream's
+// first message is still before it) is not filled in: the leader does not
+// have it either, and the Source reports the stream as having lost changes
+// the replica needs (ErrLogTruncated, a bootstrap) before it hands over any
+// change past the gap.
+func TestSkippedMessageGoneIsTruncation(t *testing.T) {
+	noLeaks(t)
+	srv := testnats.Start(t)
+	f := newFixture(t, 1000)
+	opts := Options{URLs: srv.URL(), Retention: 1000, CheckpointInterval: time.Hour, Logger: testLogger(t)}
+	p := f.publish(t, opts)
+	f.blocks(t, 6)
+	waitFor(t, 10*time.Second, "the stream has change 6", func() bool { return p.Status().StreamSeq == 6 })
+	st, err := client(t, srv.URL()).Stream(context.Background(), opts.EnsureDefaults().stream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteMsg(context.Background(), 4); err != nil {
+		t.Fatal(err)
+	}
+
+	src, err := NewSource(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	waitFor(t, 10*time.Second, "the writer's status", func() bool {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return src.mu.streamSeq == 6
+	})
+	next := uint64(3)
+	for calls := 0; ; calls++ {
+		if calls == 20 {
+			t.Fatalf("20 reads without an error, at change %d", next)
+		}
+		b, err := src.Changes(context.Background(), replication.ChangesRequest{After: next - 1, Wait: time.Second})
+		if err != nil {
+			if !errors.Is(err, replication.ErrNeedBootstrap) || !errors.Is(err, replication.ErrLogTruncated) {
+				t.Fatalf("after %d (message 4 deleted): %v, want ErrLogTruncated", next-1, err)
+			}
+			return
+		}
+		for _, c := range b.Changes {
+			if c.Seq != next || c.Seq == 4 {
+				t.Fatalf("change %d, want %d (message 4 is deleted)", c.Seq, next)
+			}
+			next++
+		}
+		if next > 6 {
+			t.Fatal("read past the deleted message 4 without an error")
+		}
+	}
+}

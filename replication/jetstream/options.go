@@ -44,8 +44,9 @@ type Options struct {
 	// pointer's publish; an error stops the session there, as a crash
 	// would.
 	afterPut func(seq uint64) error
-	// consumerStart, for tests, moves where a Source's consumer starts
-	// (a consumer that delivers nothing: see Source.readLeader).
+	// consumerStart, for tests, moves where a Source's consumer starts:
+	// past the stream's end, a consumer that delivers nothing; a little
+	// ahead, one that skips messages (see Source.readLeader).
 	consumerStart func(next uint64) uint64
 	// consumerFault, for tests, runs on each consumer a Source starts: an
 	// error fails the start, as a consumer placed on a server out of the

@@ -394,15 +394,14 @@ func (s *Source) start(ctx context.Context, next uint64) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: consumer: %w", s.opts.stream(), err)
 	}
-	name := c.CachedInfo().Name
+	s.consumer = c.CachedInfo().Name // from here on, stopConsumer deletes it
 	it, err := c.Messages(jetstream.PullMaxMessagesWithBytesLimit(maxBatch, maxBatchBytes),
 		jetstream.PullHeartbeat(consumerHeartbeat), jetstream.WithMessagesErrOnMissingHeartbeat(true))
-	s.it, s.consumer = it, name
 	if err != nil {
-		s.it = nil
 		s.stopConsumer()
 		return fmt.Errorf("stream %s: consumer: %w", s.opts.stream(), err)
 	}
+	s.it = it
 	if s.opts.consumerFault != nil {
 		if err := s.opts.consumerFault(it); err != nil {
 			s.stopConsumer()
