@@ -3,6 +3,7 @@ package replication
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,14 +29,23 @@ type ChangeSource interface {
 	// errors: one matching ErrNeedBootstrap and ErrLogTruncated when a
 	// change after req.After is no longer kept, ErrNeedBootstrap and
 	// ErrAhead when req.After is beyond the writer's state, ErrBusy when
-	// the source is up but refuses more readers for now; any other error is
-	// an outage (the Tail retries).
+	// the source is up but refuses more readers for now, ErrRelayFailed
+	// when a source that relays the writer's changes cannot read them from
+	// the relay (the writer itself may be up); any other error is an
+	// outage of the writer. The Tail retries all but those matching
+	// ErrNeedBootstrap.
 	Changes(ctx context.Context, req ChangesRequest) (*ChangeBatch, error)
 	// Checkpoint opens a checkpoint of a state of the writer's, with the
 	// figures of the state it announces; the caller closes its Body. A
 	// ctx that ends aborts the download (the idle timeout of Bootstrap).
 	Checkpoint(ctx context.Context) (*CheckpointDownload, error)
 }
+
+// ErrRelayFailed marks an error of a ChangeSource that relays the writer's
+// changes (package replication/jetstream) rather than asking the writer:
+// the relay did not deliver them, and nothing is known of the writer. The
+// Tail retries, as for any outage, and says the relay failed.
+var ErrRelayFailed = errors.New("replication: the change relay failed")
 
 // ChangesRequest is a Tail's request of a ChangeSource.
 type ChangesRequest struct {

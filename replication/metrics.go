@@ -40,7 +40,7 @@ func NewTailMetrics(reg prometheus.Registerer) *TailMetrics {
 		lagSeconds:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_lag_seconds", Help: "How long the replica has been behind the writer's seq, as last heard (0: caught up)."}),
 		lastContact:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "utxo_cache_replica_last_contact_timestamp_seconds", Help: "Unix time of the writer's last answer."}),
 		divergences:   prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_divergences_total", Help: "Times the replica found its store no longer matched the writer's."}),
-		contactErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_contact_errors_total", Help: "Failed requests to the writer."}),
+		contactErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_contact_errors_total", Help: "Failed reads of the writer's changes (from the writer, or from its relay)."}),
 		bytes:         prometheus.NewCounter(prometheus.CounterOpts{Name: "utxo_cache_replica_log_bytes_total", Help: "Change-log bytes received from the writer."}),
 		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "utxo_cache_replica_apply_seconds",
 			Help: "Time to apply and verify one change.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),

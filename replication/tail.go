@@ -289,9 +289,12 @@ func (f *Tail) Run(ctx context.Context) error {
 			return err
 		}
 		f.m.contactErrors.Inc()
-		if errors.Is(err, ErrBusy) {
+		switch {
+		case errors.Is(err, ErrBusy):
 			f.opts.Logger.Warn("writer busy (it serves its most change streams, --max-change-streams): serving the last state, retrying", "err", err, "retry_in", backoff)
-		} else {
+		case errors.Is(err, ErrRelayFailed):
+			f.opts.Logger.Warn("change relay failed: serving the last state, retrying", "err", err, "retry_in", backoff)
+		default:
 			f.opts.Logger.Warn("writer unreachable: serving the last state, retrying", "err", err, "retry_in", backoff)
 		}
 		t := time.NewTimer(backoff + rand.N(backoff/2+1))

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
@@ -187,6 +190,56 @@ func TestWriterBusyIsNotAnOutage(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "writer unreachable") {
 		t.Fatalf("a busy writer logged as unreachable:\n%s", logs.String())
+	}
+}
+
+// failingRelay is a ChangeSource whose relay fails every read, counting
+// them on asked.
+type failingRelay struct{ asked chan struct{} }
+
+func (r failingRelay) Changes(context.Context, ChangesRequest) (*ChangeBatch, error) {
+	select {
+	case r.asked <- struct{}{}:
+	default:
+	}
+	return nil, fmt.Errorf("%w: consumer placed out of reach", ErrRelayFailed)
+}
+
+func (failingRelay) Checkpoint(context.Context) (*CheckpointDownload, error) {
+	return nil, errors.New("no checkpoint")
+}
+
+// TestRelayFailureIsNotWriterOutage: a relay that fails (a JetStream
+// consumer out of reach) is retried as an outage, counted as a contact
+// error, and logged as the relay's failure, not as an unreachable writer:
+// the writer may well be up.
+func TestRelayFailureIsNotWriterOutage(t *testing.T) {
+	src := failingRelay{asked: make(chan struct{}, 16)}
+	var logs syncBuffer
+	f, err := NewTail(emptyStore{}, noApplier{}, TailOptions{Source: src,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	for strings.Count(logs.String(), `msg="change relay failed`) < 2 {
+		<-src.asked // each retry asks again; the log line is written before the next
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if strings.Contains(logs.String(), "writer unreachable") {
+		t.Fatalf("a relay failure logged as an unreachable writer:\n%s", logs.String())
+	}
+	var m dto.Metric
+	if err := f.m.contactErrors.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got < 2 {
+		t.Fatalf("contact errors %v after two failed reads, want >= 2", got)
 	}
 }
 

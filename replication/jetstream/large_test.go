@@ -452,7 +452,8 @@ func TestObjectsLeftByAnEarlierWriter(t *testing.T) {
 // announced from the leader, a change too large for a message among them,
 // each the store's own record, in order. Without that, every read would
 // stall or fail here, or the skip would be taken for a stream that lost
-// changes (a bootstrap).
+// changes (a bootstrap). A read with nothing new to read from the leader
+// fails as the relay's failure (ErrRelayFailed), not the writer's.
 func TestBrokenConsumerReadFromLeader(t *testing.T) {
 	noLeaks(t)
 	srv := testnats.StartMaxPayload(t, 64<<10)
@@ -469,9 +470,12 @@ func TestBrokenConsumerReadFromLeader(t *testing.T) {
 		name  string
 		fault func(it jetstream.MessagesContext) error
 		start func(next uint64) uint64
+		// failsIdle: once the replica has every change, a read fails (no
+		// consumer, and nothing new to read from the leader).
+		failsIdle bool
 	}{
 		{name: "stalls", start: func(next uint64) uint64 { return next + 1000 }},
-		{name: "not started", fault: func(jetstream.MessagesContext) error { return errors.New("consumer placed out of reach") }},
+		{name: "not started", fault: func(jetstream.MessagesContext) error { return errors.New("consumer placed out of reach") }, failsIdle: true},
 		{name: "next fails", fault: func(it jetstream.MessagesContext) error { it.Stop(); return nil }},
 		{name: "skips", start: func(next uint64) uint64 { return next + 2 }},
 	} {
@@ -503,6 +507,14 @@ func TestBrokenConsumerReadFromLeader(t *testing.T) {
 			}
 			if faults.Load() == 0 {
 				t.Fatal("no consumer was started: the fault was not exercised")
+			}
+			if tc.failsIdle {
+				// The relay failed, not the writer: the replica's log must
+				// not say the writer is unreachable.
+				_, err := src.Changes(context.Background(), replication.ChangesRequest{After: last, Wait: time.Second})
+				if !errors.Is(err, replication.ErrRelayFailed) || errors.Is(err, replication.ErrNeedBootstrap) {
+					t.Fatalf("read with the consumer failing and nothing new: %v, want ErrRelayFailed", err)
+				}
 			}
 		})
 	}

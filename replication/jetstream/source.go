@@ -144,8 +144,19 @@ func (s *Source) stopConsumer() {
 	}()
 }
 
-// Changes implements replication.ChangeSource.
+// Changes implements replication.ChangeSource. Its errors, but for those
+// that make the replica bootstrap again and a ctx that ended, match
+// replication.ErrRelayFailed: the stream failed, not the writer.
 func (s *Source) Changes(ctx context.Context, req replication.ChangesRequest) (*replication.ChangeBatch, error) {
+	batch, err := s.changes(ctx, req)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, replication.ErrNeedBootstrap) {
+		return nil, fmt.Errorf("%w: %w", replication.ErrRelayFailed, err)
+	}
+	return batch, err
+}
+
+// changes is Changes, its errors unmarked.
+func (s *Source) changes(ctx context.Context, req replication.ChangesRequest) (*replication.ChangeBatch, error) {
 	batch := &replication.ChangeBatch{Relayed: true}
 	var lastChange *chain.Change
 	if s.it == nil || s.next != req.After+1 {
