@@ -19,6 +19,13 @@
 // priority back needs privileges, so a lowered goroutine stays on its
 // thread until it exits, and the thread ends with it. Elsewhere than on
 // Linux nothing is lowered (Supported).
+//
+// The process's main thread is never lowered: the kernel, ps and top take
+// its niceness for the whole process's, and a goroutine locked to it that
+// exits leaves the thread idle rather than ending it. Importing the package
+// keeps the main goroutine on the main thread for its whole life (an init
+// locks it there), so no other goroutine runs on it, and Lower refuses it
+// (ErrMainThread) when called on the main goroutine itself.
 package threadprio
 
 import (
@@ -35,15 +42,29 @@ const MaxNice = 19
 // ErrUnsupported: this operating system has no per-thread priority here.
 var ErrUnsupported = errors.ErrUnsupported
 
+// ErrMainThread: Lower was called on the process's main thread, which
+// stands for the process (see the package comment).
+var ErrMainThread = errors.New("threadprio: the goroutine runs on the process's main thread")
+
+// init keeps the main goroutine on the main thread for the process's life
+// (a lock taken in an init function holds in main), so that no goroutine
+// that Lower locks to its thread is on the main thread.
+func init() { runtime.LockOSThread() }
+
 // Lower locks the calling goroutine to its OS thread for the rest of its
 // life and lowers that thread's priority by n (1..MaxNice; the result is
 // capped at MaxNice). It returns the thread's niceness. On an error the
-// goroutine is unlocked and runs as before.
+// goroutine is unlocked and runs as before: ErrMainThread on the main
+// goroutine, which runs on the main thread.
 func Lower(n int) (int, error) {
 	if n < 1 || n > MaxNice {
 		return 0, fmt.Errorf("threadprio: niceness %d outside 1..%d", n, MaxNice)
 	}
 	runtime.LockOSThread()
+	if onMainThread() {
+		runtime.UnlockOSThread()
+		return 0, ErrMainThread
+	}
 	nice, err := lowerThread(n)
 	if err != nil {
 		runtime.UnlockOSThread()

@@ -9,6 +9,10 @@ import (
 	"syscall"
 )
 
+// onMainThread reports whether the calling thread is the process's main
+// thread: the one whose thread id is the process id.
+func onMainThread() bool { return syscall.Gettid() == syscall.Getpid() }
+
 // lowerThread adds n to the calling thread's niceness.
 func lowerThread(n int) (int, error) {
 	tid := syscall.Gettid()

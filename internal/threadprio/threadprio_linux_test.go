@@ -1,6 +1,7 @@
 package threadprio
 
 import (
+	"errors"
 	"os"
 	"runtime"
 	"strconv"
@@ -109,6 +110,62 @@ func TestExtraP(t *testing.T) {
 	for i := range 2 {
 		if n, changed := ExtraP(); changed != (i == 0) || n != before+1 || runtime.GOMAXPROCS(0) != before+1 {
 			t.Fatalf("call %d of ExtraP from %d: %d %v, GOMAXPROCS %d", i+1, before, n, changed, runtime.GOMAXPROCS(0))
+		}
+	}
+}
+
+// mainLower is what Lower answered on the main goroutine (TestMain), and
+// mainNice the main thread's niceness before and after.
+var (
+	mainLower                     error
+	mainNiceBefore, mainNiceAfter int
+)
+
+func TestMain(m *testing.M) {
+	nice := func() int {
+		nices, err := ThreadNices(os.Getpid())
+		if err != nil {
+			panic(err)
+		}
+		return nices[os.Getpid()]
+	}
+	mainNiceBefore = nice()
+	_, mainLower = Lower(5)
+	mainNiceAfter = nice()
+	os.Exit(m.Run())
+}
+
+// TestMainThreadNeverLowered: the process's main thread stands for the
+// process (ps shows its niceness as the process's), so it is never
+// lowered. No goroutine but the main one runs on it: here many goroutines,
+// each locked to a thread while all of them are, land on other threads
+// (without the package's init lock the runtime gives the idle main thread
+// to one of them, which Lower would then lower); and Lower on the main
+// goroutine refuses, changing nothing.
+func TestMainThreadNeverLowered(t *testing.T) {
+	if !errors.Is(mainLower, ErrMainThread) || mainNiceAfter != mainNiceBefore {
+		t.Fatalf("Lower on the main goroutine: %v, main thread's niceness %d then %d; want ErrMainThread, unchanged",
+			mainLower, mainNiceBefore, mainNiceAfter)
+	}
+	const n = 64
+	tids := make(chan int, n)
+	var locked, release sync.WaitGroup
+	locked.Add(n)
+	release.Add(1)
+	for range n {
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tids <- syscall.Gettid()
+			locked.Done()
+			release.Wait() // hold the thread until every goroutine has one
+		}()
+	}
+	locked.Wait()
+	release.Done()
+	for range n {
+		if tid := <-tids; tid == os.Getpid() {
+			t.Fatalf("a goroutine other than main ran locked on the main thread (%d)", tid)
 		}
 	}
 }
