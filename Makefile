@@ -11,12 +11,14 @@ RUN_ARGS     ?=
 DATA_DIR     ?= ./data
 DEMO_PRUNE_DEPTH ?= 20000
 
-# The tests that skip under -race (allocation and hit-ratio measurements,
-# which the race detector's instrumentation makes meaningless), run without
-# it by test-norace. internal/lint's TestNoRaceTestsListed keeps the list
-# equal to the tests that check raceEnabled and skip.
-NORACE_PKGS  := ./api ./tiers/memory ./tiers/disk ./internal/workload
-NORACE_TESTS := TestAnswerBufferReused|TestDiskReadAllocs|TestFrontEndHitAllocs|TestCostModelTrap|TestEntryCostHoldsHeap|TestSlowChangeReadersHeap|TestBlockMemory|TestGeneratorMemoryBounded
+# The tests that skip under -race (allocation, heap and hit-ratio
+# measurements, which the race detector's instrumentation makes
+# meaningless) or run shortened under it (the node's model tests, a fifth of
+# their steps), run whole without it by test-norace. internal/lint's
+# TestNoRaceTestsListed keeps the list equal to the tests that check
+# raceEnabled.
+NORACE_PKGS  := ./api ./tiers/memory ./tiers/disk ./internal/workload ./node
+NORACE_TESTS := TestAnswerBufferReused|TestDiskReadAllocs|TestFrontEndHitAllocs|TestCostModelTrap|TestEntryCostHoldsHeap|TestSlowChangeReadersHeap|TestBlockMemory|TestWindowMemoryEstimate|TestGeneratorMemoryBounded|TestWalletStateModel|TestPendingModel|TestLeaseModel
 
 .DEFAULT_GOAL := help
 .PHONY: help build build-loadtest test test-norace test-loadtest test-deploy bench fuzz lint verify run clean image
@@ -55,7 +57,7 @@ DEPLOY_MODULES := deploy deploy/kubernetes
 test-deploy: ## run deploy/'s tests: the image, Prometheus rules and dashboard, compose stack, Kubernetes manifests (each skips when its tool is missing, with the install command)
 	set -e; for m in $(DEPLOY_MODULES); do (cd $$m && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...); done
 
-test-norace: ## run the tests that skip under -race (NORACE_TESTS) without it
+test-norace: ## run the tests that skip or shorten under -race (NORACE_TESTS) without it
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^($(NORACE_TESTS))$$' -v $(NORACE_PKGS)
 
 bench: ## run every benchmark; note: the apply benchmark first builds a 1M-UTXO store (minutes, GBs of disk)

@@ -122,7 +122,11 @@ func TestLeaseModel(t *testing.T) {
 		}
 		return out
 	}
-	for step := range 250 {
+	steps := 250
+	if raceEnabled {
+		steps /= 5 // see raceEnabled
+	}
+	for step := range steps {
 		switch r := rng.IntN(20); {
 		case r < 6 || m.Tip().Empty:
 			b := g.Block(m)

@@ -165,7 +165,11 @@ func TestPendingModel(t *testing.T) {
 		return ops
 	}
 	addrs := g.Addresses()
-	for step := range 300 {
+	steps := 300
+	if raceEnabled {
+		steps /= 5 // see raceEnabled
+	}
+	for step := range steps {
 		switch r := rng.IntN(20); {
 		case r < 5 || m.Tip().Empty:
 			// One block, or several through a catch-up window.

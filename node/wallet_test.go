@@ -328,6 +328,9 @@ func TestWalletStateModel(t *testing.T) {
 	// Enough blocks that coinbase outputs mature during the run (100
 	// blocks after their own), each read checked at every tip on the way.
 	steps, blocks, freezes, unfreezes, refused, rollbacks := 300, 0, 0, 0, 0, 0
+	if raceEnabled {
+		steps /= 5 // see raceEnabled; coinbase outputs mature in the run without it
+	}
 	for step := range steps {
 		switch r := rng.IntN(20); {
 		case r < 12 || m.Tip().Empty:

@@ -15,17 +15,19 @@ import (
 
 // A test that skips under the race detector (`if raceEnabled { t.Skip(…) }`:
 // allocation counts and hit ratios mean nothing with its instrumentation)
-// would never run in `go test -race ./...`. `make test` runs such tests again
-// without -race (test-norace), from the Makefile's NORACE_PKGS and
-// NORACE_TESTS. This check keeps that list equal to the tests that skip, so
-// a new one cannot go unrun.
+// would never run in `go test -race ./...`, and one that runs shortened
+// under it (`if raceEnabled { steps /= 5 }`: the model tests) would never
+// run whole. `make test` runs such tests again without -race (test-norace),
+// from the Makefile's NORACE_PKGS and NORACE_TESTS. This check keeps that
+// list equal to the tests that check raceEnabled, so a new one cannot go
+// unrun.
 
 // TestNoRaceTestsListed compares the Makefile's list with the tests found.
 func TestNoRaceTestsListed(t *testing.T) {
 	root := strings.TrimSpace(goCmd(t, "", "list", "-m", "-f", "{{.Dir}}"))
-	found := raceSkippingTests(t, root)
+	found := raceCheckingTests(t, root)
 	if len(found) == 0 {
-		t.Fatal("found no test that skips under -race: is the walk seeing the module?")
+		t.Fatal("found no test that checks raceEnabled: is the walk seeing the module?")
 	}
 	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
 	if err != nil {
@@ -41,18 +43,18 @@ func TestNoRaceTestsListed(t *testing.T) {
 	}
 	for _, f := range found {
 		if !slices.Contains(listed, f) {
-			t.Errorf("%s skips under -race but the Makefile's NORACE_PKGS/NORACE_TESTS do not run it", f)
+			t.Errorf("%s checks raceEnabled (skips or shortens under -race) but the Makefile's NORACE_PKGS/NORACE_TESTS do not run it", f)
 		}
 	}
-	// Every listed name must be a skipping test of one listed package.
+	// Every listed name must be a test of one listed package that checks it.
 	for _, n := range names {
 		if !slices.ContainsFunc(found, func(f string) bool { return strings.HasSuffix(f, " "+n) }) {
-			t.Errorf("the Makefile's NORACE_TESTS names %s, which is no test that skips under -race", n)
+			t.Errorf("the Makefile's NORACE_TESTS names %s, which is no test that checks raceEnabled", n)
 		}
 	}
 	for _, p := range pkgs {
 		if !slices.ContainsFunc(found, func(f string) bool { return strings.HasPrefix(f, filepath.Clean(p)+" ") }) {
-			t.Errorf("the Makefile's NORACE_PKGS names %s, which holds no test that skips under -race", p)
+			t.Errorf("the Makefile's NORACE_PKGS names %s, which holds no test that checks raceEnabled", p)
 		}
 	}
 }
@@ -67,10 +69,10 @@ func makeVar(t *testing.T, mk []byte, name string) string {
 	return strings.TrimSpace(string(m[1]))
 }
 
-// raceSkippingTests returns "DIR TestName" (DIR relative to root, as
-// "api" or "tiers/memory") for every test function holding an
-// `if raceEnabled { … Skip … }`.
-func raceSkippingTests(t *testing.T, root string) []string {
+// raceCheckingTests returns "DIR TestName" (DIR relative to root, as
+// "api" or "tiers/memory") for every test function (TestMain aside) holding
+// an `if raceEnabled { … }`.
+func raceCheckingTests(t *testing.T, root string) []string {
 	t.Helper()
 	var found []string
 	fset := token.NewFileSet()
@@ -94,10 +96,10 @@ func raceSkippingTests(t *testing.T, root string) []string {
 		rel, _ := filepath.Rel(root, filepath.Dir(path))
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
-			if !ok || fn.Body == nil || !strings.HasPrefix(fn.Name.Name, "Test") {
+			if !ok || fn.Body == nil || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestMain" {
 				continue
 			}
-			if skipsUnderRace(fn.Body) {
+			if checksRace(fn.Body) {
 				found = append(found, rel+" "+fn.Name.Name)
 			}
 		}
@@ -109,27 +111,17 @@ func raceSkippingTests(t *testing.T, root string) []string {
 	return found
 }
 
-// skipsUnderRace reports whether body holds an if statement on raceEnabled
-// whose branch calls a Skip method.
-func skipsUnderRace(body *ast.BlockStmt) bool {
-	skips := false
+// checksRace reports whether body holds an if statement on raceEnabled: a
+// test that skips, or runs shortened, under the race detector.
+func checksRace(body *ast.BlockStmt) bool {
+	checks := false
 	ast.Inspect(body, func(n ast.Node) bool {
-		ifs, ok := n.(*ast.IfStmt)
-		if !ok {
-			return !skips
-		}
-		if id, ok := ifs.Cond.(*ast.Ident); !ok || id.Name != "raceEnabled" {
-			return true
-		}
-		ast.Inspect(ifs.Body, func(n ast.Node) bool {
-			if call, ok := n.(*ast.CallExpr); ok {
-				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && strings.HasPrefix(sel.Sel.Name, "Skip") {
-					skips = true
-				}
+		if ifs, ok := n.(*ast.IfStmt); ok {
+			if id, ok := ifs.Cond.(*ast.Ident); ok && id.Name == "raceEnabled" {
+				checks = true
 			}
-			return !skips
-		})
-		return !skips
+		}
+		return !checks
 	})
-	return skips
+	return checks
 }

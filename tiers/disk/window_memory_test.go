@@ -28,6 +28,11 @@ func TestWindowMemoryEstimate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds stores of 20,000 UTXOs")
 	}
+	if raceEnabled {
+		// make test runs it without the race detector (NORACE_TESTS): it
+		// measures one goroutine's heap, at a tenth of the time.
+		t.Skip("the race detector's instrumentation makes heap figures meaningless")
+	}
 	for _, c := range []struct {
 		name    string
 		profile workload.Profile
