@@ -80,7 +80,10 @@ func TestReferenceAnswersEqualService(t *testing.T) {
 		t.Skip("starts subprocesses and needs PostgreSQL")
 	}
 	for _, profile := range []workload.Profile{workload.Bitcoin, workload.Cardano} {
-		t.Run(profile.String(), func(t *testing.T) { testReferenceEqual(t, profile) })
+		t.Run(profile.String(), func(t *testing.T) {
+			t.Parallel() // each its own chain, store, serve and schema: they mostly wait
+			testReferenceEqual(t, profile)
+		})
 	}
 }
 
