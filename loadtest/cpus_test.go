@@ -105,12 +105,17 @@ func TestPinProcesses(t *testing.T) {
 	}
 	defer p.stop(time.Second)
 	// taskset sets the affinity, then execs: wait for the exec, whose
-	// command name is sleep's.
+	// command name is sleep's. The name is read first: once it is sleep's
+	// the affinity is final (read the other way round, the affinity could
+	// be taskset's from before it set it, with the name read after the
+	// exec).
 	var got []string
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		if s, err := readProc(p.pid()); err == nil && procName(p.pid()) == "sleep" {
-			got = []string{s.cpus}
-			break
+		if procName(p.pid()) == "sleep" {
+			if s, err := readProc(p.pid()); err == nil {
+				got = []string{s.cpus}
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the child never became sleep")
