@@ -34,8 +34,9 @@ build: ## build the binary (BIN, default bin/utxo-cache)
 # After the race run, test-norace, test-loadtest and test-deploy run side by
 # side: the last two mostly wait on the processes and containers they start
 # (about 4 and 2 minutes alone), test-norace (about a minute) measures heaps
-# and allocations, which other processes do not move, and -O keeps each
-# one's output together.
+# and allocations, which other processes do not move, and runs the model
+# tests whole, which wait on conditions, not on time; -O keeps each one's
+# output together.
 test: ## run every test with the race detector (tests that need redis-server use the one on PATH), then test-norace, test-loadtest and test-deploy side by side
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	@$(MAKE) --no-print-directory -j3 -O test-norace test-loadtest test-deploy

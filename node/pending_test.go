@@ -342,7 +342,7 @@ func TestPendingModel(t *testing.T) {
 				counts["expired"] += n
 			}
 		}
-		if testing.Verbose() {
+		if testing.Verbose() && step%50 == 0 {
 			t.Logf("step %d: %v seq %d pending %d", step, counts, seq, m.PendingCount())
 		}
 		checkPendingReads(t, "writer", wsrv, m, addrs, posted, rng, seq)

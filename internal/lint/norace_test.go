@@ -71,7 +71,7 @@ func makeVar(t *testing.T, mk []byte, name string) string {
 
 // raceCheckingTests returns "DIR TestName" (DIR relative to root, as
 // "api" or "tiers/memory") for every test function (TestMain aside) holding
-// an `if raceEnabled { … }`.
+// an if statement whose condition reads raceEnabled.
 func raceCheckingTests(t *testing.T, root string) []string {
 	t.Helper()
 	var found []string
@@ -81,7 +81,7 @@ func raceCheckingTests(t *testing.T, root string) []string {
 			return err
 		}
 		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin") {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" || name == "node_modules") {
 				return filepath.SkipDir
 			}
 			return nil
@@ -111,15 +111,19 @@ func raceCheckingTests(t *testing.T, root string) []string {
 	return found
 }
 
-// checksRace reports whether body holds an if statement on raceEnabled: a
-// test that skips, or runs shortened, under the race detector.
+// checksRace reports whether body holds an if statement whose condition
+// reads raceEnabled: a test that skips, or runs shortened, under the race
+// detector.
 func checksRace(body *ast.BlockStmt) bool {
 	checks := false
 	ast.Inspect(body, func(n ast.Node) bool {
 		if ifs, ok := n.(*ast.IfStmt); ok {
-			if id, ok := ifs.Cond.(*ast.Ident); ok && id.Name == "raceEnabled" {
-				checks = true
-			}
+			ast.Inspect(ifs.Cond, func(n ast.Node) bool { // raceEnabled, !raceEnabled, raceEnabled && …
+				if id, ok := n.(*ast.Ident); ok && id.Name == "raceEnabled" {
+					checks = true
+				}
+				return !checks
+			})
 		}
 		return !checks
 	})
