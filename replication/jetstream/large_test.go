@@ -496,11 +496,7 @@ func TestBrokenConsumerReadFromLeader(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer src.Close()
-			waitFor(t, 30*time.Second, "the writer's status", func() bool {
-				src.mu.Lock()
-				defer src.mu.Unlock()
-				return src.mu.streamSeq == last
-			})
+			waitStatus(t, src, last)
 			got := readAll(t, src, 0, last)
 			if f.matchLog(t, got) == 0 {
 				t.Fatal("no change above the max payload: the test needs one")
@@ -518,6 +514,17 @@ func TestBrokenConsumerReadFromLeader(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitStatus waits until src has heard the writer's status announce that
+// the stream holds seq.
+func waitStatus(t *testing.T, src *Source, seq uint64) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "the writer's status", func() bool {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return src.mu.streamSeq == seq
+	})
 }
 
 // TestSkippedMessageGoneIsTruncation: a consumer that skips a message the
@@ -547,11 +554,7 @@ func TestSkippedMessageGoneIsTruncation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	waitFor(t, 10*time.Second, "the writer's status", func() bool {
-		src.mu.Lock()
-		defer src.mu.Unlock()
-		return src.mu.streamSeq == 6
-	})
+	waitStatus(t, src, 6)
 	next := uint64(3)
 	for calls := 0; ; calls++ {
 		if calls == 20 {
