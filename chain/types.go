@@ -170,6 +170,25 @@ type Utxo struct {
 	Flags  uint8  // FlagCoinbase | FlagCollateralReturn
 }
 
+// NewUtxo is the UTXO that output index of tx, at position pos of block b,
+// becomes when the block is applied (a collateral return when collateral):
+// its assets in canonical order (copied when out's are not), its flags set.
+// The writer and a bulk load both build an output's UTXO with it.
+func NewUtxo(b *Block, pos uint32, tx *Tx, index uint32, out *Output, collateral bool) Utxo {
+	u := Utxo{OutPoint: OutPoint{TxHash: tx.Hash, Index: index}, Output: *out, Height: b.Height, TxPos: pos}
+	if len(u.Assets) > 1 && !AssetsSorted(u.Assets) {
+		u.Assets = append([]Asset(nil), u.Assets...)
+		SortAssets(u.Assets)
+	}
+	if tx.Coinbase {
+		u.Flags |= FlagCoinbase
+	}
+	if collateral {
+		u.Flags |= FlagCollateralReturn
+	}
+	return u
+}
+
 // Coinbase reports whether a coinbase transaction created the output.
 func (u *Utxo) Coinbase() bool { return u.Flags&FlagCoinbase != 0 }
 

@@ -106,17 +106,7 @@ func (w *Writer) create(txn *disk.BlockTxn, b *chain.Block, pos uint32, tx *chai
 		return fmt.Errorf("block %d tx %s output %d: %s is already live: %w",
 			b.Height, tx.Hash, index, op, chain.ErrDuplicateOutpoint)
 	}
-	u := chain.Utxo{OutPoint: op, Output: *out, Height: b.Height, TxPos: pos}
-	if len(u.Assets) > 1 && !chain.AssetsSorted(u.Assets) {
-		u.Assets = append([]chain.Asset(nil), u.Assets...)
-		chain.SortAssets(u.Assets)
-	}
-	if tx.Coinbase {
-		u.Flags |= chain.FlagCoinbase
-	}
-	if collateral {
-		u.Flags |= chain.FlagCollateralReturn
-	}
+	u := chain.NewUtxo(b, pos, tx, index, out, collateral)
 	return txn.Create(&u)
 }
 

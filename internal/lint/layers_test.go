@@ -25,6 +25,7 @@ var layers = []struct {
 	{"internal/durable", nil},
 	{"internal/threadprio", nil},
 	{"internal/textenc", nil},
+	{"internal/extsort", nil},
 	{"internal/testredis", nil},
 	{"internal/testnats", nil},
 	{"internal/netlab", nil},
@@ -43,7 +44,7 @@ var layers = []struct {
 	{"internal/model", []string{"chain"}},
 	{"internal/workload", []string{"chain", "internal/textenc"}},
 	// The store and the cache tiers.
-	{"tiers/disk", []string{"chain", "changeset"}},
+	{"tiers/disk", []string{"chain", "changeset", "internal/extsort"}},
 	{"tiers/memory", []string{"cache"}},
 	{"tiers/redis", []string{"cache", "chain"}},
 	// The read path, the write path and what feeds the writer.

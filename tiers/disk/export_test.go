@@ -265,3 +265,38 @@ func rawBalanceRows(t testing.TB, dir string) (*pebble.DB, *pebble.Iterator) {
 	}
 	return db, it
 }
+
+// Row is one key and value of a store.
+type Row struct{ Key, Value []byte }
+
+// RawRows returns every row of s's committed state, in key order, but the
+// store's random secret (0x01 'K'), which differs between any two stores.
+func RawRows(t testing.TB, s *Store) []Row {
+	t.Helper()
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var rows []Row
+	for valid := it.First(); valid; valid = it.Next() {
+		if bytes.Equal(it.Key(), keySecret) {
+			continue
+		}
+		rows = append(rows, Row{bytes.Clone(it.Key()), bytes.Clone(it.Value())})
+	}
+	if err := it.Error(); err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// TableLevels returns how many tables each level of s's LSM holds.
+func TableLevels(s *Store) []int {
+	m := s.db.Metrics()
+	n := make([]int, len(m.Levels))
+	for i := range m.Levels {
+		n[i] = int(m.Levels[i].TablesCount)
+	}
+	return n
+}

@@ -214,6 +214,8 @@ func (o Options) Validate() error {
 // published state go back (see publish.go).
 type Store struct {
 	db   *pebble.DB
+	dir  string          // the store's directory, as opened
+	po   *pebble.Options // the options db was opened with (a bulk load writes tables with them)
 	opts Options
 	dims []Dimension // enabled dimensions, DimAddress first
 	// dimFuncs[i] gives the values of dims[i] (nil for DimAddress); see
@@ -335,7 +337,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("disk: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, opts: opts, bgErrors: bg, recent: newRecentOutputs(opts.RecentOutputs), balances: newBalanceCache(opts.BalanceCache, opts.BalanceCacheBytes)}
+	s := &Store{db: db, dir: dir, po: po, opts: opts, bgErrors: bg, recent: newRecentOutputs(opts.RecentOutputs), balances: newBalanceCache(opts.BalanceCache, opts.BalanceCacheBytes)}
 	if err := s.init(given); err != nil {
 		db.Close()
 		return nil, err

@@ -1,0 +1,731 @@
+package disk
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/internal/extsort"
+)
+
+// # Bulk load
+//
+// An import from genesis into an empty store spends most of its time on
+// work no reader ever sees: the rows of outputs created and spent long
+// before the tip, rewritten by Pebble's compactions level after level, and
+// lookups of inputs and balance rows that miss the block cache. A bulk load
+// builds the store of a chain's deep blocks directly, in key order:
+//
+//  1. Add streams the blocks once. Each creation and each spend becomes a
+//     record of an external sort (internal/extsort) keyed by the outpoint,
+//     then by its place in the chain (height, transaction, spends before
+//     creations, input or output index); the creation carries the
+//     output's row as the store writes it. Each block's hash, slot and
+//     time go to a second sort, by height.
+//  2. Finish(below) merges the first sort: each outpoint's events, in chain
+//     order, replayed as the writer applies them (an input that is not a
+//     live output is refused, or skipped with SkipUnknownInputs; an input
+//     spent twice in one block and an output created while live are
+//     refused), give the outputs live after block below-1 in outpoint
+//     order: their rows go straight into tables, and the count and digest
+//     are summed. Each live output's index rows, balance and asset
+//     contributions, and the deep blocks' hash, time and hash-to-height
+//     rows, go to a third sort, whose merge sums the contributions into
+//     balance and asset rows and writes everything into more tables.
+//  3. One Pebble ingestion adds every table, with the state row, to the
+//     store's bottom level: all of it or nothing.
+//
+// A bulk-loaded store holds what a store that applied the same blocks one
+// by one holds, byte for byte, once its tip is at least below - 1 +
+// BulkDepth: the blocks of a bulk load keep no undo delta, spent
+// record or change-log record, and at such a tip no store keeps them
+// either. So the caller gives the last BulkDepth blocks (at least) to the
+// writer, as catch-up windows; the state row's prune cursors are set where
+// those windows expect them. A store with address counters, pending
+// transactions or leases is refused (ErrBulkRefused), as is any store that
+// has taken a block.
+//
+// An error (a refused block, a failed write, a cancelled context) leaves
+// the store as it was: empty. Close removes the sorts' run files and the
+// tables not ingested.
+
+// ErrBulkRefused is returned by NewBulkLoad for a store a bulk load cannot
+// fill: one that is not empty, or keeps what a bulk load does not build.
+var ErrBulkRefused = errors.New("disk: bulk load refused")
+
+// BulkOptions configure a bulk load.
+type BulkOptions struct {
+	// TempDir holds the sorts' run files and the tables until they are
+	// ingested: about twice the finished store at the peak. It should be
+	// on the store's file system, so that ingestion links the tables
+	// rather than copying them (default: the store's directory).
+	TempDir string
+	// MemBytes bounds the sorts' buffers: each of the two large sorts
+	// holds at most this much, the block sort an eighth (default 256 MiB).
+	MemBytes int
+	// SkipUnknownInputs skips (and counts in State.SkippedInputs) an
+	// input that is not a live output instead of refusing its block, as
+	// writer.Options.SkipUnknownInputs.
+	SkipUnknownInputs bool
+	// Progress, when set, is called on Finish's goroutine during its long
+	// phases, about every million records.
+	Progress func(BulkProgress)
+}
+
+// BulkProgress is how far Finish is: Done of Total records of Phase.
+type BulkProgress struct {
+	Phase       string // "outputs" (merging the outputs' events), "rows" (writing index and balance rows)
+	Done, Total uint64
+}
+
+// BulkDepth is how many blocks at the tip a bulk load leaves to the
+// writer: max(PruneDepth + RollbackWindow + 1, LogRetention). At tip T a
+// store keeps the undo deltas of the blocks above T - RollbackWindow, the
+// spent records of the spends at T - PruneDepth - RollbackWindow and above
+// (pruneSpent), and the change-log records of the last LogRetention
+// blocks: none of a block below T + 1 - BulkDepth.
+func (s *Store) BulkDepth() uint64 {
+	return max(s.opts.PruneDepth+s.opts.RollbackWindow+1, s.opts.LogRetention)
+}
+
+// BulkLoad is a bulk load in progress (see the section comment). Writer
+// goroutine only, with no writer running on the store; Close it in every
+// case.
+type BulkLoad struct {
+	s        *Store
+	opts     BulkOptions
+	dir      string // the load's own directory under opts.TempDir
+	events   *extsort.Sorter
+	blocks   *extsort.Sorter
+	tip      chain.Tip
+	first    uint64 // height of the first block added
+	added    uint64 // blocks added
+	keyBuf   []byte
+	valBuf   []byte
+	failed   error // sticky: the first Add error
+	finished bool
+}
+
+// NewBulkLoad starts a bulk load of s, which must be empty.
+func (s *Store) NewBulkLoad(opts BulkOptions) (*BulkLoad, error) {
+	if err := s.canWrite(); err != nil {
+		return nil, err
+	}
+	st := s.State()
+	switch {
+	case !st.Tip.Empty || st.Seq != 0:
+		return nil, fmt.Errorf("%w: the store is at %s (seq %d): a bulk load fills an empty store", ErrBulkRefused, st.Tip, st.Seq)
+	case s.count.on:
+		return nil, fmt.Errorf("%w: the store keeps address counters, which a bulk load does not build", ErrBulkRefused)
+	case !s.pending.empty():
+		return nil, fmt.Errorf("%w: the store holds pending transactions", ErrBulkRefused)
+	case len(s.leases.held) > 0:
+		return nil, fmt.Errorf("%w: the store holds leases", ErrBulkRefused)
+	}
+	if opts.TempDir == "" {
+		opts.TempDir = s.dir
+	}
+	if opts.MemBytes <= 0 {
+		opts.MemBytes = 256 << 20
+	}
+	dir, err := os.MkdirTemp(opts.TempDir, "bulk-load-")
+	if err != nil {
+		return nil, fmt.Errorf("disk: bulk load: %w", err)
+	}
+	l := &BulkLoad{s: s, opts: opts, dir: dir, tip: chain.Tip{Empty: true}}
+	if l.events, err = extsort.New(extsort.Options{Dir: dir, MemBytes: opts.MemBytes}); err == nil {
+		l.blocks, err = extsort.New(extsort.Options{Dir: dir, MemBytes: max(opts.MemBytes/8, 1<<20)})
+	}
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("disk: bulk load: %w", err)
+	}
+	return l, nil
+}
+
+// Tip returns the last block added (empty before the first).
+func (l *BulkLoad) Tip() chain.Tip { return l.tip }
+
+// First returns the height of the first block added.
+func (l *BulkLoad) First() uint64 { return l.first }
+
+// Add adds block b, which must extend the last one added (the first block
+// may have any height, and no prev_hash). An error is sticky: the load can
+// only be closed after it.
+func (l *BulkLoad) Add(b *chain.Block) error {
+	if l.failed != nil {
+		return l.failed
+	}
+	if l.finished {
+		return errors.New("disk: bulk load: Add after Finish")
+	}
+	if err := l.add(b); err != nil {
+		l.failed = err
+		return err
+	}
+	return nil
+}
+
+func (l *BulkLoad) add(b *chain.Block) error {
+	if !l.tip.Empty {
+		if b.Height != l.tip.Height+1 {
+			return fmt.Errorf("block %d does not extend the tip %s: want height %d: %w", b.Height, l.tip, l.tip.Height+1, chain.ErrNotNextBlock)
+		}
+		if b.PrevHash.IsZero() {
+			return fmt.Errorf("block %d has no prev_hash: it is required unless the store is empty: %w", b.Height, chain.ErrInvalidBlock)
+		}
+		if b.PrevHash != l.tip.Hash {
+			return fmt.Errorf("block %d has prev_hash %s, the tip is %s: %w", b.Height, b.PrevHash, l.tip, chain.ErrNotNextBlock)
+		}
+	} else {
+		l.first = b.Height
+	}
+	for pos := range b.Txs {
+		tx := &b.Txs[pos]
+		for vin, in := range tx.Spends() {
+			l.keyBuf = appendBulkEventKey(l.keyBuf[:0], in, b.Height, uint32(pos), bulkSpend, uint32(vin))
+			if err := l.events.Add(l.keyBuf, tx.Hash[:]); err != nil {
+				return err
+			}
+		}
+		var err error
+		tx.Creates(func(index uint32, out *chain.Output, collateral bool) {
+			if err != nil {
+				return
+			}
+			u := chain.NewUtxo(b, uint32(pos), tx, index, out, collateral)
+			l.keyBuf = appendBulkEventKey(l.keyBuf[:0], u.OutPoint, b.Height, uint32(pos), bulkCreate, index)
+			l.valBuf = appendRecord(l.valBuf[:0], &Record{Utxo: u})
+			err = l.events.Add(l.keyBuf, l.valBuf)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	l.keyBuf = binary.BigEndian.AppendUint64(l.keyBuf[:0], b.Height)
+	l.valBuf = appendBlockTimeRow(appendBlockHashRow(l.valBuf[:0], b.Hash, b.Slot), b.Time)
+	if err := l.blocks.Add(l.keyBuf, l.valBuf); err != nil {
+		return err
+	}
+	l.tip = chain.Tip{Height: b.Height, Hash: b.Hash}
+	l.added++
+	return nil
+}
+
+// The event sort's key: the outpoint (hash, index), then the event's place
+// in chain order. Spends come before creations within a transaction, as
+// the writer applies them.
+const (
+	bulkSpend  byte = 0
+	bulkCreate byte = 1
+
+	bulkOutPointLen = chain.HashSize + 4
+	bulkEventKeyLen = bulkOutPointLen + 8 + 4 + 1 + 4
+)
+
+func appendBulkEventKey(dst []byte, op chain.OutPoint, height uint64, pos uint32, kind byte, n uint32) []byte {
+	dst = append(dst, op.TxHash[:]...)
+	dst = binary.BigEndian.AppendUint32(dst, op.Index)
+	dst = binary.BigEndian.AppendUint64(dst, height)
+	dst = binary.BigEndian.AppendUint32(dst, pos)
+	dst = append(dst, kind)
+	return binary.BigEndian.AppendUint32(dst, n)
+}
+
+// bulkEvent is an event key decoded.
+type bulkEvent struct {
+	op     chain.OutPoint
+	height uint64
+	order  []byte // the key's chain-order part: height, pos, kind, n
+	kind   byte
+	n      uint32
+}
+
+func decodeBulkEvent(k []byte) (bulkEvent, error) {
+	if len(k) != bulkEventKeyLen {
+		return bulkEvent{}, fmt.Errorf("disk: bulk load: event key of %d bytes: %w", len(k), ErrCorrupt)
+	}
+	var e bulkEvent
+	copy(e.op.TxHash[:], k)
+	e.op.Index = binary.BigEndian.Uint32(k[chain.HashSize:])
+	e.order = k[bulkOutPointLen:]
+	e.height = binary.BigEndian.Uint64(e.order)
+	e.kind = e.order[12]
+	e.n = binary.BigEndian.Uint32(e.order[13:])
+	return e, nil
+}
+
+// refusal is the first refused event found so far, in chain order.
+type refusal struct {
+	order []byte
+	err   error
+}
+
+func (r *refusal) offer(order []byte, err error) {
+	if r.err == nil || bytes.Compare(order, r.order) < 0 {
+		r.order, r.err = bytes.Clone(order), err
+	}
+}
+
+// Finish loads the blocks added below height below (every block added
+// when below is above the last) into the store, in one ingestion, and
+// returns the state it is at. It refuses to load nothing (below at or
+// under the first block's height). The blocks at and above below are the
+// caller's to give to the writer. On an error nothing is loaded: a
+// refused block's error is the one the writer gives the first block it
+// refuses (chain.ErrUnknownInput, chain.ErrDoubleSpend,
+// chain.ErrDuplicateOutpoint). Call it once.
+func (l *BulkLoad) Finish(ctx context.Context, below uint64) (State, error) {
+	if l.failed != nil {
+		return State{}, l.failed
+	}
+	if l.finished {
+		return State{}, errors.New("disk: bulk load: Finish called twice")
+	}
+	l.finished = true
+	below = min(below, l.tip.Height+1)
+	if l.added == 0 || below <= l.first {
+		return State{}, fmt.Errorf("disk: bulk load: no block below height %d to load", below)
+	}
+	st, paths, err := l.build(ctx, below)
+	if err != nil {
+		return State{}, err
+	}
+	s := l.s
+	if s.txfRebuild != nil {
+		return State{}, errors.New("disk: bulk load: a tx filter rebuild is running")
+	}
+	// The memtable holds the store's first rows (schema, settings, state):
+	// flushed, the tables the ingestion does not overlap (all but the
+	// state row's) go to the bottom level, not behind the memtable.
+	if err := s.db.Flush(); err != nil {
+		return State{}, fmt.Errorf("disk: bulk load: flush: %w", err)
+	}
+	if err := s.db.Ingest(ctx, paths); err != nil {
+		return State{}, s.fail(fmt.Errorf("ingest the bulk load's tables: %w", err))
+	}
+	s.state.Store(&st)
+	s.logFloor = 0
+	s.txf = nil // rebuilt from the loaded outputs by the next block
+	s.Publish()
+	return st, nil
+}
+
+// Check looks for a refused block among the blocks added (the ones before
+// an Add that failed, say: a block that does not link to them) and returns
+// the error the writer would give the first, or nil: a caller that stops
+// at a bad record reports an earlier refused block first, as the writer
+// applying the blocks in order would have. It writes nothing; the load
+// can only be closed after it.
+func (l *BulkLoad) Check(ctx context.Context) error {
+	if l.finished {
+		return errors.New("disk: bulk load: Check after Finish")
+	}
+	l.finished = true
+	if l.added == 0 {
+		return nil
+	}
+	var st State
+	var refused refusal
+	if err := l.mergeEvents(ctx, l.tip.Height+1, &st, nil, nil, &refused); err != nil {
+		return err
+	}
+	return refused.err
+}
+
+// build writes the tables of the blocks below height below, and the table
+// of the state row, and returns the state and the tables' paths.
+func (l *BulkLoad) build(ctx context.Context, below uint64) (State, []string, error) {
+	s := l.s
+	st := State{
+		Tip:       chain.Tip{Height: below - 1},
+		MaxHeight: below - 1,
+		Seq:       below - l.first,
+	}
+	if keep := s.opts.PruneDepth + s.opts.RollbackWindow; st.Tip.Height > keep {
+		st.PruneHeight = st.Tip.Height - keep // what pruneSpent leaves at this tip
+	}
+	if w := s.opts.RollbackWindow; st.Tip.Height >= w {
+		st.UndoFloor = st.Tip.Height - w + 1 // what prune leaves at this tip
+	}
+	rows, err := extsort.New(extsort.Options{Dir: l.dir, MemBytes: l.opts.MemBytes})
+	if err != nil {
+		return State{}, nil, fmt.Errorf("disk: bulk load: %w", err)
+	}
+	defer rows.Close()
+	utxos := l.newTables("outputs")
+	defer utxos.abort()
+	var refused refusal
+	if err := l.mergeEvents(ctx, below, &st, rows, utxos, &refused); err != nil {
+		return State{}, nil, err
+	}
+	if refused.err != nil {
+		return State{}, nil, refused.err
+	}
+	if err := l.addBlockRows(below, &st, rows); err != nil {
+		return State{}, nil, err
+	}
+	derived := l.newTables("rows")
+	defer derived.abort()
+	if err := l.writeRows(ctx, rows, derived); err != nil {
+		return State{}, nil, err
+	}
+	meta := l.newTables("state")
+	defer meta.abort()
+	if err := meta.set(keyState, appendState(nil, &st)); err != nil {
+		return State{}, nil, err
+	}
+	var paths []string
+	for _, t := range []*bulkTables{meta, utxos, derived} {
+		if err := t.finish(); err != nil {
+			return State{}, nil, err
+		}
+		paths = append(paths, t.paths...)
+	}
+	return st, paths, nil
+}
+
+// mergeEvents replays each outpoint's events below height below and
+// writes the live outputs' rows to utxos and their derived rows to rows;
+// it sums the count and digest into st and counts skipped inputs. Refused
+// events go to refused (the earliest kept): once one is found, nothing
+// more is written, and the merge goes on only to find the earliest. With
+// rows nil (Check) it writes nothing.
+func (l *BulkLoad) mergeEvents(ctx context.Context, below uint64, st *State, rows *extsort.Sorter, utxos *bulkTables, refused *refusal) error {
+	s := l.s
+	it, err := l.events.Sort()
+	if err != nil {
+		return fmt.Errorf("disk: bulk load: %w", err)
+	}
+	defer it.Close()
+	total := l.events.Records()
+	var (
+		done     uint64
+		cur      chain.OutPoint
+		started  bool
+		live     []byte // the live output's row, or nil
+		liveBuf  []byte
+		spentAt  uint64 // the height of the last spend of a live output
+		spentAny bool
+		broken   bool // the outpoint's events hit a refusal
+		key, val []byte
+		dimKeys  []DimKey
+		filters  []assetFilter
+	)
+	end := func() error {
+		if !started || live == nil || broken || refused.err != nil || rows == nil {
+			return nil
+		}
+		r, err := decodeRecord(cur, live)
+		if err != nil {
+			return fmt.Errorf("disk: bulk load: %w", err)
+		}
+		u := &r.Utxo
+		key = appendOutPointKey(key[:0], cur)
+		if err := utxos.set(key, live); err != nil {
+			return err
+		}
+		st.UtxoCount++
+		st.Digest.AddTerm(chain.UtxoTerm(u))
+		pos := u.Position()
+		val = appendIndexValue(val[:0], u)
+		dimKeys, filters = appendDimKeys(dimKeys[:0], filters[:0], s.dims, s.dimFuncs, u)
+		var q [8]byte
+		for i, k := range dimKeys {
+			key = appendIndexKey(key[:0], k, pos)
+			if err := rows.Add(key, val); err != nil {
+				return err
+			}
+			key = appendBalanceKey(key[:0], k)
+			if err := rows.Add(key, binary.BigEndian.AppendUint64(q[:0], u.Value)); err != nil {
+				return err
+			}
+			for j := range u.Assets {
+				a := &u.Assets[j]
+				if !filters[i].keep(a) {
+					continue
+				}
+				key = appendAssetKey(key[:0], k, a.Policy, a.Name)
+				if err := rows.Add(key, binary.BigEndian.AppendUint64(q[:0], a.Quantity)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for it.Next() {
+		if done++; done%(1<<20) == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			l.progress("outputs", done, total)
+		}
+		e, err := decodeBulkEvent(it.Key())
+		if err != nil {
+			return err
+		}
+		if !started || e.op != cur {
+			if err := end(); err != nil {
+				return err
+			}
+			cur, started, live, spentAny, broken = e.op, true, nil, false, false
+		}
+		if broken || e.height >= below {
+			continue
+		}
+		switch e.kind {
+		case bulkSpend:
+			var spender chain.Hash
+			copy(spender[:], it.Value())
+			switch {
+			case spentAny && spentAt == e.height:
+				broken = true
+				refused.offer(e.order, fmt.Errorf("block %d tx %s spends %s twice in the block: %w", e.height, spender, e.op, chain.ErrDoubleSpend))
+			case live == nil && l.opts.SkipUnknownInputs:
+				st.SkippedInputs++
+			case live == nil:
+				broken = true
+				refused.offer(e.order, fmt.Errorf("block %d tx %s input %s is not a live unspent output: %w", e.height, spender, e.op, chain.ErrUnknownInput))
+			default:
+				live, spentAt, spentAny = nil, e.height, true
+			}
+		case bulkCreate:
+			if live != nil {
+				broken = true
+				refused.offer(e.order, fmt.Errorf("block %d tx %s output %d: %s is already live: %w", e.height, e.op.TxHash, e.op.Index, e.op, chain.ErrDuplicateOutpoint))
+				continue
+			}
+			liveBuf = append(liveBuf[:0], it.Value()...)
+			live = liveBuf
+		default:
+			return fmt.Errorf("disk: bulk load: event kind %d: %w", e.kind, ErrCorrupt)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("disk: bulk load: %w", err)
+	}
+	l.progress("outputs", done, total)
+	return end()
+}
+
+// addBlockRows adds the hash, time and hash-to-height rows of the blocks
+// below height below to rows, and the tip's hash to st.
+func (l *BulkLoad) addBlockRows(below uint64, st *State, rows *extsort.Sorter) error {
+	it, err := l.blocks.Sort()
+	if err != nil {
+		return fmt.Errorf("disk: bulk load: %w", err)
+	}
+	defer it.Close()
+	var height [8]byte
+	for it.Next() {
+		h := binary.BigEndian.Uint64(it.Key())
+		if h >= below {
+			break
+		}
+		v := it.Value()
+		hashRow, timeRow := v[:len(v)-blockTimeRowLen], v[len(v)-blockTimeRowLen:]
+		var hash chain.Hash
+		copy(hash[:], hashRow)
+		if err := errors.Join(
+			rows.Add(heightKey(prefixBlockHash, h), hashRow),
+			rows.Add(heightKey(prefixBlockTime, h), timeRow),
+			rows.Add(hashBlockKey(hash), binary.BigEndian.AppendUint64(height[:0], h)),
+		); err != nil {
+			return err
+		}
+		if h == below-1 {
+			st.Tip.Hash = hash
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("disk: bulk load: %w", err)
+	}
+	return nil
+}
+
+// writeRows writes rows' records in key order to t: index and block rows
+// as they are, a value's balance row and asset rows summed from the
+// contributions of its outputs (a balance row counts its asset rows, which
+// follow it in key order, so a value's asset rows are held until its last).
+func (l *BulkLoad) writeRows(ctx context.Context, rows *extsort.Sorter, t *bulkTables) error {
+	it, err := rows.Sort()
+	if err != nil {
+		return fmt.Errorf("disk: bulk load: %w", err)
+	}
+	defer it.Close()
+	total := rows.Records()
+	var (
+		done    uint64
+		balKey  []byte // the balance row being summed, or nil
+		bal     chain.Balance
+		assets  [][2][]byte // its asset rows: key, quantity
+		assetK  []byte      // the asset row being summed, or nil
+		assetQ  chain.Uint128
+		row, kb []byte
+	)
+	endAsset := func() {
+		if assetK != nil && !assetQ.IsZero() {
+			assets = append(assets, [2][]byte{assetK, appendAssetQuantity(nil, assetQ)})
+		}
+		assetK, assetQ = nil, chain.Uint128{}
+	}
+	endBalance := func() error {
+		endAsset()
+		if balKey == nil {
+			return nil
+		}
+		r := balanceRow{bal: chain.Balance{Count: bal.Count, Value: bal.Value}, assetRows: uint64(len(assets))}
+		row = appendRow(row[:0], &r)
+		if err := t.set(balKey, row); err != nil {
+			return err
+		}
+		for _, a := range assets {
+			if err := t.set(a[0], a[1]); err != nil {
+				return err
+			}
+		}
+		balKey, bal, assets = nil, chain.Balance{}, assets[:0]
+		return nil
+	}
+	const balanceKeyLen = 1 + dimKeySize
+	for it.Next() {
+		if done++; done%(1<<20) == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			l.progress("rows", done, total)
+		}
+		k, v := it.Key(), it.Value()
+		switch {
+		case len(k) == balanceKeyLen && k[0] == prefixBalance:
+			if balKey == nil || !bytes.Equal(k, balKey) {
+				if err := endBalance(); err != nil {
+					return err
+				}
+				balKey = append(kb[:0:0], k...)
+			}
+			bal.Count++
+			bal.Value = bal.Value.AddU64(binary.BigEndian.Uint64(v))
+		case len(k) > balanceKeyLen && k[0] == prefixBalance:
+			if balKey == nil || !bytes.HasPrefix(k, balKey) {
+				return fmt.Errorf("disk: bulk load: asset row %x without its balance row: %w", k, ErrCorrupt)
+			}
+			if assetK == nil || !bytes.Equal(k, assetK) {
+				endAsset()
+				assetK = bytes.Clone(k)
+			}
+			assetQ = assetQ.AddU64(binary.BigEndian.Uint64(v))
+		default:
+			if err := endBalance(); err != nil {
+				return err
+			}
+			if err := t.set(k, v); err != nil {
+				return err
+			}
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("disk: bulk load: %w", err)
+	}
+	l.progress("rows", done, total)
+	return endBalance()
+}
+
+func (l *BulkLoad) progress(phase string, done, total uint64) {
+	if l.opts.Progress != nil {
+		l.opts.Progress(BulkProgress{Phase: phase, Done: done, Total: total})
+	}
+}
+
+// Close ends the load and removes its temporary files. A Finish that
+// returned no error has already ingested its tables.
+func (l *BulkLoad) Close() error {
+	var errs []error
+	for _, so := range []*extsort.Sorter{l.events, l.blocks} {
+		if so != nil {
+			errs = append(errs, so.Close())
+		}
+	}
+	errs = append(errs, os.RemoveAll(l.dir))
+	return errors.Join(errs...)
+}
+
+// bulkTableBytes is about the size of each table a bulk load writes:
+// Pebble's target for its bottom level's files.
+const bulkTableBytes = 128 << 20
+
+// bulkTables writes keys in ascending order into a series of tables of
+// about bulkTableBytes each, for ingestion.
+type bulkTables struct {
+	l     *BulkLoad
+	name  string
+	paths []string
+	w     *sstable.Writer
+	fs    vfs.FS
+	last  []byte
+}
+
+func (l *BulkLoad) newTables(name string) *bulkTables {
+	return &bulkTables{l: l, name: name, fs: l.s.po.FS}
+}
+
+func (t *bulkTables) set(k, v []byte) error {
+	if t.w != nil && t.w.Raw().EstimatedSize() >= bulkTableBytes {
+		if err := t.closeTable(); err != nil {
+			return err
+		}
+	}
+	if t.w == nil {
+		path := filepath.Join(t.l.dir, fmt.Sprintf("%s-%06d.sst", t.name, len(t.paths)+1))
+		f, err := t.fs.Create(path, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			return fmt.Errorf("disk: bulk load: %w", err)
+		}
+		t.paths = append(t.paths, path)
+		s := t.l.s
+		t.w = sstable.NewWriter(objstorageprovider.NewFileWritable(f), s.po.MakeWriterOptions(len(s.po.Levels)-1, s.db.TableFormat()))
+	}
+	if t.last != nil && bytes.Compare(k, t.last) <= 0 {
+		return fmt.Errorf("disk: bulk load: key %x after %x: %w", k, t.last, ErrCorrupt)
+	}
+	t.last = append(t.last[:0], k...)
+	if err := t.w.Set(k, v); err != nil {
+		return fmt.Errorf("disk: bulk load: write %s: %w", t.paths[len(t.paths)-1], err)
+	}
+	return nil
+}
+
+func (t *bulkTables) closeTable() error {
+	w := t.w
+	t.w = nil
+	if err := w.Close(); err != nil { // syncs the file
+		return fmt.Errorf("disk: bulk load: write %s: %w", t.paths[len(t.paths)-1], err)
+	}
+	return nil
+}
+
+// finish closes the last table.
+func (t *bulkTables) finish() error {
+	if t.w == nil {
+		return nil
+	}
+	return t.closeTable()
+}
+
+// abort closes an unfinished table (its file goes with the load's
+// directory).
+func (t *bulkTables) abort() {
+	if t.w != nil {
+		t.w.Close()
+		t.w = nil
+	}
+}
