@@ -27,6 +27,7 @@ type JSONLReader struct {
 	br   *bufio.Reader
 	lim  Limits
 	line int    // lines consumed so far
+	off  int64  // bytes consumed so far (the offset of the next line)
 	long []byte // a line that did not fit the bufio buffer
 	err  error  // sticky read error
 }
@@ -64,12 +65,24 @@ func (r *JSONLReader) Next() (*Block, error) {
 	return nil, r.err
 }
 
+// Position returns how many lines the reader has consumed and the byte
+// offset of what the next Next reads: just past the last line read.
+// ResumeAt takes it.
+func (r *JSONLReader) Position() (lines int, offset int64) { return r.line, r.off }
+
+// ResumeAt tells the reader that its stream is the rest of a longer one,
+// from byte offset, after lines lines (as Position gave them): its errors
+// then name the lines of the whole, and Position counts from its start. Call it before the first
+// Next.
+func (r *JSONLReader) ResumeAt(lines int, offset int64) { r.line, r.off = lines, offset }
+
 // readLine returns the next line without its terminator, valid until the
 // next call, or io.EOF when no bytes are left. A line over MaxBlockBytes is
 // consumed but not kept: it reports tooLong.
 func (r *JSONLReader) readLine() (line []byte, tooLong bool, err error) {
 	frag, err := r.br.ReadSlice('\n')
 	if err == nil { // the common case: the line fits the bufio buffer
+		r.off += int64(len(frag))
 		line = trimEOL(frag)
 		return line, len(line) > r.lim.MaxBlockBytes, nil
 	}
@@ -95,6 +108,7 @@ func (r *JSONLReader) readLine() (line []byte, tooLong bool, err error) {
 		}
 		frag, err = r.br.ReadSlice('\n')
 	}
+	r.off += int64(total)
 	if tooLong {
 		return nil, true, nil
 	}
@@ -191,6 +205,18 @@ func (r *CBORSeqReader) Next() (*Block, error) {
 	}
 	return nil, r.err
 }
+
+// Position returns how many records the reader has consumed and the byte
+// offset of the next one: just past the last one returned. ResumeAt takes
+// it.
+func (r *CBORSeqReader) Position() (records int, offset int64) { return r.record, r.offset }
+
+// ResumeAt tells the reader that its stream is the rest of a longer one,
+// from byte offset, after records records (as Position gave them): its
+// errors then name the records and offsets of the whole, and Position
+// counts from its start. Call
+// it before the first Next.
+func (r *CBORSeqReader) ResumeAt(records int, offset int64) { r.record, r.offset = records, offset }
 
 func (r *CBORSeqReader) recordErr(err error) error {
 	return fmt.Errorf("record %d (offset %d): %w", r.record+1, r.offset, err)

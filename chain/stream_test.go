@@ -287,3 +287,89 @@ func TestCBORSeqReaderNoProgress(t *testing.T) {
 type zeroReader struct{}
 
 func (zeroReader) Read([]byte) (int, error) { return 0, nil }
+
+// TestReaderOffsets: a reader of the stream from the Position before a
+// Next, told where it resumes, reads the same blocks from there, and its errors name the
+// records (lines) and offsets of the whole stream. JSON lines with blank
+// lines and CRLF, and lines longer than the reader's buffer.
+func TestReaderOffsets(t *testing.T) {
+	blocks := testBlocks()
+	long := fullBlock()
+	long.Height, long.Hash, long.PrevHash = 45, fillHash(0xb4), blocks[2].Hash
+	long.Txs[0].Outputs[0].Datum = bytes.Repeat([]byte{0x5a}, 40_000) // 80,000 hex digits: longer than the buffer
+	blocks = append(blocks, long)
+	type resumer interface {
+		blockReader
+		Position() (int, int64)
+		ResumeAt(int, int64)
+	}
+	var jsonl bytes.Buffer
+	jw := NewJSONLWriter(&jsonl)
+	for i, b := range blocks {
+		if err := jw.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := jw.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 { // a blank line, and a line ending in CRLF
+			jsonl.Truncate(jsonl.Len() - 1)
+			jsonl.WriteString("\r\n\n")
+		}
+	}
+	jsonl.WriteString("not json\n")
+	var cbor bytes.Buffer
+	cw := NewCBORSeqWriter(&cbor)
+	for _, b := range blocks {
+		if err := cw.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	cbor.WriteByte(0xff) // a framing error after the last record
+	streams := []struct {
+		name string
+		data []byte
+		open func(io.Reader) resumer
+		// where is how the stream's error names the bad record, n of them
+		// before it at offset off.
+		where func(n int, off int64) string
+	}{
+		{"jsonl", jsonl.Bytes(), func(r io.Reader) resumer { return NewJSONLReader(r, Limits{}) },
+			func(n int, off int64) string { return fmt.Sprintf("line %d:", n+2) }}, // +1 blank line
+		{"cbor", cbor.Bytes(), func(r io.Reader) resumer { return NewCBORSeqReader(r, Limits{}) },
+			func(n int, off int64) string { return fmt.Sprintf("record %d (offset %d)", n+1, off) }},
+	}
+	for _, s := range streams {
+		r := s.open(bytes.NewReader(s.data))
+		type position struct {
+			n   int
+			off int64
+		}
+		var at []position
+		for range blocks {
+			n, off := r.Position()
+			at = append(at, position{n, off})
+			if _, err := r.Next(); err != nil {
+				t.Fatalf("%s: %v", s.name, err)
+			}
+		}
+		_, end := r.Position()
+		for i := range blocks {
+			r := s.open(bytes.NewReader(s.data[at[i].off:]))
+			r.ResumeAt(at[i].n, at[i].off)
+			got, err := readAll(r)
+			if err == nil || err == io.EOF {
+				t.Fatalf("%s from block %d: no error at the bad record", s.name, i)
+			}
+			if want := s.where(len(blocks), end); !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s from block %d: error %q does not name %q", s.name, i, err, want)
+			}
+			if !reflect.DeepEqual(got, blocks[i:]) {
+				t.Fatalf("%s from block %d: read %d blocks, not the stream's from there", s.name, i, len(got))
+			}
+		}
+	}
+}

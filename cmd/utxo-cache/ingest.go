@@ -76,6 +76,8 @@ func runIngest(e *env, args []string) error {
 	pruneDepth := pruneDepthFlag(cl.fs)
 	window := rollbackWindowFlag(cl.fs)
 	indexes := indexesFlag(cl.fs)
+	var bf bulkFlags
+	bf.register(cl.fs)
 	var df diskFlags
 	df.registerReserve(cl.fs)
 	if err := cl.parse(e, args); err != nil {
@@ -110,6 +112,10 @@ func runIngest(e *env, args []string) error {
 		return usagef("--indexes: %v", err)
 	}
 	sources, err := ingestSources(cl.fs.Args(), *formatName)
+	if err != nil {
+		return err
+	}
+	bulkOpts, bulk, err := bf.options(sources, *skipUnknown)
 	if err != nil {
 		return err
 	}
@@ -153,14 +159,10 @@ func runIngest(e *env, args []string) error {
 	if err != nil {
 		return chainRefused("ingest", *dataDir, "", err)
 	}
-	space, reserve := writerSpace(*dataDir, reserveBytes)
-	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, Space: space, Reserve: reserve, WindowBytes: windowBytes})
-
 	prog := newProgress(e.stderr, e.stderrIsTerminal)
 	prog.logEvery = *progressEvery
 	g := &ingester{
 		e:        e,
-		w:        w,
 		store:    store,
 		sigs:     sigs,
 		progress: prog,
@@ -169,7 +171,18 @@ func runIngest(e *env, args []string) error {
 		limits:   chain.Limits{MaxBlockMemory: blockMemory},
 	}
 	start := time.Now()
-	runErr := g.ingest(sources)
+	// A bulk load runs before the writer starts: it fills the store
+	// alone.
+	from, at, runErr := 0, (*sourcePos)(nil), error(nil)
+	if bulk {
+		from, at, runErr = g.bulkIngest(sources, bulkOpts)
+	}
+	space, reserve := writerSpace(*dataDir, reserveBytes)
+	w := writer.New(store, writer.Options{SkipUnknownInputs: *skipUnknown, Space: space, Reserve: reserve, WindowBytes: windowBytes})
+	g.w = w
+	if runErr == nil {
+		runErr = g.ingest(sources, from, at)
+	}
 
 	// Stop the writer, then close the store: every acknowledged block is
 	// already synced, this only makes the next open cheap.
@@ -274,8 +287,9 @@ type ingestCounts struct {
 	skipped uint64 // blocks already applied (same height and hash)
 	changes uint64 // live outputs created plus spent
 	// windows counts the catch-up windows committed, windowBlocks the
-	// blocks they applied (the rest of applied went alone).
-	windows, windowBlocks uint64
+	// blocks they applied, bulkBlocks the blocks a bulk load applied (the
+	// rest of applied went alone).
+	windows, windowBlocks, bulkBlocks uint64
 }
 
 // add counts the outcome of one ApplyBlocks.
@@ -290,15 +304,22 @@ func (c *ingestCounts) add(res writer.BatchResult) {
 // windowsSummary ends a summary line: how many blocks went in catch-up
 // windows.
 func (c *ingestCounts) windowsSummary() string {
-	return fmt.Sprintf("; %d blocks in %d catch-up windows", c.windowBlocks, c.windows)
+	bulk := ""
+	if c.bulkBlocks > 0 {
+		bulk = fmt.Sprintf("; %d blocks bulk loaded", c.bulkBlocks)
+	}
+	return fmt.Sprintf("%s; %d blocks in %d catch-up windows", bulk, c.windowBlocks, c.windows)
 }
 
-func (g *ingester) ingest(sources []source) error {
+// ingest applies the blocks of sources, from source from at at (nil: the
+// start of the first).
+func (g *ingester) ingest(sources []source, from int, at *sourcePos) error {
 	g.tip = g.store.State().Tip
-	for _, s := range sources {
-		if err := g.ingestSource(s); err != nil {
+	for i := from; i < len(sources); i++ {
+		if err := g.ingestSource(sources[i], at); err != nil {
 			return err
 		}
+		at = nil
 	}
 	return nil
 }
@@ -306,6 +327,11 @@ func (g *ingester) ingest(sources []source) error {
 // blockReader is what ingest needs of chain's stream readers.
 type blockReader interface {
 	Next() (*chain.Block, error)
+	// Position is where the next Next reads: the lines (JSON) or records
+	// (CBOR) consumed, and the byte offset. ResumeAt starts a reader of
+	// the rest of a stream there.
+	Position() (int, int64)
+	ResumeAt(int, int64)
 }
 
 // record is one block read from a source, or the error that ends it.
@@ -313,21 +339,33 @@ type record struct {
 	n     int // 1-based position in the source
 	block *chain.Block
 	err   error
+	at    sourcePos // where the record starts
+}
+
+// sourcePos is a place in a source to start reading again at: the n-th
+// record (1-based), after lines lines (JSON) or records (CBOR), at byte
+// offset.
+type sourcePos struct {
+	n      int
+	lines  int
+	offset int64
 }
 
 // readRecords decodes blocks on its own goroutine, so that decoding the next
 // block overlaps applying this one and a signal is seen even while a pipe
 // has nothing to read. It stops at the end of the source, after sending an
-// error, or when stop is closed.
-func readRecords(r blockReader, out chan<- record, stop <-chan struct{}) {
+// error, or when stop is closed. first is the number of the first record.
+func readRecords(r blockReader, first int, out chan<- record, stop <-chan struct{}) {
 	defer close(out)
-	for n := 1; ; n++ {
+	for n := first; ; n++ {
+		lines, off := r.Position()
+		at := sourcePos{n: n, lines: lines, offset: off}
 		b, err := r.Next()
 		if err == io.EOF {
 			return
 		}
 		select {
-		case out <- record{n: n, block: b, err: err}:
+		case out <- record{n: n, block: b, err: err, at: at}:
 		case <-stop:
 			return
 		}
@@ -337,16 +375,24 @@ func readRecords(r blockReader, out chan<- record, stop <-chan struct{}) {
 	}
 }
 
-func (g *ingester) ingestSource(s source) error {
+// openSource opens s to read its records from at (nil: from the start);
+// close the returned closer once done (closing also unblocks a reader
+// goroutine mid-read).
+func (g *ingester) openSource(s source, at *sourcePos) (blockReader, io.Closer, error) {
 	var in io.Reader = g.e.stdin
+	var closer io.Closer = io.NopCloser(nil)
 	if s.path != "-" {
 		f, err := os.Open(s.path)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		// Closing also unblocks the reader goroutine if it is mid-read.
-		defer f.Close()
-		in = f
+		if at != nil {
+			if _, err := f.Seek(at.offset, io.SeekStart); err != nil {
+				f.Close()
+				return nil, nil, err
+			}
+		}
+		in, closer = f, f
 	}
 	var r blockReader
 	switch s.format {
@@ -355,10 +401,27 @@ func (g *ingester) ingestSource(s source) error {
 	default:
 		r = chain.NewJSONLReader(in, g.limits)
 	}
+	if at != nil {
+		r.ResumeAt(at.lines, at.offset)
+	}
+	return r, closer, nil
+}
+
+// ingestSource applies the blocks of s, from at (nil: from the start).
+func (g *ingester) ingestSource(s source, at *sourcePos) error {
+	r, closer, err := g.openSource(s, at)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	first := 1
+	if at != nil {
+		first = at.n
+	}
 	records := make(chan record, ingestBacklog)
 	stop := make(chan struct{})
 	defer close(stop)
-	go readRecords(r, records, stop)
+	go readRecords(r, first, records, stop)
 
 	for {
 		// A pending signal wins over a decoded block: stop between blocks.

@@ -48,11 +48,7 @@ func newProgress(w io.Writer, enabled bool) *progress {
 // go one by one.
 func (p *progress) update(now time.Time, c ingestCounts, tip chain.Tip, mode string) {
 	if p.logEvery > 0 && now.Sub(p.logAt) >= p.logEvery {
-		p.clear()
-		fmt.Fprintf(p.w, "ingest: progress %.3fs: applied %d blocks, %d UTXO changes, tip %d\n",
-			now.Sub(p.start).Seconds(), c.applied, c.changes, tip.Height)
-		p.logAt = now
-		p.lineWidth = 0
+		p.point(now, c, tip)
 	}
 	if !p.enabled {
 		return
@@ -67,6 +63,39 @@ func (p *progress) update(now time.Time, c ingestCounts, tip chain.Tip, mode str
 		tip.Height, c.applied, c.skipped)
 	p.draw(line)
 	p.lastAt, p.last = now, c
+}
+
+// point prints the log line of update now, with --progress-every set,
+// whenever the last was: the end of a bulk load, which applies its blocks
+// all at once.
+func (p *progress) point(now time.Time, c ingestCounts, tip chain.Tip) {
+	if p.logEvery <= 0 {
+		return
+	}
+	p.clear()
+	fmt.Fprintf(p.w, "ingest: progress %.3fs: applied %d blocks, %d UTXO changes, tip %d\n",
+		now.Sub(p.start).Seconds(), c.applied, c.changes, tip.Height)
+	p.logAt = now
+	p.lineWidth = 0
+}
+
+// note shows line, a step of work that applies no block yet (a bulk
+// load's reading and sorting): redrawn on a terminal, and with
+// --progress-every logged as often as update's lines, as
+//
+//	ingest: bulk 3.021s: read 1200 blocks, tip 1199
+func (p *progress) note(now time.Time, line string) {
+	if p.logEvery > 0 && now.Sub(p.logAt) >= p.logEvery {
+		p.clear()
+		fmt.Fprintf(p.w, "ingest: bulk %.3fs: %s\n", now.Sub(p.start).Seconds(), line)
+		p.logAt = now
+		p.lineWidth = 0
+	}
+	if !p.enabled || now.Sub(p.lastAt) < progressInterval {
+		return
+	}
+	p.draw(line)
+	p.lastAt = now
 }
 
 // clear blanks the line so that what follows starts on a clean one.

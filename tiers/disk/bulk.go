@@ -113,7 +113,17 @@ type BulkLoad struct {
 	valBuf   []byte
 	failed   error // sticky: the first Add error
 	finished bool
+	// created and spent count the loaded blocks' changes as the writer
+	// counts each block's (changeset.Set.Created, Spent): an output
+	// created and spent in one block is in neither, a skipped input in
+	// neither.
+	created, spent uint64
 }
+
+// Changes returns the outputs the loaded blocks created and spent, each
+// block counted as the writer counts a block alone (an output created and
+// spent in one block in neither). Valid after Finish.
+func (l *BulkLoad) Changes() (created, spent uint64) { return l.created, l.spent }
 
 // NewBulkLoad starts a bulk load of s, which must be empty.
 func (s *Store) NewBulkLoad(opts BulkOptions) (*BulkLoad, error) {
@@ -414,6 +424,7 @@ func (l *BulkLoad) mergeEvents(ctx context.Context, below uint64, st *State, row
 		started  bool
 		live     []byte // the live output's row, or nil
 		liveBuf  []byte
+		liveAt   uint64 // the height that created it
 		spentAt  uint64 // the height of the last spend of a live output
 		spentAny bool
 		broken   bool // the outpoint's events hit a refusal
@@ -496,6 +507,11 @@ func (l *BulkLoad) mergeEvents(ctx context.Context, below uint64, st *State, row
 				broken = true
 				refused.offer(e.order, fmt.Errorf("block %d tx %s input %s is not a live unspent output: %w", e.height, spender, e.op, chain.ErrUnknownInput))
 			default:
+				if liveAt == e.height {
+					l.created-- // created and spent in one block: neither
+				} else {
+					l.spent++
+				}
 				live, spentAt, spentAny = nil, e.height, true
 			}
 		case bulkCreate:
@@ -505,7 +521,8 @@ func (l *BulkLoad) mergeEvents(ctx context.Context, below uint64, st *State, row
 				continue
 			}
 			liveBuf = append(liveBuf[:0], it.Value()...)
-			live = liveBuf
+			live, liveAt = liveBuf, e.height
+			l.created++
 		default:
 			return fmt.Errorf("disk: bulk load: event kind %d: %w", e.kind, ErrCorrupt)
 		}

@@ -73,12 +73,45 @@ func bulkThenWindows(t *testing.T, st *disk.Store, wo writer.Options, blocks []*
 	if err != nil {
 		return disk.State{}, err
 	}
+	created, spent := l.Changes()
+	wantCreated, wantSpent := countChanges(blocks[:below-blocks[0].Height])
+	if created != wantCreated || spent != wantSpent {
+		t.Fatalf("bulk load counts %d created and %d spent, the blocks %d and %d", created, spent, wantCreated, wantSpent)
+	}
 	// All in the bottom level but the state row's table (over the first
 	// rows, flushed to level 0).
 	if levels := disk.TableLevels(st); levels[len(levels)-1] < 2 || slices.Max(levels[1:len(levels)-1]) > 0 {
 		t.Fatalf("tables per level after the bulk load: %v, want them in the bottom level", levels)
 	}
 	return loaded, applyWindows(t, st, wo, blocks[below-blocks[0].Height:])
+}
+
+// countChanges counts the outputs blocks create and spend as the writer
+// counts each block (an output created and spent in one block in neither,
+// an input that spends no live output in neither).
+func countChanges(blocks []*chain.Block) (created, spent uint64) {
+	live := map[chain.OutPoint]uint64{} // → the height that created it
+	for _, b := range blocks {
+		for i := range b.Txs {
+			tx := &b.Txs[i]
+			for _, op := range tx.Spends() {
+				h, ok := live[op]
+				switch {
+				case !ok:
+				case h == b.Height:
+					created--
+				default:
+					spent++
+				}
+				delete(live, op)
+			}
+			tx.Creates(func(index uint32, _ *chain.Output, _ bool) {
+				live[chain.OutPoint{TxHash: tx.Hash, Index: index}] = b.Height
+				created++
+			})
+		}
+	}
+	return created, spent
 }
 
 // compareRows fails unless both stores hold the same rows, byte for byte.
