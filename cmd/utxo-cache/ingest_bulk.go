@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -21,12 +22,11 @@ type bulkFlags struct {
 
 func (f *bulkFlags) register(fs *flag.FlagSet) {
 	f.on = fs.Bool("bulk", false,
-		"into an empty store, load all but the last blocks of the FILEs in bulk: sorted on disk and\n"+
-			"added to the store as finished tables, then the last blocks (the deepest a rollback, a spent\n"+
-			"record or the change log reaches) through the writer; several times faster from genesis.\n"+
-			"Reads each FILE twice, so not - (standard input); not for a store that keeps address counters\n"+
-			"(a Bitcoin store). A refused block leaves the store empty. A store that holds blocks is\n"+
-			"ingested as without it")
+		"into an empty store, load the FILEs' blocks in bulk: sorted on disk and added to the store as\n"+
+			"finished tables, the same store the writer would leave, several times faster. Reads the last\n"+
+			"blocks again for the change log, so not - (standard input); not for a store that keeps address\n"+
+			"counters (a Bitcoin store). A refused block, or an interruption, leaves the store empty. A store\n"+
+			"that holds blocks is ingested as without it")
 	f.memory = fs.String("bulk-memory", "256MiB",
 		"memory of each of --bulk's two large sorts (`SIZE`: bytes, or with KiB/MiB/GiB, at least 16MiB)")
 	f.temp = fs.String("bulk-temp-dir", "",
@@ -46,7 +46,7 @@ func (f *bulkFlags) options(sources []source, skipUnknown bool) (disk.BulkOption
 	}
 	for _, s := range sources {
 		if s.path == "-" {
-			return disk.BulkOptions{}, false, usagef("--bulk reads each FILE twice: it cannot read - (standard input)")
+			return disk.BulkOptions{}, false, usagef("--bulk reads the last blocks again: it cannot read - (standard input)")
 		}
 	}
 	return disk.BulkOptions{TempDir: *f.temp, MemBytes: int(mem), SkipUnknownInputs: skipUnknown}, true, nil
@@ -59,15 +59,28 @@ type bulkMark struct {
 	height uint64
 }
 
-// bulkIngest loads all but the last BulkDepth blocks of sources into the
-// empty store (disk.BulkLoad), and returns where the writer takes over:
-// the source, and the position in it, of the first block left to it. A
-// store that holds blocks, or files of no more blocks than the writer
-// takes at the tip, load nothing (from 0, at nil), with a note.
+// bulkIngest loads every block of sources into the empty store
+// (disk.BulkLoad) and returns where the writer takes over: after the last
+// source (from = len(sources)) once they are loaded, or at the start (from
+// 0, at nil) for a store that holds blocks, which is left to the writer
+// with a note.
 func (g *ingester) bulkIngest(sources []source, opts disk.BulkOptions) (from int, at *sourcePos, err error) {
 	if st := g.store.State(); !st.Tip.Empty {
 		fmt.Fprintf(g.e.stderr, "ingest: --bulk: the store already holds blocks (tip %s): ingesting through the writer\n", st.Tip)
 		return 0, nil, nil
+	}
+	// The change log's records hold their blocks whole: the load reads the
+	// last LogRetention blocks again, from where they were read.
+	keep := g.store.Options().LogRetention
+	var marks []bulkMark // the last keep blocks read, a ring
+	var read uint64
+	opts.Reread = func(h uint64, fn func(*chain.Block) error) error {
+		for _, m := range marks {
+			if m.height == h {
+				return g.reread(sources, m, fn)
+			}
+		}
+		return fmt.Errorf("--bulk: block %d is not among the last %d read", h, len(marks))
 	}
 	opts.Progress = func(p disk.BulkProgress) {
 		what := "merged the outputs' events"
@@ -82,26 +95,23 @@ func (g *ingester) bulkIngest(sources []source, opts disk.BulkOptions) (from int
 	}
 	defer l.Close()
 	start := time.Now()
-	depth := g.store.BulkDepth()
-	ring := make([]bulkMark, depth) // the last depth blocks read
-	var read uint64
 	for i, s := range sources {
 		err := g.bulkRead(l, i, s, func(m bulkMark) {
-			ring[read%depth] = m
+			if keep > 0 {
+				if uint64(len(marks)) < keep {
+					marks = append(marks, m)
+				} else {
+					marks[read%keep] = m
+				}
+			}
 			read++
 		})
 		if err != nil {
 			return 0, nil, err
 		}
 	}
-	if read <= depth {
-		fmt.Fprintf(g.e.stderr, "ingest: --bulk: %d blocks, no more than the %d the writer applies at the tip: ingesting them all through the writer\n", read, depth)
-		return 0, nil, nil
-	}
-	mark := ring[read%depth] // the oldest of the last depth: the writer's first
-	below := l.Tip().Height + 1 - depth
-	if mark.height != below {
-		return 0, nil, fmt.Errorf("--bulk: the block the writer starts at is at height %d, want %d", mark.height, below)
+	if read == 0 {
+		return len(sources), nil, nil
 	}
 
 	// A signal during the sorts cancels them: nothing is loaded.
@@ -118,25 +128,54 @@ func (g *ingester) bulkIngest(sources []source, opts disk.BulkOptions) (from int
 		case <-done:
 		}
 	}()
-	st, err := l.Finish(ctx, below)
+	st, err := l.Finish(ctx, l.Tip().Height+1)
 	close(done)
 	<-watched
 	if caught != nil {
 		return 0, nil, &interrupted{sig: caught}
 	}
 	if err != nil {
-		return 0, nil, fmt.Errorf("bulk load of blocks %d..%d: %w (nothing applied: the store is still empty)", l.First(), below-1, err)
+		return 0, nil, fmt.Errorf("bulk load of blocks %d..%d: %w (nothing applied: the store is still empty)", l.First(), l.Tip().Height, err)
 	}
 	created, spent := l.Changes()
-	g.counts.applied += below - l.First()
-	g.counts.bulkBlocks = below - l.First()
+	g.counts.applied += read
+	g.counts.bulkBlocks = read
 	g.counts.changes += created + spent
 	g.tip = st.Tip
 	g.progress.point(time.Now(), g.counts, g.tip)
 	g.progress.clear()
-	fmt.Fprintf(g.e.stderr, "ingest: bulk loaded blocks %d..%d (%d UTXO changes, %d UTXOs) in %s; the writer applies the last %d\n",
-		l.First(), below-1, created+spent, st.UtxoCount, time.Since(start).Round(time.Millisecond), depth)
-	return mark.source, &mark.at, nil
+	fmt.Fprintf(g.e.stderr, "ingest: bulk loaded blocks %d..%d (%d UTXO changes, %d UTXOs) in %s\n",
+		l.First(), st.Tip.Height, created+spent, st.UtxoCount, time.Since(start).Round(time.Millisecond))
+	return len(sources), nil, nil
+}
+
+// reread reads the blocks of sources again from m on, calling fn with
+// each, until fn returns an error (which it returns) or the last source
+// ends.
+func (g *ingester) reread(sources []source, m bulkMark, fn func(*chain.Block) error) error {
+	at := &m.at
+	for i := m.source; i < len(sources); i++ {
+		r, closer, err := g.openSource(sources[i], at)
+		if err != nil {
+			return err
+		}
+		for {
+			b, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err == nil {
+				err = fn(b)
+			}
+			if err != nil {
+				closer.Close()
+				return err
+			}
+		}
+		closer.Close()
+		at = nil
+	}
+	return nil
 }
 
 // bulkRead adds the blocks of source i to l, calling mark with each one's

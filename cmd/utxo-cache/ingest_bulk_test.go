@@ -9,21 +9,21 @@ import (
 	"github.com/utxo-cache/utxo-cache/chain"
 )
 
-// bulkDepths are the store depths of the bulk tests: the writer applies
-// the last max(3 + 6 + 1, 6) = 10 blocks.
+// bulkDepths are the store depths of the bulk tests: spent records and
+// undo deltas of the last blocks are kept, and the change log keeps 6.
 var bulkDepths = []string{"--prune-depth", "3", "--rollback-window", "6"}
 
 // TestIngestBulk ingests a chain of 40 blocks, split over a JSON lines and
-// a CBOR file at several places, with --bulk: 30 blocks are bulk loaded
-// and the writer applies the last 10, from wherever they start (in the
-// first file, at the second's first record, inside the second). The
+// a CBOR file at several places, with --bulk: the change log's last 6
+// blocks are read again from wherever they start (in the first file and
+// the second, at the second's first record, inside the second). The
 // store's tip, count and digest are the chain's, computed apart; ingest
 // then goes on from the tip with more blocks, as after any ingest, and a
 // rollback of the whole rollback window works.
 func TestIngestBulk(t *testing.T) {
 	t.Parallel()
 	c := newTestChain(44)
-	for _, split := range []int{35, 30, 12} {
+	for _, split := range []int{37, 34, 12} {
 		t.Run(fmt.Sprint("split=", split), func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
@@ -35,8 +35,8 @@ func TestIngestBulk(t *testing.T) {
 			if a, s := summary(t, r); a != 40 || s != 0 {
 				t.Fatalf("applied %d skipped %d, want 40 and 0: %s", a, s, r)
 			}
-			if !strings.Contains(r.stdout, "; 30 blocks bulk loaded; ") || !strings.Contains(r.stderr, "bulk loaded blocks 1..30") {
-				t.Fatalf("the summary does not say 30 blocks were bulk loaded: %s", r)
+			if !strings.Contains(r.stdout, "; 40 blocks bulk loaded; ") || !strings.Contains(r.stderr, "bulk loaded blocks 1..40") {
+				t.Fatalf("the summary does not say 40 blocks were bulk loaded: %s", r)
 			}
 			wantStats(t, store, c.stats(40))
 
@@ -52,19 +52,24 @@ func TestIngestBulk(t *testing.T) {
 	}
 }
 
-// TestIngestBulkShortChain: files of no more blocks than the writer takes
-// at the tip are ingested through the writer alone.
+// TestIngestBulkShortChain: a chain of one block, and one shorter than the
+// rollback window, with a change log of one change and of the default
+// retention.
 func TestIngestBulkShortChain(t *testing.T) {
 	t.Parallel()
-	c := newTestChain(10)
-	dir := t.TempDir()
-	file := writeJSONL(t, dir, "blocks.jsonl", c.blocks)
-	store := filepath.Join(dir, "store")
-	r := mustCLI(t, append(append([]string{"ingest", "--data-dir", store, "--bulk"}, bulkDepths...), file)...)
-	if !strings.Contains(r.stderr, "no more than the 10 the writer applies") || strings.Contains(r.stdout, "bulk loaded") {
-		t.Fatalf("a short chain was not left to the writer: %s", r)
+	c := newTestChain(4)
+	for _, n := range []int{1, 4} {
+		for _, retention := range []string{"1", "0"} {
+			dir := t.TempDir()
+			file := writeJSONL(t, dir, "blocks.jsonl", c.blocks[:n])
+			store := filepath.Join(dir, "store")
+			r := mustCLI(t, append(append([]string{"ingest", "--data-dir", store, "--bulk", "--replication-retention", retention}, bulkDepths...), file)...)
+			if !strings.Contains(r.stdout, fmt.Sprintf("; %d blocks bulk loaded; ", n)) {
+				t.Fatalf("%d blocks, retention %s: not bulk loaded: %s", n, retention, r)
+			}
+			wantStats(t, store, c.stats(n))
+		}
 	}
-	wantStats(t, store, c.stats(10))
 }
 
 // TestIngestBulkRefusesBadBlocks: a bad block among the bulk-loaded ones

@@ -23,7 +23,7 @@ import (
 // work no reader ever sees: the rows of outputs created and spent long
 // before the tip, rewritten by Pebble's compactions level after level, and
 // lookups of inputs and balance rows that miss the block cache. A bulk load
-// builds the store of a chain's deep blocks directly, in key order:
+// builds the store of a chain directly, in key order:
 //
 //  1. Add streams the blocks once. Each creation and each spend becomes a
 //     record of an external sort (internal/extsort) keyed by the outpoint,
@@ -38,21 +38,20 @@ import (
 //     refused), give the outputs live after block below-1 in outpoint
 //     order: their rows go straight into tables, and the count and digest
 //     are summed. Each live output's index rows, balance and asset
-//     contributions, and the deep blocks' hash, time and hash-to-height
-//     rows, go to a third sort, whose merge sums the contributions into
-//     balance and asset rows and writes everything into more tables.
+//     contributions, the blocks' hash, time and hash-to-height rows, and
+//     what the blocks at the tip keep (bulktail.go: undo deltas, spent
+//     records and lists, change-log records), go to more sorts, whose
+//     merge sums the contributions into balance and asset rows and writes
+//     everything into more tables.
 //  3. One Pebble ingestion adds every table, with the state row, to the
 //     store's bottom level: all of it or nothing.
 //
-// A bulk-loaded store holds what a store that applied the same blocks one
-// by one holds, byte for byte, once its tip is at least below - 1 +
-// BulkDepth: the blocks of a bulk load keep no undo delta, spent
-// record or change-log record, and at such a tip no store keeps them
-// either. So the caller gives the last BulkDepth blocks (at least) to the
-// writer, as catch-up windows; the state row's prune cursors are set where
-// those windows expect them. A store with address counters, pending
-// transactions or leases is refused (ErrBulkRefused), as is any store that
-// has taken a block.
+// The loaded store holds what the blocks below below, applied one by one,
+// leave, byte for byte (and so what catch-up windows leave, their target
+// the last block): the state row, with the prune cursors where pruning
+// leaves them, included. TestBulkLoadEqualsWindows checks it row by row.
+// A store with address counters, pending transactions or leases is
+// refused (ErrBulkRefused), as is any store that has taken a block.
 //
 // An error (a refused block, a failed write, a cancelled context) leaves
 // the store as it was: empty. Close removes the sorts' run files and the
@@ -79,22 +78,19 @@ type BulkOptions struct {
 	// Progress, when set, is called on Finish's goroutine during its long
 	// phases, about every million records.
 	Progress func(BulkProgress)
+	// Reread reads again, in order, the blocks added from height from on,
+	// calling fn with each, and stops at fn's first error, which it
+	// returns (fn stops it after the last block loaded): the change-log
+	// records of the last LogRetention blocks
+	// hold them whole, and a load does not keep them. Needed when the
+	// store keeps a change log.
+	Reread func(from uint64, fn func(*chain.Block) error) error
 }
 
 // BulkProgress is how far Finish is: Done of Total records of Phase.
 type BulkProgress struct {
 	Phase       string // "outputs" (merging the outputs' events), "rows" (writing index and balance rows)
 	Done, Total uint64
-}
-
-// BulkDepth is how many blocks at the tip a bulk load leaves to the
-// writer: max(PruneDepth + RollbackWindow + 1, LogRetention). At tip T a
-// store keeps the undo deltas of the blocks above T - RollbackWindow, the
-// spent records of the spends at T - PruneDepth - RollbackWindow and above
-// (pruneSpent), and the change-log records of the last LogRetention
-// blocks: none of a block below T + 1 - BulkDepth.
-func (s *Store) BulkDepth() uint64 {
-	return max(s.opts.PruneDepth+s.opts.RollbackWindow+1, s.opts.LogRetention)
 }
 
 // BulkLoad is a bulk load in progress (see the section comment). Writer
@@ -289,11 +285,11 @@ func (r *refusal) offer(order []byte, err error) {
 // Finish loads the blocks added below height below (every block added
 // when below is above the last) into the store, in one ingestion, and
 // returns the state it is at. It refuses to load nothing (below at or
-// under the first block's height). The blocks at and above below are the
-// caller's to give to the writer. On an error nothing is loaded: a
+// under the first block's height). On an error nothing is loaded: a
 // refused block's error is the one the writer gives the first block it
 // refuses (chain.ErrUnknownInput, chain.ErrDoubleSpend,
-// chain.ErrDuplicateOutpoint). Call it once.
+// chain.ErrDuplicateOutpoint). The blocks at and above below, if any, are
+// the caller's to apply through the writer. Call it once.
 func (l *BulkLoad) Finish(ctx context.Context, below uint64) (State, error) {
 	if l.failed != nil {
 		return State{}, l.failed
@@ -324,7 +320,9 @@ func (l *BulkLoad) Finish(ctx context.Context, below uint64) (State, error) {
 		return State{}, s.fail(fmt.Errorf("ingest the bulk load's tables: %w", err))
 	}
 	s.state.Store(&st)
-	s.logFloor = 0
+	if err := s.loadLogFloor(); err != nil {
+		return State{}, s.fail(fmt.Errorf("read the change log: %w", err))
+	}
 	s.txf = nil // rebuilt from the loaded outputs by the next block
 	s.Publish()
 	return st, nil
@@ -346,7 +344,7 @@ func (l *BulkLoad) Check(ctx context.Context) error {
 	}
 	var st State
 	var refused refusal
-	if err := l.mergeEvents(ctx, l.tip.Height+1, &st, nil, nil, &refused); err != nil {
+	if err := l.mergeEvents(ctx, l.tip.Height+1, &st, nil, nil, nil, &refused); err != nil {
 		return err
 	}
 	return refused.err
@@ -374,14 +372,27 @@ func (l *BulkLoad) build(ctx context.Context, below uint64) (State, []string, er
 	defer rows.Close()
 	utxos := l.newTables("outputs")
 	defer utxos.abort()
+	tail, err := l.newTail(below - 1)
+	if err != nil {
+		return State{}, nil, err
+	}
+	defer tail.close()
 	var refused refusal
-	if err := l.mergeEvents(ctx, below, &st, rows, utxos, &refused); err != nil {
+	if err := l.mergeEvents(ctx, below, &st, rows, utxos, tail, &refused); err != nil {
 		return State{}, nil, err
 	}
 	if refused.err != nil {
 		return State{}, nil, refused.err
 	}
-	if err := l.addBlockRows(below, &st, rows); err != nil {
+	hashes := map[uint64]chain.Hash{}
+	from := min(tail.undoFrom, tail.logFrom)
+	if from > 0 {
+		from--
+	}
+	if err := l.addBlockRows(below, from, &st, rows, hashes); err != nil {
+		return State{}, nil, err
+	}
+	if err := l.writeTail(ctx, tail, hashes, &st, rows); err != nil {
 		return State{}, nil, err
 	}
 	derived := l.newTables("rows")
@@ -404,75 +415,26 @@ func (l *BulkLoad) build(ctx context.Context, below uint64) (State, []string, er
 	return st, paths, nil
 }
 
-// mergeEvents replays each outpoint's events below height below and
-// writes the live outputs' rows to utxos and their derived rows to rows;
-// it sums the count and digest into st and counts skipped inputs. Refused
-// events go to refused (the earliest kept): once one is found, nothing
-// more is written, and the merge goes on only to find the earliest. With
-// rows nil (Check) it writes nothing.
-func (l *BulkLoad) mergeEvents(ctx context.Context, below uint64, st *State, rows *extsort.Sorter, utxos *bulkTables, refused *refusal) error {
-	s := l.s
+// mergeEvents replays each outpoint's events below height below: it
+// writes the rows of the outputs live after block below-1, and of those
+// spent since tail.keepFrom, to utxos, the live outputs' derived rows to
+// rows, and what the tip's blocks keep to tail; it sums the count and
+// digest into st and counts skipped inputs. Refused events go to refused
+// (the earliest kept): once one is found, nothing more is written, and the
+// merge goes on only to find the earliest. With rows nil (Check) it writes
+// nothing.
+func (l *BulkLoad) mergeEvents(ctx context.Context, below uint64, st *State, rows *extsort.Sorter, utxos *bulkTables, tail *bulkTail, refused *refusal) error {
 	it, err := l.events.Sort()
 	if err != nil {
 		return fmt.Errorf("disk: bulk load: %w", err)
 	}
 	defer it.Close()
 	total := l.events.Records()
-	var (
-		done     uint64
-		cur      chain.OutPoint
-		started  bool
-		live     []byte // the live output's row, or nil
-		liveBuf  []byte
-		liveAt   uint64 // the height that created it
-		spentAt  uint64 // the height of the last spend of a live output
-		spentAny bool
-		broken   bool // the outpoint's events hit a refusal
-		key, val []byte
-		dimKeys  []DimKey
-		filters  []assetFilter
-	)
-	end := func() error {
-		if !started || live == nil || broken || refused.err != nil || rows == nil {
-			return nil
-		}
-		r, err := decodeRecord(cur, live)
-		if err != nil {
-			return fmt.Errorf("disk: bulk load: %w", err)
-		}
-		u := &r.Utxo
-		key = appendOutPointKey(key[:0], cur)
-		if err := utxos.set(key, live); err != nil {
-			return err
-		}
-		st.UtxoCount++
-		st.Digest.AddTerm(chain.UtxoTerm(u))
-		pos := u.Position()
-		val = appendIndexValue(val[:0], u)
-		dimKeys, filters = appendDimKeys(dimKeys[:0], filters[:0], s.dims, s.dimFuncs, u)
-		var q [8]byte
-		for i, k := range dimKeys {
-			key = appendIndexKey(key[:0], k, pos)
-			if err := rows.Add(key, val); err != nil {
-				return err
-			}
-			key = appendBalanceKey(key[:0], k)
-			if err := rows.Add(key, binary.BigEndian.AppendUint64(q[:0], u.Value)); err != nil {
-				return err
-			}
-			for j := range u.Assets {
-				a := &u.Assets[j]
-				if !filters[i].keep(a) {
-					continue
-				}
-				key = appendAssetKey(key[:0], k, a.Policy, a.Name)
-				if err := rows.Add(key, binary.BigEndian.AppendUint64(q[:0], a.Quantity)); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
+	m := outpointReplay{l: l, st: st, rows: rows, utxos: utxos, tail: tail, refused: refused}
+	if tail != nil {
+		m.ot.t = tail
 	}
+	var done uint64
 	for it.Next() {
 		if done++; done%(1<<20) == 0 {
 			if err := ctx.Err(); err != nil {
@@ -484,59 +446,196 @@ func (l *BulkLoad) mergeEvents(ctx context.Context, below uint64, st *State, row
 		if err != nil {
 			return err
 		}
-		if !started || e.op != cur {
-			if err := end(); err != nil {
+		if !m.started || e.op != m.op {
+			if err := m.end(); err != nil {
 				return err
 			}
-			cur, started, live, spentAny, broken = e.op, true, nil, false, false
+			m.start(e.op)
 		}
-		if broken || e.height >= below {
+		if m.broken || e.height >= below {
 			continue
 		}
-		switch e.kind {
-		case bulkSpend:
-			var spender chain.Hash
-			copy(spender[:], it.Value())
-			switch {
-			case spentAny && spentAt == e.height:
-				broken = true
-				refused.offer(e.order, fmt.Errorf("block %d tx %s spends %s twice in the block: %w", e.height, spender, e.op, chain.ErrDoubleSpend))
-			case live == nil && l.opts.SkipUnknownInputs:
-				st.SkippedInputs++
-			case live == nil:
-				broken = true
-				refused.offer(e.order, fmt.Errorf("block %d tx %s input %s is not a live unspent output: %w", e.height, spender, e.op, chain.ErrUnknownInput))
-			default:
-				if liveAt == e.height {
-					l.created-- // created and spent in one block: neither
-				} else {
-					l.spent++
-				}
-				live, spentAt, spentAny = nil, e.height, true
-			}
-		case bulkCreate:
-			if live != nil {
-				broken = true
-				refused.offer(e.order, fmt.Errorf("block %d tx %s output %d: %s is already live: %w", e.height, e.op.TxHash, e.op.Index, e.op, chain.ErrDuplicateOutpoint))
-				continue
-			}
-			liveBuf = append(liveBuf[:0], it.Value()...)
-			live, liveAt = liveBuf, e.height
-			l.created++
-		default:
-			return fmt.Errorf("disk: bulk load: event kind %d: %w", e.kind, ErrCorrupt)
+		if err := m.event(&e, it.Value()); err != nil {
+			return err
 		}
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("disk: bulk load: %w", err)
 	}
 	l.progress("outputs", done, total)
-	return end()
+	return m.end()
+}
+
+// outpointReplay replays one outpoint's events at a time (mergeEvents).
+type outpointReplay struct {
+	l       *BulkLoad
+	st      *State
+	rows    *extsort.Sorter // nil: check only
+	utxos   *bulkTables
+	tail    *bulkTail
+	refused *refusal
+	ot      outpointTail
+
+	op      chain.OutPoint
+	started bool
+	broken  bool   // the outpoint's events hit a refusal
+	live    bool   // rec is a live output's row
+	rec     []byte // the last output at the outpoint's row (live or spent)
+	liveAt  uint64 // the height that created it
+	spent   bool   // it was spent: spentAt, spender, vin
+	spentAt uint64
+	spender chain.Hash
+	vin     uint32
+
+	key, val []byte
+	dimKeys  []DimKey
+	filters  []assetFilter
+}
+
+func (m *outpointReplay) start(op chain.OutPoint) {
+	m.op, m.started, m.broken, m.live, m.spent = op, true, false, false, false
+	m.ot.op, m.ot.pending = op, false
+}
+
+// spentRecord returns the row of the last output as spent.
+func (m *outpointReplay) spentRecord() ([]byte, error) {
+	r, err := decodeRecord(m.op, m.rec)
+	if err != nil {
+		return nil, fmt.Errorf("disk: bulk load: %w", err)
+	}
+	r.Spent, r.SpentVin, r.SpentVinKnown = &chain.Spent{TxHash: m.spender, Height: m.spentAt}, m.vin, true
+	return appendRecord(nil, &r), nil
+}
+
+func (m *outpointReplay) event(e *bulkEvent, v []byte) error {
+	l, refused := m.l, m.refused
+	switch e.kind {
+	case bulkSpend:
+		var spender chain.Hash
+		copy(spender[:], v)
+		switch {
+		case m.spent && !m.live && m.spentAt == e.height:
+			m.broken = true
+			refused.offer(e.order, fmt.Errorf("block %d tx %s spends %s twice in the block: %w", e.height, spender, e.op, chain.ErrDoubleSpend))
+		case !m.live && l.opts.SkipUnknownInputs:
+			m.st.SkippedInputs++
+			if m.tail != nil {
+				m.tail.skip(e.height)
+			}
+		case !m.live:
+			m.broken = true
+			refused.offer(e.order, fmt.Errorf("block %d tx %s input %s is not a live unspent output: %w", e.height, spender, e.op, chain.ErrUnknownInput))
+		default:
+			if m.liveAt == e.height {
+				l.created-- // created and spent in one block: neither
+			} else {
+				l.spent++
+			}
+			if m.tail != nil && m.rows != nil {
+				if err := m.ot.touch(e, m.rec, true, false); err != nil {
+					return err
+				}
+				if err := m.tail.spend(e, m.rec, m.liveAt); err != nil {
+					return err
+				}
+			}
+			m.live, m.spent, m.spentAt, m.spender, m.vin = false, true, e.height, spender, e.n
+		}
+	case bulkCreate:
+		if m.live {
+			m.broken = true
+			refused.offer(e.order, fmt.Errorf("block %d tx %s output %d: %s is already live: %w", e.height, e.op.TxHash, e.op.Index, e.op, chain.ErrDuplicateOutpoint))
+			return nil
+		}
+		if m.tail != nil && m.rows != nil {
+			var before []byte // a spent record pruning has not removed yet
+			if m.spent && m.tail.recordPresent(m.spentAt, e.height) {
+				var err error
+				if before, err = m.spentRecord(); err != nil {
+					return err
+				}
+			}
+			if err := m.ot.touch(e, before, false, true); err != nil {
+				return err
+			}
+			if err := m.tail.create(e, v); err != nil {
+				return err
+			}
+		}
+		m.rec = append(m.rec[:0], v...)
+		m.live, m.liveAt, m.spent = true, e.height, false
+		l.created++
+	default:
+		return fmt.Errorf("disk: bulk load: event kind %d: %w", e.kind, ErrCorrupt)
+	}
+	return nil
+}
+
+// end writes what the outpoint's events leave: its row (live, or spent
+// recently enough to keep its record) and a live output's derived rows.
+func (m *outpointReplay) end() error {
+	if !m.started || m.broken || m.refused.err != nil || m.rows == nil {
+		return nil
+	}
+	if m.tail != nil {
+		if err := m.ot.flush(); err != nil {
+			return err
+		}
+	}
+	if !m.live {
+		if m.spent && m.tail != nil && m.spentAt >= m.tail.keepFrom {
+			row, err := m.spentRecord()
+			if err != nil {
+				return err
+			}
+			m.key = appendOutPointKey(m.key[:0], m.op)
+			return m.utxos.set(m.key, row)
+		}
+		return nil
+	}
+	r, err := decodeRecord(m.op, m.rec)
+	if err != nil {
+		return fmt.Errorf("disk: bulk load: %w", err)
+	}
+	u := &r.Utxo
+	m.key = appendOutPointKey(m.key[:0], m.op)
+	if err := m.utxos.set(m.key, m.rec); err != nil {
+		return err
+	}
+	m.st.UtxoCount++
+	m.st.Digest.AddTerm(chain.UtxoTerm(u))
+	s := m.l.s
+	pos := u.Position()
+	m.val = appendIndexValue(m.val[:0], u)
+	m.dimKeys, m.filters = appendDimKeys(m.dimKeys[:0], m.filters[:0], s.dims, s.dimFuncs, u)
+	var q [8]byte
+	for i, k := range m.dimKeys {
+		m.key = appendIndexKey(m.key[:0], k, pos)
+		if err := m.rows.Add(m.key, m.val); err != nil {
+			return err
+		}
+		m.key = appendBalanceKey(m.key[:0], k)
+		if err := m.rows.Add(m.key, binary.BigEndian.AppendUint64(q[:0], u.Value)); err != nil {
+			return err
+		}
+		for j := range u.Assets {
+			a := &u.Assets[j]
+			if !m.filters[i].keep(a) {
+				continue
+			}
+			m.key = appendAssetKey(m.key[:0], k, a.Policy, a.Name)
+			if err := m.rows.Add(m.key, binary.BigEndian.AppendUint64(q[:0], a.Quantity)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // addBlockRows adds the hash, time and hash-to-height rows of the blocks
-// below height below to rows, and the tip's hash to st.
-func (l *BulkLoad) addBlockRows(below uint64, st *State, rows *extsort.Sorter) error {
+// below height below to rows, the tip's hash to st, and to hashes the
+// hashes of the blocks from height from up.
+func (l *BulkLoad) addBlockRows(below, from uint64, st *State, rows *extsort.Sorter, hashes map[uint64]chain.Hash) error {
 	it, err := l.blocks.Sort()
 	if err != nil {
 		return fmt.Errorf("disk: bulk load: %w", err)
@@ -558,6 +657,9 @@ func (l *BulkLoad) addBlockRows(below uint64, st *State, rows *extsort.Sorter) e
 			rows.Add(hashBlockKey(hash), binary.BigEndian.AppendUint64(height[:0], h)),
 		); err != nil {
 			return err
+		}
+		if h >= from {
+			hashes[h] = hash
 		}
 		if h == below-1 {
 			st.Tip.Hash = hash

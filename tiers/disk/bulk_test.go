@@ -50,11 +50,23 @@ func applyWindows(t *testing.T, st *disk.Store, wo writer.Options, blocks []*cha
 	return nil
 }
 
+// rereader reads blocks again for a bulk load (BulkOptions.Reread).
+func rereader(blocks []*chain.Block) func(uint64, func(*chain.Block) error) error {
+	return func(from uint64, fn func(*chain.Block) error) error {
+		for _, b := range blocks[from-blocks[0].Height:] {
+			if err := fn(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // bulkThenWindows loads blocks into st with a bulk load, all but the last
-// BulkDepth, and applies those through windows.
-func bulkThenWindows(t *testing.T, st *disk.Store, wo writer.Options, blocks []*chain.Block, mem int) (disk.State, error) {
+// tail, and applies those through windows.
+func bulkThenWindows(t *testing.T, st *disk.Store, wo writer.Options, blocks []*chain.Block, mem int, tail uint64) (disk.State, error) {
 	t.Helper()
-	l, err := st.NewBulkLoad(disk.BulkOptions{MemBytes: mem, SkipUnknownInputs: wo.SkipUnknownInputs})
+	l, err := st.NewBulkLoad(disk.BulkOptions{MemBytes: mem, SkipUnknownInputs: wo.SkipUnknownInputs, Reread: rereader(blocks)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +80,7 @@ func bulkThenWindows(t *testing.T, st *disk.Store, wo writer.Options, blocks []*
 			return disk.State{}, err
 		}
 	}
-	below := l.Tip().Height + 1 - st.BulkDepth()
+	below := l.Tip().Height + 1 - tail
 	loaded, err := l.Finish(context.Background(), below)
 	if err != nil {
 		return disk.State{}, err
@@ -151,72 +163,89 @@ func openStore(t *testing.T, opts disk.Options) *disk.Store {
 }
 
 // TestBulkLoadEqualsWindows imports the same chain into two stores, one
-// through catch-up windows only, the other by a bulk load of all but its
-// last BulkDepth blocks and windows for those, and requires every row of
-// the two to be equal, byte for byte: outputs, every index row, balance and
-// asset rows, block rows, undo deltas, spent records, the change log and
-// the state row. Then both roll back as deep as they may and take the
-// same blocks again, and must still be equal. Small buffers make the
-// sorts spill many runs.
+// through catch-up windows only, the other by a bulk load of all its
+// blocks, or all but the last few (which windows then apply), and requires
+// every row of the two to be equal, byte for byte: outputs, every index
+// row, balance and asset rows, block rows, undo deltas, spent records and
+// spent-at lists, the change log and the state row. Then both roll back as
+// deep as they may and take the same blocks again, and must still be
+// equal. Small buffers make the sorts spill many runs.
 func TestBulkLoadEqualsWindows(t *testing.T) {
-	cases := []struct {
-		name    string
-		profile workload.Profile
-		opts    disk.Options
-		wo      writer.Options
-		skip    int // blocks of the chain left out at its start
-		mem     int
-	}{
-		{name: "cardano-indexes", profile: workload.Cardano, opts: cardanoIndexes, mem: 64 << 10},
-		{name: "bitcoin", profile: workload.Bitcoin, mem: 1 << 30},
-		{name: "cardano-long-log", profile: workload.Cardano, opts: withLog(cardanoIndexes, 40), mem: 256 << 10},
-		{name: "mid-chain-skip-unknown", profile: workload.Bitcoin, wo: writer.Options{SkipUnknownInputs: true}, skip: 7, mem: 64 << 10},
+	cases := []bulkCase{
+		{name: "cardano-indexes", profile: workload.Cardano, opts: cardanoIndexes, mem: 64 << 10, tails: []uint64{0, 4, 10}},
+		{name: "bitcoin", profile: workload.Bitcoin, mem: 1 << 30, tails: []uint64{0, 4, 10}},
+		{name: "cardano-long-log", profile: workload.Cardano, opts: withLog(cardanoIndexes, 40), mem: 256 << 10, tails: []uint64{0}},
+		{name: "mid-chain-skip-unknown", profile: workload.Bitcoin, wo: writer.Options{SkipUnknownInputs: true}, skip: 7, mem: 64 << 10, tails: []uint64{0, 10}},
+		{name: "self-contained-undo", profile: workload.Cardano, opts: disk.Options{UndoMode: disk.UndoSelfContained}, mem: 1 << 30, tails: []uint64{0}},
+		{name: "no-change-log", profile: workload.Bitcoin, opts: disk.Options{NoChangeLog: true}, mem: 1 << 30, tails: []uint64{0}},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			opts := c.opts
-			opts.PruneDepth, opts.RollbackWindow = 3, 6
-			blocks := bulkChain(t, c.profile, 5, 4000, 60, 30)[c.skip:]
-			a, b := openStore(t, opts), openStore(t, opts)
-			if err := applyWindows(t, a, c.wo, blocks); err != nil {
-				t.Fatal(err)
-			}
-			loaded, err := bulkThenWindows(t, b, c.wo, blocks, c.mem)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if loaded.UtxoCount == 0 || loaded.Seq == 0 {
-				t.Fatalf("bulk load loaded nothing: %+v", loaded)
-			}
-			if c.wo.SkipUnknownInputs && a.State().SkippedInputs == 0 {
-				t.Fatal("no input skipped: the case tests nothing")
-			}
-			if sa, sb := a.State(), b.State(); sa != sb {
-				t.Fatalf("states differ:\n windows %+v\n bulk    %+v", sa, sb)
-			}
-			compareRows(t, "after the import", a, b)
-
-			// As deep as a rollback may go, then the same blocks again.
-			tip := a.State().Tip.Height
-			target := tip - opts.RollbackWindow
-			again := blocks[target+1-blocks[0].Height:]
-			for _, st := range []*disk.Store{a, b} {
-				w := writer.New(st, c.wo)
-				if _, err := w.Rollback(context.Background(), target); err != nil {
-					t.Fatal(err)
-				}
-				w.Close()
-			}
-			compareRows(t, "after a rollback", a, b)
-			for _, st := range []*disk.Store{a, b} {
-				if err := applyWindows(t, st, c.wo, again); err != nil {
-					t.Fatal(err)
-				}
-			}
-			compareRows(t, "after the blocks again", a, b)
-		})
+		// Blocks left to the writer: none, fewer than the rollback window,
+		// more than the prune depth and the rollback window together.
+		for _, tail := range c.tails {
+			c := c
+			c.name = fmt.Sprintf("%s/tail=%d", c.name, tail)
+			c.tail = tail
+			testBulkLoadEqualsWindows(t, c)
+		}
 	}
+}
+
+type bulkCase struct {
+	name    string
+	profile workload.Profile
+	opts    disk.Options
+	wo      writer.Options
+	skip    int // blocks of the chain left out at its start
+	mem     int
+	tails   []uint64 // each a run: blocks left to the writer
+	tail    uint64
+}
+
+func testBulkLoadEqualsWindows(t *testing.T, c bulkCase) {
+	t.Run(c.name, func(t *testing.T) {
+		t.Parallel()
+		opts := c.opts
+		opts.PruneDepth, opts.RollbackWindow = 3, 6
+		blocks := bulkChain(t, c.profile, 5, 4000, 60, 30)[c.skip:]
+		a, b := openStore(t, opts), openStore(t, opts)
+		if err := applyWindows(t, a, c.wo, blocks); err != nil {
+			t.Fatal(err)
+		}
+		loaded, err := bulkThenWindows(t, b, c.wo, blocks, c.mem, c.tail)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loaded.UtxoCount == 0 || loaded.Seq == 0 {
+			t.Fatalf("bulk load loaded nothing: %+v", loaded)
+		}
+		if c.wo.SkipUnknownInputs && a.State().SkippedInputs == 0 {
+			t.Fatal("no input skipped: the case tests nothing")
+		}
+		if sa, sb := a.State(), b.State(); sa != sb {
+			t.Fatalf("states differ:\n windows %+v\n bulk    %+v", sa, sb)
+		}
+		compareRows(t, "after the import", a, b)
+
+		// As deep as a rollback may go, then the same blocks again.
+		tip := a.State().Tip.Height
+		target := tip - opts.RollbackWindow
+		again := blocks[target+1-blocks[0].Height:]
+		for _, st := range []*disk.Store{a, b} {
+			w := writer.New(st, c.wo)
+			if _, err := w.Rollback(context.Background(), target); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+		}
+		compareRows(t, "after a rollback", a, b)
+		for _, st := range []*disk.Store{a, b} {
+			if err := applyWindows(t, st, c.wo, again); err != nil {
+				t.Fatal(err)
+			}
+		}
+		compareRows(t, "after the blocks again", a, b)
+	})
 }
 
 func withLog(o disk.Options, retention uint64) disk.Options {
@@ -299,7 +328,7 @@ func TestBulkLoadRefusesBadBlocks(t *testing.T) {
 // bulkLoadAll bulk loads every block (a depth of 0 below the tip).
 func bulkLoadAll(t *testing.T, st *disk.Store, blocks []*chain.Block) (disk.State, error) {
 	t.Helper()
-	l, err := st.NewBulkLoad(disk.BulkOptions{MemBytes: 64 << 10})
+	l, err := st.NewBulkLoad(disk.BulkOptions{MemBytes: 64 << 10, Reread: rereader(blocks)})
 	if err != nil {
 		t.Fatal(err)
 	}
