@@ -71,8 +71,12 @@ type ScaleResult struct {
 	// (Options.ImportFlags).
 	ImportFlags string `json:"import_flags,omitempty"`
 
-	ImportSeconds           float64       `json:"import_seconds"` // ingest's own figure, store open to close
-	ChangesPerSec           float64       `json:"changes_per_sec"`
+	ImportSeconds float64 `json:"import_seconds"` // ingest's own figure, store open to close
+	ChangesPerSec float64 `json:"changes_per_sec"`
+	// BulkLoad says the import was a bulk load (ImportFlags --bulk):
+	// every change lands at once, at its end, so it has no tenths (their
+	// rates are 0, and the target on them is not judged).
+	BulkLoad                bool          `json:"bulk_load,omitempty"`
 	FirstTenthChangesPerSec float64       `json:"first_tenth_changes_per_sec"`
 	LastTenthChangesPerSec  float64       `json:"last_tenth_changes_per_sec"`
 	ImportRSSPeak           int64         `json:"import_rss_peak_bytes"` // ingest's maxrss
@@ -387,7 +391,9 @@ func (r *runner) scaleIngest(ctx context.Context, s *ScaleResult, dataDir, path 
 	}
 	s.Progress, s.ImportSeconds = points, secs
 	s.ChangesPerSec = float64(changes) / secs
-	s.FirstTenthChangesPerSec, s.LastTenthChangesPerSec = tenthRates(points, secs, changes)
+	if s.BulkLoad = bulkLoaded(string(b)); !s.BulkLoad {
+		s.FirstTenthChangesPerSec, s.LastTenthChangesPerSec = tenthRates(points, secs, changes)
+	}
 	r.logf("scale: imported %d changes in %.1fs: %.0f changes/s (first tenth %.0f, last tenth %.0f), ingest peak RSS %d MiB",
 		changes, secs, s.ChangesPerSec, s.FirstTenthChangesPerSec, s.LastTenthChangesPerSec, s.ImportRSSPeak>>20)
 	return nil
@@ -426,6 +432,10 @@ func parseIngestLog(log string) (points []ImportPoint, secs float64, changes int
 	}
 	return points, secs, changes, nil
 }
+
+// bulkLoaded reports whether ingest's log is a bulk load's (ingest --bulk
+// loaded the blocks, rather than leaving them to the writer).
+func bulkLoaded(log string) bool { return strings.Contains(log, "\ningest: bulk loaded blocks ") }
 
 // tenthRates returns the changes/s of the import's first and last tenths
 // of its changes, the times at which it reached a tenth and nine tenths of

@@ -26,6 +26,23 @@ func TestParseIngestLog(t *testing.T) {
 	}
 }
 
+// TestParseBulkIngestLog: a bulk load's log (its own lines, one progress
+// line at its end, the summary) parses, and says it was a bulk load.
+func TestParseBulkIngestLog(t *testing.T) {
+	log := "ingest: bulk 1.000s: bulk: read 3261 blocks of chain.cbor, tip 3261\n" +
+		"ingest: bulk 9.000s: bulk: merged the outputs' events: 2097152 of 10207220\n" +
+		"ingest: progress 76.188s: applied 7884 blocks, 9847072 UTXO changes, tip 7884\n" +
+		"ingest: bulk loaded blocks 1..7884 (9847072 UTXO changes, 2000046 UTXOs) in 1m16.188s\n" +
+		"ingest: applied 7884 blocks, skipped 0 already applied, 9847072 UTXO changes in 1m16.517s; tip 7884/fc; 2000046 UTXOs; 7884 blocks bulk loaded; 0 blocks in 0 catch-up windows\n"
+	pts, secs, changes, err := parseIngestLog(log)
+	if err != nil || len(pts) != 1 || secs != 76.517 || changes != 9847072 {
+		t.Fatalf("parsed %v, %v, %v, %v", pts, secs, changes, err)
+	}
+	if !bulkLoaded(log) || bulkLoaded("ingest: applied 1 blocks, skipped 0 already applied, 5 UTXO changes in 1s; tip 1/ab; 5 UTXOs; 1 blocks in 1 catch-up windows\n") {
+		t.Fatal("bulkLoaded does not tell a bulk load's log from a windows import's")
+	}
+}
+
 // TestTenthRates: an import at 100 changes/s for 9 s, then 10 changes/s:
 // the first tenth runs at 100/s, the last tenth (the 100 changes from 900
 // to 1000, in the slow part) at 10/s; the times are interpolated between

@@ -43,7 +43,7 @@ type Options struct {
 	// Dir is the directory the Sorter makes its own directory of run files
 	// in (default: os.TempDir()).
 	Dir string
-	// MemBytes is how many bytes of records (keys, values and 16 bytes of
+	// MemBytes is how many bytes of records (keys, values and 24 bytes of
 	// bookkeeping each) a buffer holds before it is sorted and written as a
 	// run (default 64 MiB). Two buffers may be held at once.
 	MemBytes int
@@ -61,10 +61,25 @@ func (o Options) EnsureDefaults() Options {
 }
 
 // entry is one buffered record: its key and value are buf[off:off+k] and
-// buf[off+k:off+k+v].
+// buf[off+k:off+k+v], and head is the key's first 8 bytes as a big-endian
+// number (zero-padded): the sort compares heads first, in the entry
+// itself, and reaches into the buffer only for keys whose heads are equal
+// (measured on a bulk load's sorts: the comparisons' reads of the buffer,
+// a cache miss each, were most of the sort).
 type entry struct {
+	head uint64
 	off  int
 	k, v uint32
+}
+
+// keyHead is the first 8 bytes of k as a big-endian number, zero-padded.
+func keyHead(k []byte) uint64 {
+	if len(k) >= 8 {
+		return binary.BigEndian.Uint64(k)
+	}
+	var b [8]byte
+	copy(b[:], k)
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // buffer is a batch of records as added.
@@ -73,12 +88,20 @@ type buffer struct {
 	entries []entry
 }
 
-func (b *buffer) size() int { return len(b.data) + 16*len(b.entries) }
+func (b *buffer) size() int { return len(b.data) + 24*len(b.entries) }
 
 func (b *buffer) key(e entry) []byte { return b.data[e.off : e.off+int(e.k)] }
 
 func (b *buffer) sort() {
-	slices.SortFunc(b.entries, func(x, y entry) int { return bytes.Compare(b.key(x), b.key(y)) })
+	slices.SortFunc(b.entries, func(x, y entry) int {
+		switch {
+		case x.head < y.head:
+			return -1
+		case x.head > y.head:
+			return 1
+		}
+		return bytes.Compare(b.key(x), b.key(y))
+	})
 }
 
 // Sorter collects records and sorts them. Not safe for concurrent use:
@@ -128,7 +151,7 @@ func (s *Sorter) Add(key, value []byte) error {
 		return fmt.Errorf("extsort: record of %d bytes, more than %d", len(key)+len(value), MaxRecordBytes)
 	}
 	b := s.cur
-	b.entries = append(b.entries, entry{off: len(b.data), k: uint32(len(key)), v: uint32(len(value))})
+	b.entries = append(b.entries, entry{head: keyHead(key), off: len(b.data), k: uint32(len(key)), v: uint32(len(value))})
 	b.data = append(b.data, key...)
 	b.data = append(b.data, value...)
 	s.records++

@@ -9,10 +9,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
-	"github.com/cockroachdb/pebble/v2/sstable"
-	"github.com/cockroachdb/pebble/v2/vfs"
-
 	"github.com/utxo-cache/utxo-cache/chain"
 	"github.com/utxo-cache/utxo-cache/internal/extsort"
 )
@@ -121,7 +117,12 @@ type BulkLoad struct {
 // spent in one block in neither). Valid after Finish.
 func (l *BulkLoad) Changes() (created, spent uint64) { return l.created, l.spent }
 
-// NewBulkLoad starts a bulk load of s, which must be empty.
+// bulkDirPattern names a bulk load's directory of temporary files.
+const bulkDirPattern = "bulk-load-*"
+
+// NewBulkLoad starts a bulk load of s, which must be empty. With
+// BulkOptions.TempDir unset, it first removes what a load killed before
+// its Close left in the store's directory.
 func (s *Store) NewBulkLoad(opts BulkOptions) (*BulkLoad, error) {
 	if err := s.canWrite(); err != nil {
 		return nil, err
@@ -139,11 +140,19 @@ func (s *Store) NewBulkLoad(opts BulkOptions) (*BulkLoad, error) {
 	}
 	if opts.TempDir == "" {
 		opts.TempDir = s.dir
+		// A load killed before its Close left its directory here; the
+		// store's lock says no other load is running on it.
+		stale, _ := filepath.Glob(filepath.Join(s.dir, bulkDirPattern))
+		for _, d := range stale {
+			if err := os.RemoveAll(d); err != nil {
+				return nil, fmt.Errorf("disk: bulk load: remove a killed load's files: %w", err)
+			}
+		}
 	}
 	if opts.MemBytes <= 0 {
 		opts.MemBytes = 256 << 20
 	}
-	dir, err := os.MkdirTemp(opts.TempDir, "bulk-load-")
+	dir, err := os.MkdirTemp(opts.TempDir, bulkDirPattern)
 	if err != nil {
 		return nil, fmt.Errorf("disk: bulk load: %w", err)
 	}
@@ -384,6 +393,12 @@ func (l *BulkLoad) build(ctx context.Context, below uint64) (State, []string, er
 	if refused.err != nil {
 		return State{}, nil, refused.err
 	}
+	// The events' runs are read: let their disk (and page cache) go to
+	// the rows' sort.
+	if err := l.events.Close(); err != nil {
+		return State{}, nil, fmt.Errorf("disk: bulk load: %w", err)
+	}
+	l.events = nil
 	hashes := map[uint64]chain.Hash{}
 	from := min(tail.undoFrom, tail.logFrom)
 	if from > 0 {
@@ -776,75 +791,4 @@ func (l *BulkLoad) Close() error {
 	}
 	errs = append(errs, os.RemoveAll(l.dir))
 	return errors.Join(errs...)
-}
-
-// bulkTableBytes is about the size of each table a bulk load writes:
-// Pebble's target for its bottom level's files.
-const bulkTableBytes = 128 << 20
-
-// bulkTables writes keys in ascending order into a series of tables of
-// about bulkTableBytes each, for ingestion.
-type bulkTables struct {
-	l     *BulkLoad
-	name  string
-	paths []string
-	w     *sstable.Writer
-	fs    vfs.FS
-	last  []byte
-}
-
-func (l *BulkLoad) newTables(name string) *bulkTables {
-	return &bulkTables{l: l, name: name, fs: l.s.po.FS}
-}
-
-func (t *bulkTables) set(k, v []byte) error {
-	if t.w != nil && t.w.Raw().EstimatedSize() >= bulkTableBytes {
-		if err := t.closeTable(); err != nil {
-			return err
-		}
-	}
-	if t.w == nil {
-		path := filepath.Join(t.l.dir, fmt.Sprintf("%s-%06d.sst", t.name, len(t.paths)+1))
-		f, err := t.fs.Create(path, vfs.WriteCategoryUnspecified)
-		if err != nil {
-			return fmt.Errorf("disk: bulk load: %w", err)
-		}
-		t.paths = append(t.paths, path)
-		s := t.l.s
-		t.w = sstable.NewWriter(objstorageprovider.NewFileWritable(f), s.po.MakeWriterOptions(len(s.po.Levels)-1, s.db.TableFormat()))
-	}
-	if t.last != nil && bytes.Compare(k, t.last) <= 0 {
-		return fmt.Errorf("disk: bulk load: key %x after %x: %w", k, t.last, ErrCorrupt)
-	}
-	t.last = append(t.last[:0], k...)
-	if err := t.w.Set(k, v); err != nil {
-		return fmt.Errorf("disk: bulk load: write %s: %w", t.paths[len(t.paths)-1], err)
-	}
-	return nil
-}
-
-func (t *bulkTables) closeTable() error {
-	w := t.w
-	t.w = nil
-	if err := w.Close(); err != nil { // syncs the file
-		return fmt.Errorf("disk: bulk load: write %s: %w", t.paths[len(t.paths)-1], err)
-	}
-	return nil
-}
-
-// finish closes the last table.
-func (t *bulkTables) finish() error {
-	if t.w == nil {
-		return nil
-	}
-	return t.closeTable()
-}
-
-// abort closes an unfinished table (its file goes with the load's
-// directory).
-func (t *bulkTables) abort() {
-	if t.w != nil {
-		t.w.Close()
-		t.w = nil
-	}
 }

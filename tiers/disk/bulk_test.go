@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -372,5 +374,37 @@ func TestBulkLoadRefusesAStoreWithBlocks(t *testing.T) {
 	counting := openStore(t, disk.Options{Counters: true})
 	if _, err := counting.NewBulkLoad(disk.BulkOptions{}); !errors.Is(err, disk.ErrBulkRefused) {
 		t.Fatalf("bulk load of a store with counters: %v, want ErrBulkRefused", err)
+	}
+}
+
+// TestBulkLoadRemovesAKilledLoadsFiles: a load killed before its Close
+// leaves its directory in the store's; the next load removes it, and its
+// own Close removes its own.
+func TestBulkLoadRemovesAKilledLoadsFiles(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "bulk-load-12345")
+	if err := os.MkdirAll(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stale, "run-000001"), []byte("left over"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := disk.Open(dir, disk.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	l, err := st.NewBulkLoad(disk.BulkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("a killed load's directory is still there: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "bulk-load-*")); len(left) != 0 {
+		t.Fatalf("after Close: %v", left)
 	}
 }
