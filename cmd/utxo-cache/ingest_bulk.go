@@ -72,15 +72,14 @@ func (g *ingester) bulkIngest(sources []source, opts disk.BulkOptions) (from int
 	// The change log's records hold their blocks whole: the load reads the
 	// last LogRetention blocks again, from where they were read.
 	keep := g.store.Options().LogRetention
-	var marks []bulkMark // the last keep blocks read, a ring
-	var read uint64
+	b := &bulkReading{recent: make(map[uint64]chain.Hash, bulkRecent)}
 	opts.Reread = func(h uint64, fn func(*chain.Block) error) error {
-		for _, m := range marks {
+		for _, m := range b.marks {
 			if m.height == h {
 				return g.reread(sources, m, fn)
 			}
 		}
-		return fmt.Errorf("--bulk: block %d is not among the last %d read", h, len(marks))
+		return fmt.Errorf("--bulk: block %d is not among the last %d read", h, len(b.marks))
 	}
 	opts.Progress = func(p disk.BulkProgress) {
 		what := "merged the outputs' events"
@@ -93,28 +92,14 @@ func (g *ingester) bulkIngest(sources []source, opts disk.BulkOptions) (from int
 	if err != nil {
 		return 0, nil, fmt.Errorf("--bulk: %w", err)
 	}
-	defer l.Close()
-	start := time.Now()
-	for i, s := range sources {
-		err := g.bulkRead(l, i, s, func(m bulkMark) {
-			if keep > 0 {
-				if uint64(len(marks)) < keep {
-					marks = append(marks, m)
-				} else {
-					marks[read%keep] = m
-				}
-			}
-			read++
-		})
-		if err != nil {
-			return 0, nil, err
+	defer func() {
+		if cerr := l.Close(); cerr != nil {
+			fmt.Fprintf(g.e.stderr, "ingest: --bulk: removing its temporary files: %v\n", cerr)
 		}
-	}
-	if read == 0 {
-		return len(sources), nil, nil
-	}
+	}()
 
-	// A signal during the sorts cancels them: nothing is loaded.
+	// A signal stops the load, in its reading or its sorts: nothing is
+	// loaded.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var caught os.Signal
@@ -128,25 +113,87 @@ func (g *ingester) bulkIngest(sources []source, opts disk.BulkOptions) (from int
 		case <-done:
 		}
 	}()
-	st, err := l.Finish(ctx, l.Tip().Height+1)
-	close(done)
-	<-watched
-	if caught != nil {
-		return 0, nil, &interrupted{sig: caught}
+	stopWatching := func() os.Signal {
+		select {
+		case <-done:
+		default:
+			close(done)
+		}
+		<-watched
+		return caught
 	}
-	if err != nil {
+	defer stopWatching()
+
+	start := time.Now()
+	for i, s := range sources {
+		err := g.bulkRead(ctx, l, b, i, s, func(m bulkMark) {
+			if keep > 0 {
+				if uint64(len(b.marks)) < keep {
+					b.marks = append(b.marks, m)
+				} else {
+					b.marks[b.read%keep] = m
+				}
+			}
+			b.read++
+		})
+		if err != nil && ctx.Err() != nil {
+			if sig := stopWatching(); sig != nil {
+				return 0, nil, &interrupted{sig: sig}
+			}
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+	if b.read == 0 {
+		return len(sources), nil, nil
+	}
+	st, err := l.Finish(ctx, l.Tip().Height+1)
+	sig := stopWatching()
+	switch {
+	case err != nil && sig != nil:
+		return 0, nil, &interrupted{sig: sig}
+	case errors.Is(err, disk.ErrFailed):
+		return 0, nil, fmt.Errorf("bulk load of blocks %d..%d: %w", l.First(), l.Tip().Height, err)
+	case err != nil:
 		return 0, nil, fmt.Errorf("bulk load of blocks %d..%d: %w (nothing applied: the store is still empty)", l.First(), l.Tip().Height, err)
 	}
 	created, spent := l.Changes()
-	g.counts.applied += read
-	g.counts.bulkBlocks = read
+	g.counts.applied += b.read
+	g.counts.skipped += b.skipped
+	g.counts.bulkBlocks = b.read
 	g.counts.changes += created + spent
 	g.tip = st.Tip
 	g.progress.point(time.Now(), g.counts, g.tip)
 	g.progress.clear()
 	fmt.Fprintf(g.e.stderr, "ingest: bulk loaded blocks %d..%d (%d UTXO changes, %d UTXOs) in %s\n",
 		l.First(), st.Tip.Height, created+spent, st.UtxoCount, time.Since(start).Round(time.Millisecond))
+	if sig != nil {
+		// Caught once the load was in: it stands, and the command stops.
+		return len(sources), nil, &interrupted{sig: sig}
+	}
 	return len(sources), nil, nil
+}
+
+// bulkReading is what bulkIngest keeps of the blocks it has read.
+type bulkReading struct {
+	read    uint64                // blocks added to the load
+	skipped uint64                // blocks read again (a file repeating another's last blocks)
+	marks   []bulkMark            // where the last LogRetention blocks were read, a ring
+	recent  map[uint64]chain.Hash // the hashes of the last bulkRecent blocks added
+}
+
+// bulkRecent is how many of the last blocks a bulk load remembers the
+// hashes of, to skip a block read again (files that overlap), as the
+// writer skips a block already applied.
+const bulkRecent = 1024
+
+// note remembers the hash of block b, just added.
+func (r *bulkReading) note(b *chain.Block) {
+	r.recent[b.Height] = b.Hash
+	if b.Height >= bulkRecent {
+		delete(r.recent, b.Height-bulkRecent)
+	}
 }
 
 // reread reads the blocks of sources again from m on, calling fn with
@@ -179,10 +226,12 @@ func (g *ingester) reread(sources []source, m bulkMark, fn func(*chain.Block) er
 }
 
 // bulkRead adds the blocks of source i to l, calling mark with each one's
-// position. A record that does not decode, or a block that does not
-// extend the last, is reported after an earlier refused block, if any (as
-// the writer, applying them in order, would have reported it first).
-func (g *ingester) bulkRead(l *disk.BulkLoad, i int, s source, mark func(bulkMark)) error {
+// position. A block at or below the last one added, with the hash the
+// load has at its height, is skipped, as the writer skips a block already
+// applied. A record that does not decode, or a block that does not extend
+// the last, is reported after an earlier refused block, if any (as the
+// writer, applying them in order, would have reported it first).
+func (g *ingester) bulkRead(ctx context.Context, l *disk.BulkLoad, b *bulkReading, i int, s source, mark func(bulkMark)) error {
 	r, closer, err := g.openSource(s, nil)
 	if err != nil {
 		return err
@@ -193,7 +242,10 @@ func (g *ingester) bulkRead(l *disk.BulkLoad, i int, s source, mark func(bulkMar
 	defer close(stop)
 	go readRecords(r, 1, records, stop)
 	earlier := func(err error) error {
-		if cerr := l.Check(context.Background()); cerr != nil {
+		if cerr := l.Check(ctx); cerr != nil {
+			if ctx.Err() != nil {
+				return cerr
+			}
 			return fmt.Errorf("bulk load: %w (nothing applied: the store is still empty)", cerr)
 		}
 		return err
@@ -202,8 +254,8 @@ func (g *ingester) bulkRead(l *disk.BulkLoad, i int, s source, mark func(bulkMar
 		var rec record
 		var ok bool
 		select {
-		case sig := <-g.sigs:
-			return &interrupted{sig: sig}
+		case <-ctx.Done():
+			return ctx.Err()
 		case rec, ok = <-records:
 		}
 		if !ok {
@@ -212,14 +264,28 @@ func (g *ingester) bulkRead(l *disk.BulkLoad, i int, s source, mark func(bulkMar
 		if rec.err != nil {
 			return earlier(g.undecodable(s, rec))
 		}
-		b := rec.block
-		if err := l.Add(b); err != nil {
+		blk := rec.block
+		if tip := l.Tip(); !tip.Empty && blk.Height <= tip.Height {
+			if h, ok := b.recent[blk.Height]; ok && h == blk.Hash {
+				b.skipped++
+				continue
+			}
+			var why error
+			if h, ok := b.recent[blk.Height]; ok {
+				why = fmt.Errorf("block %s is not on the chain loaded, which has %s at height %d: %w", blk.Hash, h, blk.Height, chain.ErrNotNextBlock)
+			} else {
+				why = fmt.Errorf("block %d repeats a block more than %d below the last one read (%s): %w", blk.Height, bulkRecent, tip, chain.ErrNotNextBlock)
+			}
+			return earlier(fmt.Errorf("%s: record %d (height %d): %w (nothing applied: the store is still empty)", s.name(), rec.n, blk.Height, why))
+		}
+		if err := l.Add(blk); err != nil {
 			if errors.Is(err, chain.ErrNotNextBlock) || errors.Is(err, chain.ErrInvalidBlock) {
-				return earlier(fmt.Errorf("%s: record %d (height %d): %w (nothing applied: the store is still empty)", s.name(), rec.n, b.Height, err))
+				return earlier(fmt.Errorf("%s: record %d (height %d): %w (nothing applied: the store is still empty)", s.name(), rec.n, blk.Height, err))
 			}
 			return fmt.Errorf("bulk load: %w (nothing applied: the store is still empty)", err)
 		}
-		mark(bulkMark{source: i, at: rec.at, height: b.Height})
-		g.progress.note(time.Now(), fmt.Sprintf("bulk: read %d blocks of %s, tip %d", rec.n, s.name(), b.Height))
+		b.note(blk)
+		mark(bulkMark{source: i, at: rec.at, height: blk.Height})
+		g.progress.note(time.Now(), fmt.Sprintf("bulk: read %d blocks of %s, tip %d", rec.n, s.name(), blk.Height))
 	}
 }

@@ -52,6 +52,31 @@ func TestIngestBulk(t *testing.T) {
 	}
 }
 
+// TestIngestBulkOverlappingFiles: a file that repeats the last blocks of
+// the one before is loaded as the writer applies it: the repeated blocks
+// skipped; one that repeats a block of another chain is refused.
+func TestIngestBulkOverlappingFiles(t *testing.T) {
+	t.Parallel()
+	c := newTestChain(30)
+	dir := t.TempDir()
+	first := writeJSONL(t, dir, "first.jsonl", c.blocks[:20])
+	second := writeCBOR(t, dir, "second.cbor", c.blocks[17:])
+	store := filepath.Join(dir, "store")
+	r := mustCLI(t, append(append([]string{"ingest", "--data-dir", store, "--bulk"}, bulkDepths...), first, second)...)
+	if a, s := summary(t, r); a != 30 || s != 3 {
+		t.Fatalf("applied %d skipped %d, want 30 and 3: %s", a, s, r)
+	}
+	wantStats(t, store, c.stats(30))
+
+	fork := *c.blocks[19] // block 20 of another chain
+	fork.Hash = testHash("fork", 20)
+	third := writeCBOR(t, dir, "fork.cbor", []*chain.Block{&fork})
+	store2 := filepath.Join(dir, "store2")
+	r = cli(t, nil, nil, append(append([]string{"ingest", "--data-dir", store2, "--bulk"}, bulkDepths...), first, third)...)
+	wantFail(t, r, 1, "record 1 (height 20)", "not on the chain loaded", "nothing applied: the store is still empty")
+	wantStats(t, store2, c.stats(0))
+}
+
 // TestIngestBulkShortChain: a chain of one block, and one shorter than the
 // rollback window, with a change log of one change and of the default
 // retention.

@@ -111,7 +111,7 @@ type Sorter struct {
 	dir   string
 	cur   *buffer
 	spare *buffer // a buffer written out, to reuse
-	runs  []string
+	runs  []run
 	// writing is the run being written in the background, if any: its
 	// result arrives on done.
 	writing bool
@@ -120,6 +120,7 @@ type Sorter struct {
 	sorted  bool
 	records uint64
 	spilled int64
+	named   int // run files named so far
 }
 
 type spillResult struct {
@@ -128,6 +129,18 @@ type spillResult struct {
 	n    int64
 	err  error
 }
+
+// run is a run file and how many records it holds (a run read back with
+// fewer was cut short).
+type run struct {
+	path    string
+	records int
+}
+
+// maxMergeRuns bounds the runs one merge reads at once (each an open file
+// and a read buffer): more are first merged, this many at a time, into
+// longer runs. A variable for the tests.
+var maxMergeRuns = 128
 
 // New makes a Sorter, with its directory of run files under opts.Dir.
 func New(opts Options) (*Sorter, error) {
@@ -179,14 +192,20 @@ func (s *Sorter) spill() error {
 		s.cur = &buffer{data: make([]byte, 0, cap(b.data)), entries: make([]entry, 0, cap(b.entries))}
 	}
 	s.spare = nil
-	path := filepath.Join(s.dir, fmt.Sprintf("run-%06d", len(s.runs)+1))
-	s.runs = append(s.runs, path)
+	path := s.runPath()
+	s.runs = append(s.runs, run{path: path, records: len(b.entries)})
 	s.writing = true
 	go func() {
 		n, err := writeRun(path, b)
 		s.done <- spillResult{buf: b, path: path, n: n, err: err}
 	}()
 	return nil
+}
+
+// runPath names a new run file.
+func (s *Sorter) runPath() string {
+	s.named++
+	return filepath.Join(s.dir, fmt.Sprintf("run-%06d", s.named))
 }
 
 // wait waits for the background writer, if one runs.
@@ -242,18 +261,38 @@ func (s *Sorter) Sort() (*Iter, error) {
 	if err := s.wait(); err != nil {
 		return nil, err
 	}
-	it := &Iter{}
+	s.spare = nil // not needed again: let it go before the merge
+	for len(s.runs) > maxMergeRuns {
+		if err := s.mergeRuns(maxMergeRuns); err != nil {
+			return nil, err
+		}
+	}
+	it, err := s.open(s.runs)
+	if err != nil {
+		return nil, err
+	}
 	if len(s.cur.entries) > 0 {
 		s.cur.sort()
-		it.sources = append(it.sources, &memSource{b: s.cur})
+		m := &memSource{b: s.cur}
+		if m.next() {
+			it.sources = append(it.sources, m)
+			it.heap = append(it.heap, m)
+			it.init()
+		}
 	}
-	for _, p := range s.runs {
-		f, err := os.Open(p)
+	return it, nil
+}
+
+// open returns an Iter over runs.
+func (s *Sorter) open(runs []run) (*Iter, error) {
+	it := &Iter{}
+	for _, r := range runs {
+		f, err := os.Open(r.path)
 		if err != nil {
 			it.Close()
 			return nil, fmt.Errorf("extsort: %w", err)
 		}
-		it.sources = append(it.sources, &runSource{f: f, r: newReader(f), path: p})
+		it.sources = append(it.sources, &runSource{f: f, r: newReader(f), path: r.path, want: r.records})
 	}
 	for _, src := range it.sources {
 		if src.next() {
@@ -265,6 +304,41 @@ func (s *Sorter) Sort() (*Iter, error) {
 	}
 	it.init()
 	return it, nil
+}
+
+// mergeRuns merges the first n runs into one, at the end of the list.
+func (s *Sorter) mergeRuns(n int) error {
+	it, err := s.open(s.runs[:n])
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	path := s.runPath()
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("extsort: %w", err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	var head [2 * binary.MaxVarintLen32]byte
+	records := 0
+	for it.Next() {
+		k, v := it.Key(), it.Value()
+		h := binary.AppendUvarint(head[:0], uint64(len(k)))
+		h = binary.AppendUvarint(h, uint64(len(v)))
+		w.Write(h)
+		w.Write(k)
+		w.Write(v)
+		records++
+	}
+	err = errors.Join(it.Err(), w.Flush(), f.Close())
+	if err != nil {
+		return fmt.Errorf("extsort: merge runs into %s: %w", path, err)
+	}
+	for _, r := range s.runs[:n] {
+		os.Remove(r.path)
+	}
+	s.runs = append(s.runs[n:], run{path: path, records: records})
+	return nil
 }
 
 // Close waits for a background write and removes every run file. The
@@ -314,6 +388,8 @@ type runSource struct {
 	f    *os.File
 	r    *bufio.Reader
 	path string
+	want int // records the run holds (-1: unknown)
+	read int
 	rec  []byte
 	k    int
 	err  error
@@ -325,13 +401,17 @@ func (r *runSource) next() bool {
 	}
 	k, err := binary.ReadUvarint(r.r)
 	if err == io.EOF {
+		if r.want >= 0 && r.read != r.want {
+			r.err = fmt.Errorf("%w: %s: %d records, want %d", ErrCorruptRun, r.path, r.read, r.want)
+		}
 		return false
 	}
 	v, err2 := binary.ReadUvarint(r.r)
-	if err = errors.Join(err, err2); err != nil || k+v > MaxRecordBytes {
+	if err = errors.Join(err, err2); err != nil || k > MaxRecordBytes || v > MaxRecordBytes || k+v > MaxRecordBytes {
 		r.err = fmt.Errorf("%w: %s: record head: %v", ErrCorruptRun, r.path, err)
 		return false
 	}
+	r.read++
 	if uint64(cap(r.rec)) < k+v {
 		r.rec = make([]byte, k+v)
 	}

@@ -124,11 +124,11 @@ func TestTruncatedRun(t *testing.T) {
 	if err := s.wait(); err != nil {
 		t.Fatal(err)
 	}
-	fi, err := os.Stat(s.runs[0])
+	fi, err := os.Stat(s.runs[0].path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(s.runs[0], fi.Size()-7); err != nil {
+	if err := os.Truncate(s.runs[0].path, fi.Size()-7); err != nil {
 		t.Fatal(err)
 	}
 	it, err := s.Sort()
@@ -140,6 +140,85 @@ func TestTruncatedRun(t *testing.T) {
 	}
 	if !errors.Is(err, ErrCorruptRun) {
 		t.Fatalf("truncated run: err %v, want ErrCorruptRun", err)
+	}
+}
+
+// TestRunCutAtARecord: a run that ends cleanly but short of its records
+// is reported as ErrCorruptRun.
+func TestRunCutAtARecord(t *testing.T) {
+	s, err := New(Options{Dir: t.TempDir(), MemBytes: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 200 {
+		if err := s.Add(fmt.Appendf(nil, "%08d", i), []byte("value")); err != nil { // 15 bytes a record
+			t.Fatal(err)
+		}
+	}
+	if err := s.wait(); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(s.runs[0].path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(s.runs[0].path, fi.Size()-15); err != nil {
+		t.Fatal(err)
+	}
+	it, err := s.Sort()
+	for err == nil && it.Next() {
+	}
+	if err == nil {
+		err = it.Err()
+		it.Close()
+	}
+	if !errors.Is(err, ErrCorruptRun) {
+		t.Fatalf("run one record short: err %v, want ErrCorruptRun", err)
+	}
+}
+
+// TestMergeInPasses: more runs than one merge reads at once are merged in
+// passes, and the records come out as from one merge.
+func TestMergeInPasses(t *testing.T) {
+	defer func(n int) { maxMergeRuns = n }(maxMergeRuns)
+	maxMergeRuns = 4
+	s, err := New(Options{Dir: t.TempDir(), MemBytes: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(4, 4))
+	want := make([]int, 3000)
+	for i := range want {
+		want[i] = rng.IntN(1 << 30)
+		if err := s.Add(fmt.Appendf(nil, "%010d", want[i]), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.runs) <= maxMergeRuns {
+		t.Fatalf("%d runs: the test needs more than %d", len(s.runs), maxMergeRuns)
+	}
+	it, err := s.Sort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	if len(s.runs) > maxMergeRuns {
+		t.Fatalf("%d runs left to merge at once, want at most %d", len(s.runs), maxMergeRuns)
+	}
+	slices.Sort(want)
+	i := 0
+	for ; it.Next(); i++ {
+		if i >= len(want) || string(it.Key()) != fmt.Sprintf("%010d", want[i]) {
+			t.Fatalf("record %d: %s", i, it.Key())
+		}
+	}
+	if err := it.Err(); err != nil || i != len(want) {
+		t.Fatalf("%d records, want %d: %v", i, len(want), err)
 	}
 }
 
@@ -159,7 +238,7 @@ func FuzzRunReader(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src := &runSource{f: fh, r: newReader(fh), path: path}
+		src := &runSource{f: fh, r: newReader(fh), path: path, want: -1}
 		defer src.close()
 		var again buffer
 		for src.next() {
@@ -182,7 +261,7 @@ func FuzzRunReader(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src2 := &runSource{f: fh2, r: newReader(fh2), path: out}
+		src2 := &runSource{f: fh2, r: newReader(fh2), path: out, want: -1}
 		defer src2.close()
 		for _, e := range again.entries {
 			if !src2.next() {

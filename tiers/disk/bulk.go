@@ -42,10 +42,12 @@ import (
 //  3. One Pebble ingestion adds every table, with the state row, to the
 //     store's bottom level: all of it or nothing.
 //
-// The loaded store holds what the blocks below below, applied one by one,
-// leave, byte for byte (and so what catch-up windows leave, their target
-// the last block): the state row, with the prune cursors where pruning
-// leaves them, included. TestBulkLoadEqualsWindows checks it row by row.
+// The loaded store holds what catch-up windows whose target is the last
+// block leave, byte for byte, the state row with its prune cursors
+// included (as long as pruning keeps up: Options.PruneBudget); blocks
+// applied one by one leave the same but for the order of the outpoints
+// in a spent-at list (a block alone lists them in the order it first
+// changed each). TestBulkLoadEqualsWindows checks it row by row.
 // A store with address counters, pending transactions or leases is
 // refused (ErrBulkRefused), as is any store that has taken a block.
 //
@@ -117,6 +119,28 @@ type BulkLoad struct {
 // spent in one block in neither). Valid after Finish.
 func (l *BulkLoad) Changes() (created, spent uint64) { return l.created, l.spent }
 
+// bulkFillable reports why s cannot take a bulk load now (nil: it can):
+// checked when the load starts and again right before its ingestion.
+func (s *Store) bulkFillable() error {
+	if err := s.canWrite(); err != nil {
+		return err
+	}
+	st := s.State()
+	switch {
+	case !st.Tip.Empty || st.Seq != 0:
+		return fmt.Errorf("%w: the store is at %s (seq %d): a bulk load fills an empty store", ErrBulkRefused, st.Tip, st.Seq)
+	case s.count.on:
+		return fmt.Errorf("%w: the store keeps address counters, which a bulk load does not build", ErrBulkRefused)
+	case !s.pending.empty():
+		return fmt.Errorf("%w: the store holds pending transactions", ErrBulkRefused)
+	case len(s.leases.held) > 0:
+		return fmt.Errorf("%w: the store holds leases", ErrBulkRefused)
+	case s.txfRebuild != nil:
+		return fmt.Errorf("%w: a tx filter rebuild is running", ErrBulkRefused)
+	}
+	return nil
+}
+
 // bulkDirPattern names a bulk load's directory of temporary files.
 const bulkDirPattern = "bulk-load-*"
 
@@ -124,19 +148,11 @@ const bulkDirPattern = "bulk-load-*"
 // BulkOptions.TempDir unset, it first removes what a load killed before
 // its Close left in the store's directory.
 func (s *Store) NewBulkLoad(opts BulkOptions) (*BulkLoad, error) {
-	if err := s.canWrite(); err != nil {
+	if err := s.bulkFillable(); err != nil {
 		return nil, err
 	}
-	st := s.State()
-	switch {
-	case !st.Tip.Empty || st.Seq != 0:
-		return nil, fmt.Errorf("%w: the store is at %s (seq %d): a bulk load fills an empty store", ErrBulkRefused, st.Tip, st.Seq)
-	case s.count.on:
-		return nil, fmt.Errorf("%w: the store keeps address counters, which a bulk load does not build", ErrBulkRefused)
-	case !s.pending.empty():
-		return nil, fmt.Errorf("%w: the store holds pending transactions", ErrBulkRefused)
-	case len(s.leases.held) > 0:
-		return nil, fmt.Errorf("%w: the store holds leases", ErrBulkRefused)
+	if s.opts.LogRetention > 0 && opts.Reread == nil {
+		return nil, errors.New("disk: bulk load: the store keeps a change log, whose records need their blocks read again (BulkOptions.Reread)")
 	}
 	if opts.TempDir == "" {
 		opts.TempDir = s.dir
@@ -316,8 +332,8 @@ func (l *BulkLoad) Finish(ctx context.Context, below uint64) (State, error) {
 		return State{}, err
 	}
 	s := l.s
-	if s.txfRebuild != nil {
-		return State{}, errors.New("disk: bulk load: a tx filter rebuild is running")
+	if err := errors.Join(ctx.Err(), s.bulkFillable()); err != nil {
+		return State{}, err // a writer took a block meanwhile, say
 	}
 	// The memtable holds the store's first rows (schema, settings, state):
 	// flushed, the tables the ingestion does not overlap (all but the
@@ -362,6 +378,9 @@ func (l *BulkLoad) Check(ctx context.Context) error {
 // build writes the tables of the blocks below height below, and the table
 // of the state row, and returns the state and the tables' paths.
 func (l *BulkLoad) build(ctx context.Context, below uint64) (State, []string, error) {
+	if err := ctx.Err(); err != nil {
+		return State{}, nil, err
+	}
 	s := l.s
 	st := State{
 		Tip:       chain.Tip{Height: below - 1},
@@ -499,8 +518,13 @@ type outpointReplay struct {
 	liveAt  uint64 // the height that created it
 	spent   bool   // it was spent: spentAt, spender, vin
 	spentAt uint64
-	spender chain.Hash
-	vin     uint32
+	// spentIn is the height of the last spend of a live output at the
+	// outpoint, kept across a creation again (the writer refuses a
+	// second spend of an outpoint in one block, whatever came between).
+	spentIn   uint64
+	spentSeen bool
+	spender   chain.Hash
+	vin       uint32
 
 	key, val []byte
 	dimKeys  []DimKey
@@ -508,7 +532,7 @@ type outpointReplay struct {
 }
 
 func (m *outpointReplay) start(op chain.OutPoint) {
-	m.op, m.started, m.broken, m.live, m.spent = op, true, false, false, false
+	m.op, m.started, m.broken, m.live, m.spent, m.spentSeen = op, true, false, false, false, false
 	m.ot.op, m.ot.pending = op, false
 }
 
@@ -529,7 +553,7 @@ func (m *outpointReplay) event(e *bulkEvent, v []byte) error {
 		var spender chain.Hash
 		copy(spender[:], v)
 		switch {
-		case m.spent && !m.live && m.spentAt == e.height:
+		case m.spentSeen && m.spentIn == e.height:
 			m.broken = true
 			refused.offer(e.order, fmt.Errorf("block %d tx %s spends %s twice in the block: %w", e.height, spender, e.op, chain.ErrDoubleSpend))
 		case !m.live && l.opts.SkipUnknownInputs:
@@ -555,6 +579,7 @@ func (m *outpointReplay) event(e *bulkEvent, v []byte) error {
 				}
 			}
 			m.live, m.spent, m.spentAt, m.spender, m.vin = false, true, e.height, spender, e.n
+			m.spentSeen, m.spentIn = true, e.height
 		}
 	case bulkCreate:
 		if m.live {

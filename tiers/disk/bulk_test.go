@@ -389,7 +389,7 @@ func TestBulkLoadRemovesAKilledLoadsFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(stale, "run-000001"), []byte("left over"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err := disk.Open(dir, disk.Options{})
+	st, err := disk.Open(dir, disk.Options{NoChangeLog: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,5 +406,54 @@ func TestBulkLoadRemovesAKilledLoadsFiles(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(dir, "bulk-load-*")); len(left) != 0 {
 		t.Fatalf("after Close: %v", left)
+	}
+}
+
+// TestBulkLoadFinishFailsCleanly: a cancelled context, and blocks that
+// read differently the second time (the change log's), fail Finish with
+// the store left empty.
+func TestBulkLoadFinishFailsCleanly(t *testing.T) {
+	blocks := bulkChain(t, workload.Bitcoin, 11, 500, 12, 10)
+	changed := make([]*chain.Block, len(blocks))
+	copy(changed, blocks)
+	last := *blocks[len(blocks)-1]
+	last.Hash = chain.Hash{0x42}
+	changed[len(changed)-1] = &last
+	for name, tc := range map[string]struct {
+		ctx    func() context.Context
+		reread []*chain.Block
+		want   string
+	}{
+		"cancelled": {ctx: func() context.Context {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx
+		}, reread: blocks, want: context.Canceled.Error()},
+		"blocks changed": {ctx: context.Background, reread: changed, want: "the blocks changed"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := openStore(t, disk.Options{PruneDepth: 3, RollbackWindow: 6})
+			l, err := st.NewBulkLoad(disk.BulkOptions{MemBytes: 64 << 10, Reread: rereader(tc.reread)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			for _, b := range blocks {
+				if err := l.Add(b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := l.Finish(tc.ctx(), l.Tip().Height+1); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Finish: %v, want an error saying %q", err, tc.want)
+			}
+			if s := st.State(); !s.Tip.Empty || s.Seq != 0 {
+				t.Fatalf("after a failed Finish the store is at %+v", s)
+			}
+			for _, r := range disk.RawRows(t, st) {
+				if r.Key[0] != 0x01 {
+					t.Fatalf("after a failed Finish the store holds row %x", r.Key)
+				}
+			}
+		})
 	}
 }

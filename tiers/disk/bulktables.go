@@ -74,6 +74,11 @@ func (t *bulkTables) set(k, v []byte) error {
 // send hands the batch to the writer and takes an empty one.
 func (t *bulkTables) send() error {
 	select {
+	case <-t.done: // the writer failed
+		return t.err
+	default:
+	}
+	select {
 	case t.work <- t.batch:
 	case <-t.done:
 		return t.err
@@ -101,9 +106,6 @@ func (t *bulkTables) write() {
 		return nil
 	}
 	for b := range t.work {
-		if t.err != nil {
-			continue // drain: finish and abort close the channel
-		}
 		start := 0
 		for i := 0; i < len(b.ends); i += 2 {
 			k, v := b.buf[start:b.ends[i]], b.buf[b.ends[i]:b.ends[i+1]]
@@ -128,6 +130,13 @@ func (t *bulkTables) write() {
 				t.err = fmt.Errorf("disk: bulk load: write %s: %w", t.paths[len(t.paths)-1], err)
 				break
 			}
+		}
+		if t.err != nil {
+			// done, closed, tells set and finish at once.
+			if w != nil {
+				w.Close() // its file goes with the load's directory
+			}
+			return
 		}
 		select {
 		case t.spare <- b:
@@ -165,7 +174,7 @@ func (t *bulkTables) abort() {
 	if t.work == nil {
 		return
 	}
-	t.aborted = true
+	t.aborted = true // before close(work): the writer reads it after
 	close(t.work)
 	<-t.done
 	t.work = nil
