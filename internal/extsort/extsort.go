@@ -233,23 +233,45 @@ func writeRun(path string, b *buffer) (int64, error) {
 // writeEntries writes b's records, in the order of its entries, to a new
 // file at path.
 func writeEntries(path string, b *buffer) (int64, error) {
-	f, err := os.Create(path)
+	w, err := createRun(path)
 	if err != nil {
 		return 0, err
 	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	var head [2 * binary.MaxVarintLen32]byte
-	var n int64
 	for _, e := range b.entries {
-		h := binary.AppendUvarint(head[:0], uint64(e.k))
-		h = binary.AppendUvarint(h, uint64(e.v))
-		w.Write(h)
-		w.Write(b.data[e.off : e.off+int(e.k)+int(e.v)])
-		n += int64(len(h)) + int64(e.k) + int64(e.v)
+		w.add(b.data[e.off:e.off+int(e.k)], b.data[e.off+int(e.k):e.off+int(e.k)+int(e.v)])
 	}
-	err = w.Flush()
-	return n, errors.Join(err, f.Close())
+	return w.n, w.close()
 }
+
+// runWriter writes a run file (the layout in the package comment).
+type runWriter struct {
+	f       *os.File
+	w       *bufio.Writer
+	head    [2 * binary.MaxVarintLen32]byte
+	n       int64 // bytes written
+	records int
+}
+
+func createRun(path string) (*runWriter, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	return &runWriter{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
+}
+
+// add appends a record; an error shows at close.
+func (r *runWriter) add(k, v []byte) {
+	h := binary.AppendUvarint(r.head[:0], uint64(len(k)))
+	h = binary.AppendUvarint(h, uint64(len(v)))
+	r.w.Write(h)
+	r.w.Write(k)
+	r.w.Write(v)
+	r.n += int64(len(h) + len(k) + len(v))
+	r.records++
+}
+
+func (r *runWriter) close() error { return errors.Join(r.w.Flush(), r.f.Close()) }
 
 // Sort ends the adding and returns the records in ascending key order
 // (records of equal keys in no particular order). Call it once.
@@ -314,30 +336,20 @@ func (s *Sorter) mergeRuns(n int) error {
 	}
 	defer it.Close()
 	path := s.runPath()
-	f, err := os.Create(path)
+	w, err := createRun(path)
 	if err != nil {
 		return fmt.Errorf("extsort: %w", err)
 	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	var head [2 * binary.MaxVarintLen32]byte
-	records := 0
 	for it.Next() {
-		k, v := it.Key(), it.Value()
-		h := binary.AppendUvarint(head[:0], uint64(len(k)))
-		h = binary.AppendUvarint(h, uint64(len(v)))
-		w.Write(h)
-		w.Write(k)
-		w.Write(v)
-		records++
+		w.add(it.Key(), it.Value())
 	}
-	err = errors.Join(it.Err(), w.Flush(), f.Close())
-	if err != nil {
+	if err := errors.Join(it.Err(), w.close()); err != nil {
 		return fmt.Errorf("extsort: merge runs into %s: %w", path, err)
 	}
 	for _, r := range s.runs[:n] {
 		os.Remove(r.path)
 	}
-	s.runs = append(s.runs[n:], run{path: path, records: records})
+	s.runs = append(s.runs[n:], run{path: path, records: w.records})
 	return nil
 }
 

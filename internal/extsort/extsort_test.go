@@ -109,72 +109,42 @@ func TestCloseRemovesRuns(t *testing.T) {
 	}
 }
 
-// TestTruncatedRun: a run cut short is reported as ErrCorruptRun.
+// TestTruncatedRun: a run cut short, inside a record or at a record's
+// end, is reported as ErrCorruptRun.
 func TestTruncatedRun(t *testing.T) {
-	s, err := New(Options{Dir: t.TempDir(), MemBytes: 1 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for i := range 200 {
-		if err := s.Add(fmt.Appendf(nil, "%08d", i), bytes.Repeat([]byte{'v'}, 50)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.wait(); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(s.runs[0].path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(s.runs[0].path, fi.Size()-7); err != nil {
-		t.Fatal(err)
-	}
-	it, err := s.Sort()
-	for err == nil && it.Next() {
-	}
-	if err == nil {
-		err = it.Err()
-		it.Close()
-	}
-	if !errors.Is(err, ErrCorruptRun) {
-		t.Fatalf("truncated run: err %v, want ErrCorruptRun", err)
-	}
-}
-
-// TestRunCutAtARecord: a run that ends cleanly but short of its records
-// is reported as ErrCorruptRun.
-func TestRunCutAtARecord(t *testing.T) {
-	s, err := New(Options{Dir: t.TempDir(), MemBytes: 1 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	for i := range 200 {
-		if err := s.Add(fmt.Appendf(nil, "%08d", i), []byte("value")); err != nil { // 15 bytes a record
-			t.Fatal(err)
-		}
-	}
-	if err := s.wait(); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(s.runs[0].path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(s.runs[0].path, fi.Size()-15); err != nil {
-		t.Fatal(err)
-	}
-	it, err := s.Sort()
-	for err == nil && it.Next() {
-	}
-	if err == nil {
-		err = it.Err()
-		it.Close()
-	}
-	if !errors.Is(err, ErrCorruptRun) {
-		t.Fatalf("run one record short: err %v, want ErrCorruptRun", err)
+	for name, cut := range map[string]int64{"inside a record": 7, "at a record's end": 15} {
+		t.Run(name, func(t *testing.T) {
+			s, err := New(Options{Dir: t.TempDir(), MemBytes: 1 << 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for i := range 200 {
+				if err := s.Add(fmt.Appendf(nil, "%08d", i), []byte("value")); err != nil { // 15 bytes a record
+					t.Fatal(err)
+				}
+			}
+			if err := s.wait(); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(s.runs[0].path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(s.runs[0].path, fi.Size()-cut); err != nil {
+				t.Fatal(err)
+			}
+			it, err := s.Sort()
+			for err == nil && it.Next() {
+			}
+			if err == nil {
+				err = it.Err()
+				it.Close()
+			}
+			if !errors.Is(err, ErrCorruptRun) {
+				t.Fatalf("run cut %d bytes short: err %v, want ErrCorruptRun", cut, err)
+			}
+		})
 	}
 }
 
