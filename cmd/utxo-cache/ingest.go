@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/utxo-cache/utxo-cache/chain"
+	"github.com/utxo-cache/utxo-cache/internal/diskspace"
 	"github.com/utxo-cache/utxo-cache/node"
 	"github.com/utxo-cache/utxo-cache/tiers/disk"
 	"github.com/utxo-cache/utxo-cache/writer"
@@ -175,6 +177,10 @@ func runIngest(e *env, args []string) error {
 	// alone.
 	from, at, runErr := 0, (*sourcePos)(nil), error(nil)
 	if bulk {
+		// The load keeps --disk-reserve-bytes free where it writes.
+		if reserveBytes > 0 {
+			bulkOpts.Space, bulkOpts.Reserve = diskspace.Dir(cmp.Or(bulkOpts.TempDir, *dataDir)), reserveBytes
+		}
 		from, at, runErr = g.bulkIngest(sources, bulkOpts)
 	}
 	space, reserve := writerSpace(*dataDir, reserveBytes)

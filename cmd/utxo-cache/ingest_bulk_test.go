@@ -138,6 +138,20 @@ func TestIngestBulkRefusesBadBlocks(t *testing.T) {
 	}
 }
 
+// TestIngestBulkKeepsTheReserve: a load that would leave less than
+// --disk-reserve-bytes free stops before it writes a table, with the store
+// empty.
+func TestIngestBulkKeepsTheReserve(t *testing.T) {
+	t.Parallel()
+	c := newTestChain(12)
+	dir := t.TempDir()
+	file := writeJSONL(t, dir, "blocks.jsonl", c.blocks)
+	store := filepath.Join(dir, "store")
+	r := cli(t, nil, nil, append(append([]string{"ingest", "--data-dir", store, "--bulk", "--disk-reserve-bytes", "100000GiB"}, bulkDepths...), file)...)
+	wantFail(t, r, 1, "not enough free space", "nothing applied: the store is still empty")
+	wantStats(t, store, c.stats(0))
+}
+
 func TestIngestBulkUsageErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -43,6 +43,11 @@ type Options struct {
 	// Dir is the directory the Sorter makes its own directory of run files
 	// in (default: os.TempDir()).
 	Dir string
+	// BeforeWrite, when set, is called with the size of a run before it is
+	// written (a spill, or a merge of runs into a longer one); an error
+	// stops the sort with nothing more written (a caller that keeps free
+	// space on its file system refuses there).
+	BeforeWrite func(bytes int64) error
 	// MemBytes is how many bytes of records (keys, values and 24 bytes of
 	// bookkeeping each) a buffer holds before it is sorted and written as a
 	// run (default 64 MiB). Two buffers may be held at once.
@@ -135,6 +140,7 @@ type spillResult struct {
 type run struct {
 	path    string
 	records int
+	bytes   int64 // upper bound, for Options.BeforeWrite
 }
 
 // maxMergeRuns bounds the runs one merge reads at once (each an open file
@@ -187,13 +193,19 @@ func (s *Sorter) spill() error {
 		return err
 	}
 	b := s.cur
+	if f := s.opts.BeforeWrite; f != nil {
+		if err := f(int64(len(b.data) + 2*binary.MaxVarintLen32*len(b.entries))); err != nil {
+			s.err = fmt.Errorf("extsort: %w", err)
+			return s.err
+		}
+	}
 	s.cur = s.spare
 	if s.cur == nil {
 		s.cur = &buffer{data: make([]byte, 0, cap(b.data)), entries: make([]entry, 0, cap(b.entries))}
 	}
 	s.spare = nil
 	path := s.runPath()
-	s.runs = append(s.runs, run{path: path, records: len(b.entries)})
+	s.runs = append(s.runs, run{path: path, records: len(b.entries), bytes: int64(len(b.data) + 2*binary.MaxVarintLen32*len(b.entries))})
 	s.writing = true
 	go func() {
 		n, err := writeRun(path, b)
@@ -330,6 +342,15 @@ func (s *Sorter) open(runs []run) (*Iter, error) {
 
 // mergeRuns merges the first n runs into one, at the end of the list.
 func (s *Sorter) mergeRuns(n int) error {
+	var bytes int64
+	for _, r := range s.runs[:n] {
+		bytes += r.bytes
+	}
+	if f := s.opts.BeforeWrite; f != nil {
+		if err := f(bytes); err != nil {
+			return fmt.Errorf("extsort: %w", err)
+		}
+	}
 	it, err := s.open(s.runs[:n])
 	if err != nil {
 		return err
@@ -349,7 +370,7 @@ func (s *Sorter) mergeRuns(n int) error {
 	for _, r := range s.runs[:n] {
 		os.Remove(r.path)
 	}
-	s.runs = append(s.runs[n:], run{path: path, records: w.records})
+	s.runs = append(s.runs[n:], run{path: path, records: w.records, bytes: bytes})
 	return nil
 }
 

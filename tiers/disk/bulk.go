@@ -55,6 +55,40 @@ import (
 // the store as it was: empty. Close removes the sorts' run files and the
 // tables not ingested.
 
+// ErrBulkNoSpace is a bulk load's answer when what it would write next
+// leaves less than BulkOptions.Reserve free: it stops, with nothing loaded.
+var ErrBulkNoSpace = errors.New("disk: bulk load: not enough free space")
+
+// BulkSpace reports the bytes available on a file system (statfs: the
+// writer's DiskSpace). Safe for concurrent use.
+type BulkSpace interface {
+	AvailableBytes() (uint64, error)
+}
+
+// checkSpace fails with ErrBulkNoSpace unless need more bytes leave
+// Reserve free. Safe for concurrent use (the sorts' and the tables'
+// goroutines).
+func (l *BulkLoad) checkSpace(need int64) error {
+	sp := l.opts.Space
+	if sp == nil {
+		return nil
+	}
+	free, err := sp.AvailableBytes()
+	if err != nil {
+		return fmt.Errorf("disk: bulk load: free space: %w", err)
+	}
+	if free < l.opts.Reserve+uint64(max(need, 0)) {
+		return fmt.Errorf("%w: %d bytes free, %d more to write and %d to keep free", ErrBulkNoSpace, free, need, l.opts.Reserve)
+	}
+	return nil
+}
+
+// sortOptions are the options of a sort of the load with mem bytes of
+// buffer.
+func (l *BulkLoad) sortOptions(mem int) extsort.Options {
+	return extsort.Options{Dir: l.dir, MemBytes: mem, BeforeWrite: l.checkSpace}
+}
+
 // ErrBulkRefused is returned by NewBulkLoad for a store a bulk load cannot
 // fill: one that is not empty, or keeps what a bulk load does not build.
 var ErrBulkRefused = errors.New("disk: bulk load refused")
@@ -76,6 +110,13 @@ type BulkOptions struct {
 	// Progress, when set, is called on Finish's goroutine during its long
 	// phases, about every million records.
 	Progress func(BulkProgress)
+	// Space, when set, reports the free bytes of TempDir's file system:
+	// before it writes a sorted run or begins a table, the load checks
+	// that Reserve bytes stay free beyond what it writes, and fails with
+	// ErrBulkNoSpace (nothing loaded) if not. The load holds up to about
+	// twice the finished store there at its peak.
+	Space   BulkSpace
+	Reserve uint64
 	// Reread reads again, in order, the blocks added from height from on,
 	// calling fn with each, and stops at fn's first error, which it
 	// returns (fn stops it after the last block loaded): the change-log
@@ -173,8 +214,8 @@ func (s *Store) NewBulkLoad(opts BulkOptions) (*BulkLoad, error) {
 		return nil, fmt.Errorf("disk: bulk load: %w", err)
 	}
 	l := &BulkLoad{s: s, opts: opts, dir: dir, tip: chain.Tip{Empty: true}}
-	if l.events, err = extsort.New(extsort.Options{Dir: dir, MemBytes: opts.MemBytes}); err == nil {
-		l.blocks, err = extsort.New(extsort.Options{Dir: dir, MemBytes: max(opts.MemBytes/8, 1<<20)})
+	if l.events, err = extsort.New(l.sortOptions(opts.MemBytes)); err == nil {
+		l.blocks, err = extsort.New(l.sortOptions(max(opts.MemBytes/8, 1<<20)))
 	}
 	if err != nil {
 		l.Close()
@@ -393,7 +434,7 @@ func (l *BulkLoad) build(ctx context.Context, below uint64) (State, []string, er
 	if w := s.opts.RollbackWindow; st.Tip.Height >= w {
 		st.UndoFloor = st.Tip.Height - w + 1 // what prune leaves at this tip
 	}
-	rows, err := extsort.New(extsort.Options{Dir: l.dir, MemBytes: l.opts.MemBytes})
+	rows, err := extsort.New(l.sortOptions(l.opts.MemBytes))
 	if err != nil {
 		return State{}, nil, fmt.Errorf("disk: bulk load: %w", err)
 	}

@@ -457,3 +457,41 @@ func TestBulkLoadFinishFailsCleanly(t *testing.T) {
 		})
 	}
 }
+
+// freeSpace is a file system's free bytes as a test sets them.
+type freeSpace struct{ free uint64 }
+
+func (f *freeSpace) AvailableBytes() (uint64, error) { return f.free, nil }
+
+// TestBulkLoadKeepsItsReserve: a load whose next run or table would leave
+// less than its reserve free stops with ErrBulkNoSpace, nothing loaded: a
+// spill while the blocks are added, or, with a buffer that never spills,
+// the first table.
+func TestBulkLoadKeepsItsReserve(t *testing.T) {
+	blocks := bulkChain(t, workload.Bitcoin, 13, 2000, 10, 20)
+	for name, mem := range map[string]int{"a sorted run": 64 << 10, "a table": 1 << 30} {
+		t.Run(name, func(t *testing.T) {
+			st := openStore(t, disk.Options{PruneDepth: 3, RollbackWindow: 6})
+			space := &freeSpace{free: 100 << 20}
+			l, err := st.NewBulkLoad(disk.BulkOptions{MemBytes: mem, Reread: rereader(blocks), Space: space, Reserve: 100<<20 - 1<<10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			for _, b := range blocks {
+				if err = l.Add(b); err != nil {
+					break
+				}
+			}
+			if err == nil {
+				_, err = l.Finish(context.Background(), l.Tip().Height+1)
+			}
+			if !errors.Is(err, disk.ErrBulkNoSpace) {
+				t.Fatalf("load with 1 KiB above its reserve: %v, want ErrBulkNoSpace", err)
+			}
+			if s := st.State(); !s.Tip.Empty || s.Seq != 0 {
+				t.Fatalf("after a refused load the store is at %+v", s)
+			}
+		})
+	}
+}

@@ -116,6 +116,9 @@ func (t *bulkTables) write() {
 				}
 			}
 			if w == nil {
+				if t.err = t.l.checkSpace(bulkTableBytes); t.err != nil {
+					break
+				}
 				path := filepath.Join(t.l.dir, fmt.Sprintf("%s-%06d.sst", t.name, len(t.paths)+1))
 				f, err := t.fs.Create(path, vfs.WriteCategoryUnspecified)
 				if err != nil {

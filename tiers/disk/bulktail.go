@@ -77,7 +77,7 @@ func (l *BulkLoad) newTail(last uint64) (*bulkTail, error) {
 	mem := max(l.opts.MemBytes/8, 1<<20)
 	var err error
 	for _, p := range []**extsort.Sorter{&t.undo, &t.spentAt, &t.logged} {
-		if *p, err = extsort.New(extsort.Options{Dir: l.dir, MemBytes: mem}); err != nil {
+		if *p, err = extsort.New(l.sortOptions(mem)); err != nil {
 			t.close()
 			return nil, fmt.Errorf("disk: bulk load: %w", err)
 		}
