@@ -124,3 +124,27 @@ func invalidField(field, format string, args ...any) error {
 func tooMany(field string, n, max int) error {
 	return fmt.Errorf("%s: %d entries over limit %d: %w", field, n, max, ErrTooLarge)
 }
+
+// CheckLinkage enforces that b extends tip: the next height and the tip's
+// hash as parent. The first block of an empty store may start at any height
+// and may omit its parent; any other block without one (the zero hash) is
+// invalid (docs/blocks.md: a required field missing), not merely misplaced.
+// The writer and a bulk load check each block with it.
+func CheckLinkage(tip Tip, b *Block) error {
+	if tip.Empty {
+		return nil
+	}
+	if b.Height != tip.Height+1 {
+		return fmt.Errorf("block %d does not extend the tip %s: want height %d: %w",
+			b.Height, tip, tip.Height+1, ErrNotNextBlock)
+	}
+	if b.PrevHash.IsZero() {
+		return fmt.Errorf("block %d has no prev_hash: it is required unless the store is empty: %w",
+			b.Height, ErrInvalidBlock)
+	}
+	if b.PrevHash != tip.Hash {
+		return fmt.Errorf("block %d has prev_hash %s, the tip is %s: %w",
+			b.Height, b.PrevHash, tip, ErrNotNextBlock)
+	}
+	return nil
+}

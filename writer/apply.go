@@ -14,7 +14,7 @@ func (w *Writer) apply(b *chain.Block) (Result, error) {
 	if done, err := w.alreadyApplied(tip, b); err != nil || done {
 		return Result{Tip: tip, Seq: st.Seq}, err
 	}
-	if err := checkLinkage(tip, b); err != nil {
+	if err := chain.CheckLinkage(tip, b); err != nil {
 		return Result{Tip: tip, Seq: st.Seq}, err
 	}
 	txn, err := w.store.NewBlock(b)
@@ -121,29 +121,6 @@ func (w *Writer) alreadyApplied(tip chain.Tip, b *chain.Block) (bool, error) {
 		return false, err
 	}
 	return found && h == b.Hash, nil
-}
-
-// checkLinkage enforces that b extends tip: the next height and the tip's
-// hash as parent. The first block of an empty store may start at any height
-// and may omit its parent; any other block without one (the zero hash) is
-// invalid (docs/blocks.md: a required field missing), not merely misplaced.
-func checkLinkage(tip chain.Tip, b *chain.Block) error {
-	if tip.Empty {
-		return nil
-	}
-	if b.Height != tip.Height+1 {
-		return fmt.Errorf("block %d does not extend the tip %s: want height %d: %w",
-			b.Height, tip, tip.Height+1, chain.ErrNotNextBlock)
-	}
-	if b.PrevHash.IsZero() {
-		return fmt.Errorf("block %d has no prev_hash: it is required unless the store is empty: %w",
-			b.Height, chain.ErrInvalidBlock)
-	}
-	if b.PrevHash != tip.Hash {
-		return fmt.Errorf("block %d has prev_hash %s, the tip is %s: %w",
-			b.Height, b.PrevHash, tip, chain.ErrNotNextBlock)
-	}
-	return nil
 }
 
 // rollbackRequest resolves the target of r and rolls back to it.

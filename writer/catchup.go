@@ -192,7 +192,7 @@ func (w *Writer) applyWindow(blocks []*chain.Block) (*changeset.Set, error) {
 	estimates := make([]uint64, len(blocks))
 	var estimate uint64
 	for i, b := range blocks {
-		if err := checkLinkage(txn.Tip(), b); err != nil {
+		if err := chain.CheckLinkage(txn.Tip(), b); err != nil {
 			return nil, err
 		}
 		if err := txn.Begin(b); err != nil {

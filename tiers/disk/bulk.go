@@ -248,17 +248,10 @@ func (l *BulkLoad) Add(b *chain.Block) error {
 }
 
 func (l *BulkLoad) add(b *chain.Block) error {
-	if !l.tip.Empty {
-		if b.Height != l.tip.Height+1 {
-			return fmt.Errorf("block %d does not extend the tip %s: want height %d: %w", b.Height, l.tip, l.tip.Height+1, chain.ErrNotNextBlock)
-		}
-		if b.PrevHash.IsZero() {
-			return fmt.Errorf("block %d has no prev_hash: it is required unless the store is empty: %w", b.Height, chain.ErrInvalidBlock)
-		}
-		if b.PrevHash != l.tip.Hash {
-			return fmt.Errorf("block %d has prev_hash %s, the tip is %s: %w", b.Height, b.PrevHash, l.tip, chain.ErrNotNextBlock)
-		}
-	} else {
+	if err := chain.CheckLinkage(l.tip, b); err != nil {
+		return err
+	}
+	if l.tip.Empty {
 		l.first = b.Height
 	}
 	for pos := range b.Txs {
